@@ -1,0 +1,1 @@
+//! The ordered index (being written).
