@@ -1,5 +1,59 @@
 //! Tessera: a multi-core main-memory OLTP engine.
+//!
+//! One storage substrate (records with Silo's TID word and version chains),
+//! one ordered index, one epoch system; concurrency-control protocols plug
+//! into them and are chosen at run time.
+//!
+//! ```
+//! use tessera::{Database, Options, Protocol, ScanOptions, TxError};
+//! use std::ops::Bound;
+//!
+//! let db = Database::open(Options::in_memory().protocol(Protocol::Silo))?;
+//! let accounts = db.create_table("accounts")?;
+//! let mut w = db.worker()?; // one per thread
+//!
+//! // A one-shot transaction; conflicts are retried with backoff.
+//! w.run(|tx| {
+//!     tx.insert(accounts, b"alice", &100u64.to_le_bytes())?;
+//!     tx.insert(accounts, b"bob", &50u64.to_le_bytes())?;
+//!     Ok(())
+//! })?;
+//!
+//! // Transfer 30 from alice to bob, unless alice cannot pay (a user abort).
+//! let moved = w.run(|tx| {
+//!     let a = u64::from_le_bytes(tx.get(accounts, b"alice")?.unwrap().try_into().unwrap());
+//!     if a < 30 {
+//!         return tx.user_abort();
+//!     }
+//!     let b = u64::from_le_bytes(tx.get(accounts, b"bob")?.unwrap().try_into().unwrap());
+//!     tx.put(accounts, b"alice", &(a - 30).to_le_bytes())?;
+//!     tx.put(accounts, b"bob", &(b + 30).to_le_bytes())?;
+//!     Ok(30)
+//! })?;
+//! assert_eq!(moved, 30);
+//!
+//! // An ordered range scan, newest key first, at most 10 rows.
+//! let rows = w.run(|tx| {
+//!     tx.scan_collect(accounts, Bound::Unbounded, Bound::Unbounded, ScanOptions::new().reverse().limit(10))
+//! })?;
+//! assert_eq!(rows[0].0, b"bob");
+//! assert_eq!(u64::from_le_bytes(rows[1].1.clone().try_into().unwrap()), 70);
+//!
+//! w.run(|tx| tx.delete(accounts, b"bob").map(|_| ()))?;
+//! # Ok::<(), tessera::Error>(())
+//! ```
 #![warn(missing_docs)]
 
+pub mod catalog;
+pub mod cc;
+pub mod db;
 pub mod epoch;
+pub mod error;
 pub mod index;
+pub mod storage;
+pub mod txn;
+
+pub use catalog::TableId;
+pub use db::{Database, Options, Protocol, Worker, WorkerStats};
+pub use error::{ConflictReason, Error, TxError, TxResult};
+pub use txn::{ScanOptions, Txn, MAX_KEY_LEN, MAX_VALUE_LEN};

@@ -1,0 +1,176 @@
+//! Concurrency-control protocols. Each protocol is a module of functions over
+//! the shared substrate (records, index, epochs); [`crate::Txn`] dispatches to
+//! them. What they share lives here: the per-transaction sets and the
+//! unlinking of deleted records.
+
+pub mod nocc;
+pub mod silo;
+pub mod snapshot;
+
+use std::collections::HashMap;
+
+use crate::catalog::{Table, TableId};
+use crate::db::{DbInner, PendingUnlink, WorkerState};
+use crate::epoch::Guard;
+use crate::index::LeafRef;
+use crate::storage::tid::*;
+use crate::storage::Record;
+
+/// An entry of the read set: a record and the TID word observed.
+#[derive(Clone, Copy)]
+pub(crate) struct ReadEntry {
+    pub rec: *const Record,
+    pub tid: u64,
+}
+
+/// What a write does at commit.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum WriteKind {
+    Put,
+    Delete,
+}
+
+/// `observed` value of a blind write.
+pub(crate) const BLIND: u64 = u64::MAX;
+
+/// An entry of the write set.
+#[derive(Clone, Copy)]
+pub(crate) struct WriteEntry {
+    pub rec: *const Record,
+    pub table: TableId,
+    pub kind: WriteKind,
+    /// Value bytes in `TxnSets::wbuf`.
+    pub val: (u32, u32),
+    /// Key bytes in `TxnSets::wbuf` (kept for deletes and created records).
+    pub key: (u32, u32),
+    /// TID word (lock bit clear) that must still be there at commit, or
+    /// [`BLIND`].
+    pub observed: u64,
+    /// This transaction inserted the (absent) record into the index.
+    pub created: bool,
+    /// TID word found when the commit locked the record.
+    pub locked_tid: u64,
+}
+
+/// An entry of the node set (Silo section 4.6): a leaf and its version.
+#[derive(Clone, Copy)]
+pub(crate) struct NodeEntry {
+    pub leaf: LeafRef,
+    pub version: u64,
+}
+
+/// Above this many writes, own-write lookups use a hash map.
+const WINDEX_MIN: usize = 24;
+
+/// The read, write and node sets of the running transaction, plus buffers.
+/// Owned by the worker and reused, so a transaction allocates nothing in the
+/// steady state.
+#[derive(Default)]
+pub(crate) struct TxnSets {
+    pub reads: Vec<ReadEntry>,
+    pub writes: Vec<WriteEntry>,
+    pub nodes: Vec<NodeEntry>,
+    /// Values and keys of the write set.
+    pub wbuf: Vec<u8>,
+    /// The value returned by the last read.
+    pub rbuf: Vec<u8>,
+    /// rec -> index into `writes`, once the write set is large.
+    pub windex: HashMap<usize, usize>,
+}
+
+// SAFETY: the raw record pointers are only dereferenced by the owning worker
+// while it is pinned.
+unsafe impl Send for TxnSets {}
+
+impl TxnSets {
+    pub fn clear(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+        self.nodes.clear();
+        self.wbuf.clear();
+        self.rbuf.clear();
+        self.windex.clear();
+    }
+
+    /// Index of the write-set entry for `rec`, if any.
+    #[inline]
+    pub fn find_write(writes: &[WriteEntry], windex: &HashMap<usize, usize>, rec: *const Record) -> Option<usize> {
+        if writes.len() >= WINDEX_MIN {
+            return windex.get(&(rec as usize)).copied();
+        }
+        writes.iter().position(|w| w.rec == rec)
+    }
+
+    #[inline]
+    pub fn push_write(&mut self, w: WriteEntry) {
+        let i = self.writes.len();
+        self.writes.push(w);
+        if self.writes.len() == WINDEX_MIN {
+            for (j, w) in self.writes.iter().enumerate() {
+                self.windex.insert(w.rec as usize, j);
+            }
+        } else if self.writes.len() > WINDEX_MIN {
+            self.windex.insert(w.rec as usize, i);
+        }
+    }
+
+    /// Append bytes to `wbuf`, returning (offset, len).
+    #[inline]
+    pub fn stash(&mut self, bytes: &[u8]) -> (u32, u32) {
+        let off = self.wbuf.len();
+        self.wbuf.extend_from_slice(bytes);
+        (off as u32, bytes.len() as u32)
+    }
+
+    #[inline]
+    pub fn stashed(&self, r: (u32, u32)) -> &[u8] {
+        &self.wbuf[r.0 as usize..(r.0 + r.1) as usize]
+    }
+}
+
+/// Unlink a deleted record from its index if it is still the deletion with
+/// TID `tid`, and retire it. The lock keeps a concurrent re-insert (which
+/// reuses the absent record) out; clearing `LATEST` makes anyone still holding
+/// the record retry through the index.
+pub(crate) fn unlink(t: &Table, g: &Guard<'_>, key: &[u8], rec: *const Record, tid: u64) {
+    // SAFETY: the record is still linked (or at least not yet retired: only
+    // the holder of this pending entry retires it), and we are pinned.
+    let r = unsafe { &*rec };
+    let cur = r.lock();
+    if cur & !LOCK == tid && cur & ABSENT != 0 {
+        let removed = t.index.remove(key, rec as u64, g);
+        r.unlock_with((cur & !LOCK) & !LATEST);
+        if removed {
+            // SAFETY: unlinked from the index just now; nobody else retires it
+            // (re-inserts reuse it only while LATEST is set).
+            unsafe { g.retire(rec as *mut u8, Record::free) };
+        }
+    } else {
+        r.unlock();
+    }
+}
+
+/// Between transactions: unlink deleted records that no snapshot can see any
+/// more (only pending when snapshots are on).
+pub(crate) fn maintain(db: &DbInner, st: &mut WorkerState, g: &Guard<'_>) {
+    if st.pending_unlinks.is_empty() {
+        if db.opts.snapshots {
+            if let Some(mut o) = db.orphan_unlinks.try_lock() {
+                st.pending_unlinks.extend(o.drain(..));
+            }
+        }
+        return;
+    }
+    let min = db.epochs.snapshot_min();
+    while let Some(p) = st.pending_unlinks.front() {
+        if epoch_of(p.tid) >= min {
+            break;
+        }
+        let p: PendingUnlink = st.pending_unlinks.pop_front().expect("front");
+        let i = p.table.0 as usize;
+        if i >= st.tables.len() {
+            st.tables = db.tables.read().clone();
+        }
+        unlink(&st.tables[i], g, &p.key, p.rec, p.tid);
+    }
+}

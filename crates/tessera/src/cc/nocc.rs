@@ -1,0 +1,174 @@
+//! No concurrency control: operations go straight to the index and records,
+//! with no read, write or node sets, and take effect immediately. This is the
+//! key-value baseline of Silo section 5.2 ("MemKV"), used to measure what
+//! Silo's tracking costs. It offers no isolation and cannot roll back.
+
+use std::ops::Bound;
+
+use super::unlink;
+use crate::catalog::Table;
+use crate::error::{ConflictReason, TxError, TxResult};
+use crate::index::{Insert, Lookup};
+use crate::storage::tid::*;
+use crate::storage::{ReadOutcome, Record};
+use crate::txn::{ScanOptions, Txn};
+
+const RETRIES: usize = 64;
+
+fn gave_up<T>() -> TxResult<T> {
+    Err(TxError::Conflict(ConflictReason::Stale))
+}
+
+fn new_tid(tx: &mut Txn<'_>, old: u64) -> u64 {
+    let t = next_tid(old, tx.st.last_tid, tx.db.epochs.global());
+    tx.st.last_tid = t;
+    t
+}
+
+/// Lock the live record for `key`; `None` if the key has no record.
+fn lock_live(tx: &Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Option<(&'static Record, u64)>> {
+    for _ in 0..RETRIES {
+        match table.index.get(key, tx.g) {
+            Lookup::Missing { .. } => return Ok(None),
+            Lookup::Found(v) => {
+                // SAFETY: reached through the index while pinned; the 'static
+                // lifetime never escapes the pinned operation that uses it.
+                let rec: &'static Record = unsafe { &*(v as *const Record) };
+                let old = rec.lock();
+                if old & LATEST == 0 {
+                    rec.unlock();
+                    continue;
+                }
+                return Ok(Some((rec, old)));
+            }
+        }
+    }
+    gave_up()
+}
+
+/// Create a present record for `key`; `false` if the key appeared meanwhile.
+fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> bool {
+    let tid = new_tid(tx, 0) | LATEST;
+    let rec = Record::new(val, tid, 0);
+    match table.index.insert(key, rec as u64, tx.g) {
+        Insert::Inserted { .. } => true,
+        Insert::Exists(_) => {
+            // SAFETY: never published.
+            unsafe { Record::free(rec as *mut u8) };
+            false
+        }
+    }
+}
+
+pub(crate) fn get<'t>(tx: &'t mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
+    for _ in 0..RETRIES {
+        match table.index.get(key, tx.g) {
+            Lookup::Missing { .. } => return Ok(None),
+            Lookup::Found(v) => {
+                let buf = &mut tx.st.sets.rbuf;
+                buf.clear();
+                // SAFETY: reached through the index while pinned.
+                match unsafe { &*(v as *const Record) }.read(buf) {
+                    ReadOutcome::NotLatest => continue,
+                    ReadOutcome::Ok(t) if t & ABSENT != 0 => return Ok(None),
+                    ReadOutcome::Ok(_) => return Ok(Some(&tx.st.sets.rbuf)),
+                }
+            }
+        }
+    }
+    gave_up()
+}
+
+/// Write into a locked live record (present or absent).
+fn write_locked(tx: &mut Txn<'_>, rec: &Record, old: u64, val: &[u8]) {
+    let tid = new_tid(tx, old) | LATEST;
+    rec.install(old, Some(val), tid, None, tx.g);
+}
+
+pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+    for _ in 0..RETRIES {
+        if let Some((rec, old)) = lock_live(tx, table, key)? {
+            write_locked(tx, rec, old, val);
+            return Ok(());
+        }
+        if create(tx, table, key, val) {
+            return Ok(());
+        }
+    }
+    gave_up()
+}
+
+pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+    for _ in 0..RETRIES {
+        if let Some((rec, old)) = lock_live(tx, table, key)? {
+            if old & ABSENT == 0 {
+                rec.unlock();
+                return Ok(false);
+            }
+            write_locked(tx, rec, old, val);
+            return Ok(true);
+        }
+        if create(tx, table, key, val) {
+            return Ok(true);
+        }
+    }
+    gave_up()
+}
+
+pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+    match lock_live(tx, table, key)? {
+        Some((rec, old)) if old & ABSENT == 0 => {
+            write_locked(tx, rec, old, val);
+            Ok(true)
+        }
+        Some((rec, _)) => {
+            rec.unlock();
+            Ok(false)
+        }
+        None => Ok(false),
+    }
+}
+
+pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
+    match lock_live(tx, table, key)? {
+        Some((rec, old)) if old & ABSENT == 0 => {
+            let tid = new_tid(tx, old) | LATEST | ABSENT;
+            rec.install(old, None, tid, None, tx.g);
+            unlink(table, tx.g, key, rec, tid);
+            Ok(true)
+        }
+        Some((rec, _)) => {
+            rec.unlock();
+            Ok(false)
+        }
+        None => Ok(false),
+    }
+}
+
+pub(crate) fn scan<F>(
+    tx: &mut Txn<'_>,
+    table: &Table,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    opts: ScanOptions,
+    mut f: F,
+) -> TxResult<usize>
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let mut count = 0;
+    let buf = &mut tx.st.sets.rbuf;
+    table.index.scan(lo, hi, opts.reverse, tx.g, |_, _| {}, |k, v| {
+        buf.clear();
+        // SAFETY: reached through the index while pinned.
+        match unsafe { &*(v as *const Record) }.read(buf) {
+            ReadOutcome::Ok(t) if t & ABSENT == 0 => {
+                count += 1;
+                f(k, buf) && count < limit
+            }
+            _ => true,
+        }
+    });
+    Ok(count)
+}

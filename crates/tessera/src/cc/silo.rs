@@ -1,0 +1,542 @@
+//! Silo's optimistic concurrency control (Tu et al., SOSP 2013, section 4).
+//!
+//! *Execution.* Reads use the record read protocol (section 4.5) and remember
+//! the TID word they saw in the **read set**; writes are buffered in the
+//! **write set**; lookups that miss and range scans remember the index leaves
+//! they examined, with their versions, in the **node set** (section 4.6).
+//! Inserts put an *absent* record into the index before commit so there is
+//! something to lock (section 4.5); deletes are writes of an absent version.
+//!
+//! *Commit* ([`commit`], Figure 2 of the paper):
+//! 1. lock every record of the write set in a global order (record address);
+//! 2. read the global epoch `E` once: the serialization point;
+//! 3. validate: every read record still has the TID read and is not locked by
+//!    another transaction; every node-set leaf has the version seen;
+//! 4. choose the TID ([`next_tid`]: larger than every TID read or written and
+//!    than the worker's last TID, in epoch `E`; no shared counter), then for
+//!    each write: update the record, fence, store the TID releasing the lock.
+//!
+//! A read-only transaction writes no shared memory at commit: it only
+//! validates (and, like Silo, never reads `E` because it needs no TID).
+
+use std::ops::Bound;
+
+use super::{unlink, NodeEntry, ReadEntry, TxnSets, WriteEntry, WriteKind, BLIND};
+use crate::catalog::Table;
+use crate::db::PendingUnlink;
+use crate::error::{ConflictReason, TxError, TxResult};
+use crate::index::{Insert, Lookup};
+use crate::storage::tid::*;
+use crate::storage::{ReadOutcome, Record};
+use crate::txn::{ScanOptions, Txn};
+
+/// How many times an operation re-walks the index after meeting a record
+/// that was unlinked under it, before giving up with a `Stale` abort.
+const STALE_RETRIES: usize = 16;
+
+fn conflict<T>(r: ConflictReason) -> TxResult<T> {
+    Err(TxError::Conflict(r))
+}
+
+/// After our own insert into `leaf` moved its version from `before` to
+/// `after`, update the node-set entries that saw `before` (the change is ours,
+/// not a phantom). A split cannot be accounted for; such entries will fail
+/// validation, as in Silo.
+fn own_insert_fixup(sets: &mut TxnSets, ins: &Insert) {
+    if let Insert::Inserted {
+        leaf,
+        before,
+        after,
+        split: false,
+    } = *ins
+    {
+        for n in sets.nodes.iter_mut() {
+            if n.leaf == leaf && n.version == before {
+                n.version = after;
+            }
+        }
+    }
+}
+
+/// Insert a fresh absent record for `key` into the index and add it to the
+/// write set. Returns `false` if another record appeared for the key first.
+fn create_absent(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> bool {
+    let rec = Record::new(&[], ABSENT | LATEST, val.len());
+    let ins = table.index.insert(key, rec as u64, tx.g);
+    match ins {
+        Insert::Exists(_) => {
+            // SAFETY: never published: the insert failed.
+            unsafe { Record::free(rec as *mut u8) };
+            false
+        }
+        Insert::Inserted { .. } => {
+            let sets = &mut tx.st.sets;
+            own_insert_fixup(sets, &ins);
+            let val = sets.stash(val);
+            let k = sets.stash(key);
+            sets.push_write(WriteEntry {
+                rec,
+                table: table.id,
+                kind: WriteKind::Put,
+                val,
+                key: k,
+                observed: ABSENT | LATEST,
+                created: true,
+                locked_tid: 0,
+            });
+            true
+        }
+    }
+}
+
+/// Replace the value of an existing write-set entry.
+fn rewrite(sets: &mut TxnSets, i: usize, kind: WriteKind, val: &[u8]) {
+    let v = sets.stash(val);
+    let w = &mut sets.writes[i];
+    w.kind = kind;
+    w.val = v;
+}
+
+/// Where a read's value lives.
+enum Found {
+    None,
+    ReadBuf,
+    Own((u32, u32)),
+}
+
+/// `Txn::get` under Silo.
+pub(crate) fn get<'t>(tx: &'t mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
+    let found = get_inner(tx, table, key)?;
+    let sets = &tx.st.sets;
+    Ok(match found {
+        Found::None => None,
+        Found::ReadBuf => Some(&sets.rbuf),
+        Found::Own(r) => Some(sets.stashed(r)),
+    })
+}
+
+fn get_inner(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
+    for _ in 0..STALE_RETRIES {
+        match table.index.get(key, tx.g) {
+            Lookup::Missing { leaf, version } => {
+                tx.st.sets.nodes.push(NodeEntry { leaf, version });
+                return Ok(Found::None);
+            }
+            Lookup::Found(v) => {
+                let rec = v as *const Record;
+                let sets = &mut tx.st.sets;
+                if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+                    let w = sets.writes[i];
+                    return Ok(match w.kind {
+                        WriteKind::Put => Found::Own(w.val),
+                        WriteKind::Delete => Found::None,
+                    });
+                }
+                sets.rbuf.clear();
+                // SAFETY: reached through the index while pinned.
+                match unsafe { &*rec }.read(&mut sets.rbuf) {
+                    ReadOutcome::NotLatest => continue,
+                    ReadOutcome::Ok(tid) => {
+                        sets.reads.push(ReadEntry { rec, tid });
+                        return Ok(if tid & ABSENT != 0 { Found::None } else { Found::ReadBuf });
+                    }
+                }
+            }
+        }
+    }
+    conflict(ConflictReason::Stale)
+}
+
+/// `Txn::put` under Silo: a blind upsert.
+pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+    for _ in 0..STALE_RETRIES {
+        match table.index.get(key, tx.g) {
+            Lookup::Found(v) => {
+                let rec = v as *const Record;
+                let sets = &mut tx.st.sets;
+                if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+                    rewrite(sets, i, WriteKind::Put, val);
+                    return Ok(());
+                }
+                let val = sets.stash(val);
+                sets.push_write(WriteEntry {
+                    rec,
+                    table: table.id,
+                    kind: WriteKind::Put,
+                    val,
+                    key: (0, 0),
+                    observed: BLIND,
+                    created: false,
+                    locked_tid: 0,
+                });
+                return Ok(());
+            }
+            Lookup::Missing { .. } => {
+                if create_absent(tx, table, key, val) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    conflict(ConflictReason::InsertRace)
+}
+
+/// `Txn::insert` under Silo: insert if absent.
+pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+    for _ in 0..STALE_RETRIES {
+        match table.index.get(key, tx.g) {
+            Lookup::Found(v) => {
+                let rec = v as *const Record;
+                let sets = &mut tx.st.sets;
+                if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+                    if sets.writes[i].kind == WriteKind::Put {
+                        return Ok(false);
+                    }
+                    rewrite(sets, i, WriteKind::Put, val);
+                    return Ok(true);
+                }
+                sets.rbuf.clear();
+                // SAFETY: reached through the index while pinned.
+                match unsafe { &*rec }.read(&mut sets.rbuf) {
+                    ReadOutcome::NotLatest => continue,
+                    ReadOutcome::Ok(tid) if tid & ABSENT == 0 => {
+                        sets.reads.push(ReadEntry { rec, tid });
+                        return Ok(false);
+                    }
+                    ReadOutcome::Ok(tid) => {
+                        // An absent record (deleted, or another transaction's
+                        // pending insert): reuse it; commit checks it is
+                        // still absent with this TID.
+                        let val = sets.stash(val);
+                        let k = sets.stash(key);
+                        sets.push_write(WriteEntry {
+                            rec,
+                            table: table.id,
+                            kind: WriteKind::Put,
+                            val,
+                            key: k,
+                            observed: tid,
+                            created: false,
+                            locked_tid: 0,
+                        });
+                        return Ok(true);
+                    }
+                }
+            }
+            Lookup::Missing { .. } => {
+                if create_absent(tx, table, key, val) {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    conflict(ConflictReason::InsertRace)
+}
+
+/// Read the record for `key` into the read set for a conditional write;
+/// returns the record if present (`None` if absent or missing).
+fn read_for_write(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Result<*const Record, Option<usize>>> {
+    for _ in 0..STALE_RETRIES {
+        match table.index.get(key, tx.g) {
+            Lookup::Missing { leaf, version } => {
+                tx.st.sets.nodes.push(NodeEntry { leaf, version });
+                return Ok(Err(None));
+            }
+            Lookup::Found(v) => {
+                let rec = v as *const Record;
+                let sets = &mut tx.st.sets;
+                if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+                    return Ok(Err(Some(i)));
+                }
+                sets.rbuf.clear();
+                // SAFETY: reached through the index while pinned.
+                match unsafe { &*rec }.read(&mut sets.rbuf) {
+                    ReadOutcome::NotLatest => continue,
+                    ReadOutcome::Ok(tid) => {
+                        sets.reads.push(ReadEntry { rec, tid });
+                        return Ok(if tid & ABSENT == 0 { Ok(rec) } else { Err(None) });
+                    }
+                }
+            }
+        }
+    }
+    conflict(ConflictReason::Stale)
+}
+
+/// `Txn::update` under Silo: overwrite if present.
+pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+    match read_for_write(tx, table, key)? {
+        Ok(rec) => {
+            let sets = &mut tx.st.sets;
+            let val = sets.stash(val);
+            sets.push_write(WriteEntry {
+                rec,
+                table: table.id,
+                kind: WriteKind::Put,
+                val,
+                key: (0, 0),
+                observed: BLIND,
+                created: false,
+                locked_tid: 0,
+            });
+            Ok(true)
+        }
+        Err(Some(i)) => {
+            let sets = &mut tx.st.sets;
+            if sets.writes[i].kind == WriteKind::Delete {
+                return Ok(false);
+            }
+            rewrite(sets, i, WriteKind::Put, val);
+            Ok(true)
+        }
+        Err(None) => Ok(false),
+    }
+}
+
+/// `Txn::delete` under Silo: mark absent at commit (section 4.5).
+pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
+    match read_for_write(tx, table, key)? {
+        Ok(rec) => {
+            let sets = &mut tx.st.sets;
+            let k = sets.stash(key);
+            sets.push_write(WriteEntry {
+                rec,
+                table: table.id,
+                kind: WriteKind::Delete,
+                val: (0, 0),
+                key: k,
+                observed: BLIND,
+                created: false,
+                locked_tid: 0,
+            });
+            Ok(true)
+        }
+        Err(Some(i)) => {
+            let sets = &mut tx.st.sets;
+            if sets.writes[i].kind == WriteKind::Delete {
+                return Ok(false);
+            }
+            if sets.writes[i].key.1 == 0 {
+                sets.writes[i].key = sets.stash(key);
+            }
+            sets.writes[i].kind = WriteKind::Delete;
+            Ok(true)
+        }
+        Err(None) => Ok(false),
+    }
+}
+
+/// `Txn::scan` under Silo: every leaf examined goes into the node set, every
+/// record read into the read set.
+pub(crate) fn scan<F>(
+    tx: &mut Txn<'_>,
+    table: &Table,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    opts: ScanOptions,
+    mut f: F,
+) -> TxResult<usize>
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let mut count = 0usize;
+    let TxnSets {
+        reads,
+        writes,
+        nodes,
+        wbuf,
+        rbuf,
+        windex,
+    } = &mut tx.st.sets;
+    table.index.scan(
+        lo,
+        hi,
+        opts.reverse,
+        tx.g,
+        |leaf, version| nodes.push(NodeEntry { leaf, version }),
+        |k, v| {
+            let rec = v as *const Record;
+            if let Some(i) = TxnSets::find_write(writes, windex, rec) {
+                let w = writes[i];
+                if w.kind == WriteKind::Delete {
+                    return true;
+                }
+                count += 1;
+                let val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
+                return f(k, val) && count < limit;
+            }
+            rbuf.clear();
+            // SAFETY: reached through the index while pinned.
+            match unsafe { &*rec }.read(rbuf) {
+                // Unlinked under us: its removal changed the leaf version, so
+                // node-set validation will abort this transaction.
+                ReadOutcome::NotLatest => true,
+                ReadOutcome::Ok(tid) => {
+                    reads.push(ReadEntry { rec, tid });
+                    if tid & ABSENT != 0 {
+                        return true;
+                    }
+                    count += 1;
+                    f(k, rbuf) && count < limit
+                }
+            }
+        },
+    );
+    Ok(count)
+}
+
+/// Release the locks of the first `n` (sorted) write-set entries.
+fn unlock_first(sets: &TxnSets, n: usize) {
+    for w in &sets.writes[..n] {
+        // SAFETY: locked by us, still linked or at least not reclaimed (pinned).
+        unsafe { &*w.rec }.unlock();
+    }
+}
+
+/// Silo's commit protocol. On failure it cleans up (see [`abort`]).
+pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
+    match validate_and_install(tx) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            abort(tx);
+            Err(e)
+        }
+    }
+}
+
+fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
+    let epochs = &tx.db.epochs;
+    let sets = &mut tx.st.sets;
+
+    if sets.writes.is_empty() {
+        // Read-only: validation only, no shared-memory writes.
+        for r in &sets.reads {
+            // SAFETY: read while pinned; reclaimed only through the epoch.
+            let cur = unsafe { &*r.rec }.tid_word();
+            if cur != r.tid {
+                return conflict(ConflictReason::ReadValidation);
+            }
+        }
+        for n in &sets.nodes {
+            if n.leaf.version() != n.version {
+                return conflict(ConflictReason::NodeValidation);
+            }
+        }
+        return Ok(());
+    }
+
+    // Phase 1: lock the write set in a global order (record addresses).
+    sets.writes.sort_unstable_by_key(|w| w.rec as usize);
+    let mut max_seen = 0u64;
+    for i in 0..sets.writes.len() {
+        let w = &mut sets.writes[i];
+        // SAFETY: the record was reached through the index while pinned.
+        let rec = unsafe { &*w.rec };
+        let old = rec.lock();
+        w.locked_tid = old;
+        let reason = if old & LATEST == 0 {
+            Some(ConflictReason::Stale)
+        } else if w.observed != BLIND && old != w.observed {
+            Some(ConflictReason::ReadValidation)
+        } else {
+            None
+        };
+        if let Some(r) = reason {
+            unlock_first(sets, i + 1);
+            return conflict(r);
+        }
+        max_seen = max_seen.max(old & TID_MASK);
+    }
+
+    // The serialization point: one read of the global epoch, after all locks
+    // are held (the lock CASes are Acquire, so this load cannot move earlier).
+    let e = epochs.global();
+
+    // Phase 2: validate the read set and the node set.
+    let mut failed = None;
+    for r in &sets.reads {
+        // SAFETY: as above.
+        let cur = unsafe { &*r.rec }.tid_word();
+        if cur & !LOCK != r.tid
+            || (cur & LOCK != 0
+                && sets
+                    .writes
+                    .binary_search_by_key(&(r.rec as usize), |w| w.rec as usize)
+                    .is_err())
+        {
+            failed = Some(ConflictReason::ReadValidation);
+            break;
+        }
+        max_seen = max_seen.max(r.tid & TID_MASK);
+    }
+    if failed.is_none() {
+        for n in &sets.nodes {
+            if n.leaf.version() != n.version {
+                failed = Some(ConflictReason::NodeValidation);
+                break;
+            }
+        }
+    }
+    if let Some(r) = failed {
+        unlock_first(sets, sets.writes.len());
+        return conflict(r);
+    }
+
+    // Phase 3: TID, then install and unlock.
+    let tid = next_tid(max_seen, tx.st.last_tid, e);
+    tx.st.last_tid = tid;
+    let snapshots = tx.db.opts.snapshots;
+    let keep = snapshots.then(|| (epochs.snapshot_k(), epochs.snapshot_min()));
+    for w in &sets.writes {
+        // SAFETY: locked by us.
+        let rec = unsafe { &*w.rec };
+        match w.kind {
+            WriteKind::Put => {
+                let val = &sets.wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
+                rec.install(w.locked_tid, Some(val), tid | LATEST, keep, tx.g);
+            }
+            WriteKind::Delete => {
+                let dtid = tid | LATEST | ABSENT;
+                rec.install(w.locked_tid, None, dtid, keep, tx.g);
+                let key = &sets.wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
+                if snapshots {
+                    tx.st.pending_unlinks.push_back(PendingUnlink {
+                        table: w.table,
+                        key: key.into(),
+                        rec: w.rec,
+                        tid: dtid,
+                    });
+                } else {
+                    let t = &tx.st.tables[w.table.0 as usize];
+                    unlink(t, tx.g, key, w.rec, dtid);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Abort: remove the absent records this transaction inserted, unless some
+/// other transaction has since committed into them.
+pub(crate) fn abort(tx: &mut Txn<'_>) {
+    let sets = &tx.st.sets;
+    for w in sets.writes.iter().filter(|w| w.created) {
+        // SAFETY: we inserted it; it is retired only below or by a later
+        // unlink after a commit into it.
+        let rec = unsafe { &*w.rec };
+        let cur = rec.lock();
+        if cur & TID_MASK == 0 && cur & LATEST != 0 {
+            let key = sets.stashed(w.key);
+            let t = &tx.st.tables[w.table.0 as usize];
+            let removed = t.index.remove(key, w.rec as u64, tx.g);
+            rec.unlock_with(ABSENT);
+            if removed {
+                // SAFETY: unlinked above and marked not-latest.
+                unsafe { tx.g.retire(w.rec as *mut u8, Record::free) };
+            }
+        } else {
+            rec.unlock();
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! Read-only snapshot transactions (Silo section 4.9): reads see the
+//! database as of a snapshot epoch boundary, with no read set, no validation
+//! and no aborts. Writers keep the versions a live snapshot may need (see
+//! `Record::install`).
+
+use std::ops::Bound;
+
+use crate::catalog::Table;
+use crate::index::Lookup;
+use crate::storage::Record;
+use crate::txn::{ScanOptions, Txn};
+
+/// `Txn::get` in a snapshot transaction at `boundary`.
+pub(crate) fn get<'t>(tx: &'t mut Txn<'_>, table: &Table, key: &[u8], boundary: u64) -> Option<&'t [u8]> {
+    match table.index.get(key, tx.g) {
+        Lookup::Missing { .. } => None,
+        Lookup::Found(v) => {
+            let buf = &mut tx.st.sets.rbuf;
+            buf.clear();
+            // SAFETY: reached through the index while pinned.
+            unsafe { &*(v as *const Record) }
+                .read_snapshot(boundary, buf)
+                .map(|_| &buf[..])
+        }
+    }
+}
+
+/// `Txn::scan` in a snapshot transaction at `boundary`.
+pub(crate) fn scan<F>(
+    tx: &mut Txn<'_>,
+    table: &Table,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    opts: ScanOptions,
+    boundary: u64,
+    mut f: F,
+) -> usize
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let mut count = 0;
+    let buf = &mut tx.st.sets.rbuf;
+    table.index.scan(lo, hi, opts.reverse, tx.g, |_, _| {}, |k, v| {
+        buf.clear();
+        // SAFETY: reached through the index while pinned.
+        match unsafe { &*(v as *const Record) }.read_snapshot(boundary, buf) {
+            None => true,
+            Some(_) => {
+                count += 1;
+                f(k, buf) && count < limit
+            }
+        }
+    });
+    count
+}

@@ -1,0 +1,639 @@
+//! Records: the storage substrate every protocol shares.
+//!
+//! An index leaf points at a [`Record`] (Silo's layout, section 4.3): a stable
+//! *record head* that lives until the record is deleted and reclaimed. The head
+//! holds
+//!
+//! * the **TID word** ([`tid`]): Silo's lock, latest-version and absent bits
+//!   plus the epoch and sequence number of the last writer, and
+//! * a pointer to the **newest [`Version`]**, whose `prev` pointer starts the
+//!   chain of older versions (Silo keeps them for snapshot transactions,
+//!   section 4.9; ERMIA's version chains will hang off the same pointer).
+//!
+//! The first version is allocated together with the head (one allocation, one
+//! or two cache lines), so a read touches the same memory as a Silo record.
+//! Committed writers update that version **in place** when the value fits and
+//! no snapshot needs the old value (Silo's key optimisation, Figure 11), and
+//! install a new version otherwise. Values are stored as `AtomicU64` words so
+//! the seqlock-style optimistic read of section 4.5 is free of data races.
+//!
+//! The record head is also where ERMIA's indirection fits: it *is* an OID
+//! slot (a stable cell holding the newest-version pointer that ERMIA installs
+//! with one CAS), allocated per record instead of in a dense per-table array;
+//! see docs/ARCHITECTURE.md.
+
+pub mod tid;
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::ptr;
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+use crate::epoch::Guard;
+use tid::*;
+
+/// A version of a record's value.
+#[repr(C)]
+pub struct Version {
+    /// TID word of the transaction that wrote this version (status bits
+    /// included: `ABSENT` marks a deletion). For the newest version the
+    /// record's TID word is authoritative; older versions never change.
+    tid: AtomicU64,
+    /// The next older version, or null.
+    prev: AtomicPtr<Version>,
+    /// Value length in bytes.
+    len: AtomicU32,
+    /// Capacity in 8-byte words (immutable).
+    cap_words: u32,
+    /// 1 if this version lives inside its record's allocation.
+    inline: u32,
+    _pad: u32,
+    // followed by `cap_words` AtomicU64 words of value data
+}
+
+/// A record head. See the module documentation.
+#[repr(C)]
+pub struct Record {
+    /// The Silo TID word.
+    tid: AtomicU64,
+    /// Newest version.
+    data: AtomicPtr<Version>,
+    // followed by the inline first Version and its data words
+}
+
+const HEAD: usize = std::mem::size_of::<Record>();
+const VHDR: usize = std::mem::size_of::<Version>();
+
+#[inline]
+fn words_for(len: usize) -> usize {
+    len.div_ceil(8).max(1)
+}
+
+impl Version {
+    #[inline]
+    fn words(&self) -> *const AtomicU64 {
+        // SAFETY: the data words directly follow the header in the same
+        // allocation (see `layout_version` and `Record::new`).
+        unsafe { (self as *const Version as *const u8).add(VHDR) as *const AtomicU64 }
+    }
+
+    /// Capacity in bytes.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.cap_words as usize * 8
+    }
+
+    /// The TID stored in this version.
+    #[inline]
+    pub fn tid(&self) -> u64 {
+        self.tid.load(Ordering::Acquire)
+    }
+
+    /// The next older version.
+    #[inline]
+    pub fn prev(&self) -> *mut Version {
+        self.prev.load(Ordering::Acquire)
+    }
+
+    /// Copy the value into `out` (appending). Word loads are Relaxed: the
+    /// caller validates with the record's TID word (seqlock protocol), or the
+    /// version is immutable because it is no longer the newest.
+    #[inline]
+    pub fn read_into(&self, out: &mut Vec<u8>) {
+        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.capacity());
+        let n = words_for(len);
+        let start = out.len();
+        out.reserve(n * 8);
+        let w = self.words();
+        for i in 0..n {
+            // SAFETY: i < n <= cap_words, inside the allocation.
+            let x = unsafe { (*w.add(i)).load(Ordering::Relaxed) };
+            out.extend_from_slice(&x.to_ne_bytes());
+        }
+        out.truncate(start + len);
+    }
+
+    /// Overwrite the value; `val.len()` must fit the capacity. Only called
+    /// with the record locked (or on a version no reader can see yet).
+    #[inline]
+    fn write(&self, val: &[u8]) {
+        debug_assert!(val.len() <= self.capacity());
+        let w = self.words();
+        let mut chunks = val.chunks_exact(8);
+        let mut i = 0;
+        for c in &mut chunks {
+            let x = u64::from_ne_bytes(c.try_into().expect("8 bytes"));
+            // SAFETY: i < cap_words since val fits.
+            unsafe { (*w.add(i)).store(x, Ordering::Relaxed) };
+            i += 1;
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            // SAFETY: as above, the partial word is within capacity.
+            unsafe { (*w.add(i)).store(u64::from_ne_bytes(b), Ordering::Relaxed) };
+        }
+        self.len.store(val.len() as u32, Ordering::Relaxed);
+    }
+}
+
+fn layout_version(cap_words: usize) -> Layout {
+    Layout::from_size_align(VHDR + cap_words * 8, 8).expect("version layout")
+}
+
+fn layout_record(cap_words: usize) -> Layout {
+    Layout::from_size_align(HEAD + VHDR + cap_words * 8, 8).expect("record layout")
+}
+
+/// Allocate an out-of-line version holding `val`.
+fn new_version(val: &[u8], tid: u64, prev: *mut Version) -> *mut Version {
+    let cap = words_for(val.len());
+    // SAFETY: layout has non-zero size.
+    let p = unsafe { alloc(layout_version(cap)) } as *mut Version;
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout_version(cap));
+    }
+    // SAFETY: p is a fresh allocation large enough for the header and words.
+    unsafe {
+        ptr::write(
+            p,
+            Version {
+                tid: AtomicU64::new(tid),
+                prev: AtomicPtr::new(prev),
+                len: AtomicU32::new(0),
+                cap_words: cap as u32,
+                inline: 0,
+                _pad: 0,
+            },
+        );
+        // Zero the words so every word is initialised.
+        ptr::write_bytes((p as *mut u8).add(VHDR), 0, cap * 8);
+        (*p).write(val);
+    }
+    p
+}
+
+/// Free an out-of-line version (not its chain).
+///
+/// # Safety
+/// `v` must come from `new_version` and be unreachable.
+unsafe fn free_version(v: *mut u8) {
+    let v = v as *mut Version;
+    // SAFETY: caller contract; inline versions are never passed here.
+    unsafe {
+        debug_assert_eq!((*v).inline, 0);
+        let cap = (*v).cap_words as usize;
+        dealloc(v as *mut u8, layout_version(cap));
+    }
+}
+
+/// What an optimistic read of the newest version found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// A consistent read; `tid` is the observed TID word (lock bit clear).
+    /// The value was appended to the buffer unless the record is absent.
+    Ok(u64),
+    /// The record is no longer the latest (unlinked): retry through the index.
+    NotLatest,
+}
+
+impl Record {
+    /// A new record holding `val`, with TID word `tid`. Space for at least
+    /// `min_cap` bytes is reserved inline so later in-place updates fit.
+    pub fn new(val: &[u8], tid: u64, min_cap: usize) -> *mut Record {
+        let cap = words_for(val.len().max(min_cap));
+        let layout = layout_record(cap);
+        // SAFETY: non-zero-size layout.
+        let p = unsafe { alloc(layout) } as *mut Record;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: p is a fresh allocation of HEAD + VHDR + cap words.
+        unsafe {
+            let v = (p as *mut u8).add(HEAD) as *mut Version;
+            ptr::write(
+                v,
+                Version {
+                    tid: AtomicU64::new(tid),
+                    prev: AtomicPtr::new(ptr::null_mut()),
+                    len: AtomicU32::new(0),
+                    cap_words: cap as u32,
+                    inline: 1,
+                    _pad: 0,
+                },
+            );
+            ptr::write_bytes((v as *mut u8).add(VHDR), 0, cap * 8);
+            (*v).write(val);
+            ptr::write(
+                p,
+                Record {
+                    tid: AtomicU64::new(tid),
+                    data: AtomicPtr::new(v),
+                },
+            );
+        }
+        p
+    }
+
+    fn inline_version(&self) -> *mut Version {
+        // SAFETY: the inline version directly follows the head.
+        unsafe { (self as *const Record as *mut u8).add(HEAD) as *mut Version }
+    }
+
+    /// The TID word (with status bits, lock bit included).
+    #[inline]
+    pub fn tid_word(&self) -> u64 {
+        self.tid.load(Ordering::Acquire)
+    }
+
+    /// Newest version pointer.
+    #[inline]
+    pub fn newest(&self) -> *mut Version {
+        self.data.load(Ordering::Acquire)
+    }
+
+    /// Spin until the lock bit is clear; returns the TID word seen.
+    #[inline]
+    pub fn stable_tid(&self) -> u64 {
+        let mut spins = 0u32;
+        loop {
+            let t = self.tid.load(Ordering::Acquire);
+            if t & LOCK == 0 {
+                return t;
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Silo's read protocol (section 4.5): (a) read the TID word, spinning
+    /// while locked, (b) check the latest-version bit, (c) read the data,
+    /// (d) fence, (e) re-read the TID word; retry if it changed. On success
+    /// the value is appended to `out` (nothing is appended for an absent
+    /// record; check `ABSENT` in the returned TID).
+    #[inline]
+    pub fn read(&self, out: &mut Vec<u8>) -> ReadOutcome {
+        let start = out.len();
+        loop {
+            let t1 = self.stable_tid();
+            if t1 & LATEST == 0 {
+                return ReadOutcome::NotLatest;
+            }
+            if t1 & ABSENT == 0 {
+                let v = self.data.load(Ordering::Acquire);
+                // SAFETY: the newest version is reachable from this record,
+                // and versions are only reclaimed through the epoch, which the
+                // caller has pinned.
+                unsafe { (*v).read_into(out) };
+            }
+            fence(Ordering::Acquire);
+            let t2 = self.tid.load(Ordering::Relaxed);
+            if t1 == t2 {
+                return ReadOutcome::Ok(t1);
+            }
+            out.truncate(start);
+        }
+    }
+
+    /// Read the version visible to a snapshot taken at `boundary`: the newest
+    /// version whose epoch is below it (Silo section 4.9). Returns `None` if
+    /// no such version exists or it is a deletion; the value is appended to
+    /// `out` otherwise.
+    pub fn read_snapshot(&self, boundary: u64, out: &mut Vec<u8>) -> Option<u64> {
+        let start = out.len();
+        loop {
+            let t1 = self.stable_tid();
+            let head = self.data.load(Ordering::Acquire);
+            if epoch_of(t1) < boundary && t1 & TID_MASK != 0 {
+                if t1 & ABSENT == 0 {
+                    // SAFETY: as in `read`.
+                    unsafe { (*head).read_into(out) };
+                }
+                fence(Ordering::Acquire);
+                if self.tid.load(Ordering::Relaxed) != t1 {
+                    out.truncate(start);
+                    continue;
+                }
+                return if t1 & ABSENT == 0 { Some(t1) } else { None };
+            }
+            // SAFETY: as above; `prev` of the newest version is read under the
+            // seqlock and re-validated below.
+            let mut v = unsafe { (*head).prev() };
+            fence(Ordering::Acquire);
+            if self.tid.load(Ordering::Relaxed) != t1 {
+                continue;
+            }
+            // Older versions are immutable; pruning only cuts the chain
+            // behind a version older than every live snapshot boundary, so
+            // the version this reader needs is never cut off.
+            while !v.is_null() {
+                // SAFETY: chain versions are reclaimed through the epoch.
+                let vr = unsafe { &*v };
+                let t = vr.tid();
+                if epoch_of(t) < boundary && t & TID_MASK != 0 {
+                    if t & ABSENT != 0 {
+                        return None;
+                    }
+                    vr.read_into(out);
+                    return Some(t);
+                }
+                v = vr.prev();
+            }
+            return None;
+        }
+    }
+
+    /// Try to set the lock bit; returns the TID word before locking.
+    #[inline]
+    pub fn try_lock(&self) -> Option<u64> {
+        let t = self.tid.load(Ordering::Relaxed);
+        if t & LOCK != 0 {
+            return None;
+        }
+        self.tid
+            .compare_exchange_weak(t, t | LOCK, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+    }
+
+    /// Spin until the lock is ours; returns the TID word before locking.
+    #[inline]
+    pub fn lock(&self) -> u64 {
+        let mut spins = 0u32;
+        loop {
+            if let Some(t) = self.try_lock() {
+                // Order the data writes that follow after the lock bit
+                // (seqlock writer side).
+                fence(Ordering::Release);
+                return t;
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Release the lock, setting the TID word to `tid` (lock bit clear).
+    #[inline]
+    pub fn unlock_with(&self, tid: u64) {
+        debug_assert_eq!(tid & LOCK, 0);
+        self.tid.store(tid, Ordering::Release);
+    }
+
+    /// Release the lock leaving the TID word as it was.
+    #[inline]
+    pub fn unlock(&self) {
+        let t = self.tid.load(Ordering::Relaxed);
+        self.tid.store(t & !LOCK, Ordering::Release);
+    }
+
+    /// Install `val` as the new value with TID `new_tid` and unlock (Silo
+    /// commit phase 3: update, fence, store the TID, releasing the lock).
+    /// Must hold the lock. `old_tid` is the TID word before locking.
+    ///
+    /// Versions: if a snapshot boundary lies between the old version's epoch
+    /// and the new one, the old version is kept (linked behind the new one)
+    /// for snapshot readers; chain versions that no snapshot reader can need
+    /// any more (`snapshot_min`) are cut and retired. Otherwise the value is
+    /// written in place when it fits.
+    ///
+    /// `val == None` writes a deletion (the caller sets `ABSENT` in `new_tid`).
+    pub fn install(
+        &self,
+        old_tid: u64,
+        val: Option<&[u8]>,
+        new_tid: u64,
+        keep_snapshots: Option<(u64, u64)>,
+        g: &Guard<'_>,
+    ) {
+        let head = self.data.load(Ordering::Relaxed);
+        let bytes = val.unwrap_or(&[]);
+        // Keep the old version if a snapshot boundary (a multiple of k) lies
+        // between its epoch and the new one; deletions are kept too, so a
+        // snapshot reader sees the record as absent rather than an older value.
+        let keep_old = match keep_snapshots {
+            Some((k, _)) => old_tid & TID_MASK != 0 && epoch_of(old_tid) / k < epoch_of(new_tid) / k,
+            None => false,
+        };
+        // SAFETY: we hold the lock, so `head` is the newest version and no
+        // other writer touches it; readers are protected by the seqlock.
+        let h = unsafe { &*head };
+        if keep_old {
+            // The old newest version becomes immutable: stamp it with its TID.
+            h.tid.store(old_tid & !LOCK, Ordering::Relaxed);
+            let snapshot_min = keep_snapshots.map(|x| x.1).unwrap_or(0);
+            self.prune_chain(head, snapshot_min, g);
+            let nv = new_version(bytes, new_tid, head);
+            self.data.store(nv, Ordering::Release);
+        } else if bytes.len() <= h.capacity() {
+            h.write(bytes);
+            h.tid.store(new_tid, Ordering::Relaxed);
+        } else {
+            let nv = new_version(bytes, new_tid, h.prev());
+            self.data.store(nv, Ordering::Release);
+            if h.inline == 0 {
+                // SAFETY: `head` was the newest version and is now unlinked;
+                // readers that still hold it are pinned.
+                unsafe { g.retire(head as *mut u8, free_version) };
+            }
+        }
+        fence(Ordering::Release);
+        self.unlock_with(new_tid);
+    }
+
+    /// Cut the chain behind the first version (starting at `from`) whose
+    /// epoch is below `snapshot_min`: no snapshot reader can need anything
+    /// older. Cut versions are retired through the epoch.
+    fn prune_chain(&self, from: *mut Version, snapshot_min: u64, g: &Guard<'_>) {
+        let mut v = from;
+        while !v.is_null() {
+            // SAFETY: we hold the record lock; the chain is only cut by lock holders.
+            let vr = unsafe { &*v };
+            if epoch_of(vr.tid()) < snapshot_min {
+                let mut cut = vr.prev.swap(ptr::null_mut(), Ordering::AcqRel);
+                while !cut.is_null() {
+                    // SAFETY: unlinked above; each chain version is owned by this chain only.
+                    let next = unsafe { (*cut).prev() };
+                    if unsafe { (*cut).inline } == 0 {
+                        // SAFETY: unreachable for new readers; old readers are pinned.
+                        unsafe { g.retire(cut as *mut u8, free_version) };
+                    }
+                    cut = next;
+                }
+                return;
+            }
+            v = vr.prev();
+        }
+    }
+
+    /// Number of versions in the chain (newest included), for tests/stats.
+    pub fn chain_len(&self) -> usize {
+        let mut n = 0;
+        let mut v = self.newest();
+        while !v.is_null() {
+            n += 1;
+            // SAFETY: caller is pinned or has exclusive access.
+            v = unsafe { (*v).prev() };
+        }
+        n
+    }
+
+    /// Free a record and every version still linked from it.
+    ///
+    /// # Safety
+    /// `r` must come from [`Record::new`] and be unreachable by any thread.
+    pub unsafe fn free(r: *mut u8) {
+        let r = r as *mut Record;
+        // SAFETY: caller contract: exclusive access.
+        unsafe {
+            let mut v = (*r).data.load(Ordering::Relaxed);
+            while !v.is_null() {
+                let next = (*v).prev.load(Ordering::Relaxed);
+                if (*v).inline == 0 {
+                    free_version(v as *mut u8);
+                }
+                v = next;
+            }
+            let iv = (*r).inline_version();
+            let cap = (*iv).cap_words as usize;
+            dealloc(r as *mut u8, layout_record(cap));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::epoch::Epochs;
+
+    fn t(epoch: u64, seq: u64) -> u64 {
+        make_tid(epoch, seq) | LATEST
+    }
+
+    #[test]
+    fn read_in_place_and_grow() {
+        let ep = Epochs::new(1, 10);
+        let l = ep.register().unwrap();
+        let g = l.pin();
+        let r = Record::new(b"hello", t(1, 1), 0);
+        let rec = unsafe { &*r };
+        let mut out = Vec::new();
+        assert_eq!(rec.read(&mut out), ReadOutcome::Ok(t(1, 1)));
+        assert_eq!(out, b"hello");
+        let old = rec.lock();
+        rec.install(old, Some(b"world"), t(1, 2), Some((10, 0)), &g);
+        let inline_ptr = rec.newest();
+        out.clear();
+        rec.read(&mut out);
+        assert_eq!(out, b"world");
+        assert_eq!(rec.chain_len(), 1);
+        // grow past capacity: new version, still one in the chain
+        let old = rec.lock();
+        let big = vec![7u8; 100];
+        rec.install(old, Some(&big), t(1, 3), Some((10, 0)), &g);
+        assert_ne!(rec.newest(), inline_ptr);
+        out.clear();
+        rec.read(&mut out);
+        assert_eq!(out, big);
+        assert_eq!(rec.chain_len(), 1);
+        drop(g);
+        unsafe { Record::free(r as *mut u8) };
+    }
+
+    #[test]
+    fn snapshot_versions_kept_across_boundaries_and_pruned() {
+        let ep = Epochs::new(1, 10);
+        let l = ep.register().unwrap();
+        let g = l.pin();
+        let r = Record::new(b"v5", t(5, 1), 0);
+        let rec = unsafe { &*r };
+        // epoch 12: crosses boundary 10 -> keep v5
+        let old = rec.lock();
+        rec.install(old, Some(b"v12"), t(12, 1), Some((10, 0)), &g);
+        assert_eq!(rec.chain_len(), 2);
+        // epoch 15: same period as 12 -> in place
+        let old = rec.lock();
+        rec.install(old, Some(b"v15"), t(15, 1), Some((10, 0)), &g);
+        assert_eq!(rec.chain_len(), 2);
+        let mut out = Vec::new();
+        assert!(rec.read_snapshot(10, &mut out).is_some());
+        assert_eq!(out, b"v5");
+        out.clear();
+        assert!(rec.read_snapshot(20, &mut out).is_some());
+        assert_eq!(out, b"v15");
+        out.clear();
+        assert!(rec.read_snapshot(5, &mut out).is_none());
+        // epoch 25 with snapshot_min 20: keep v15 (needed for boundary 20), cut v5
+        let old = rec.lock();
+        rec.install(old, Some(b"v25"), t(25, 1), Some((10, 20)), &g);
+        assert_eq!(rec.chain_len(), 2);
+        out.clear();
+        assert!(rec.read_snapshot(20, &mut out).is_some());
+        assert_eq!(out, b"v15");
+        // delete at epoch 31: keeps v25 for boundary 30
+        let old = rec.lock();
+        rec.install(old, None, t(31, 1) | ABSENT, Some((10, 30)), &g);
+        out.clear();
+        assert!(rec.read_snapshot(30, &mut out).is_some());
+        assert_eq!(out, b"v25");
+        assert!(rec.read_snapshot(40, &mut out).is_none());
+        drop(g);
+        unsafe { Record::free(r as *mut u8) };
+        drop(l);
+        for _ in 0..4 {
+            ep.tick();
+        }
+    }
+
+    #[test]
+    fn concurrent_seqlock_reads_see_whole_values() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let ep = Epochs::new(2, 10);
+        let r = Record::new(&[0u8; 24], t(1, 1), 0) as usize;
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let ep = Arc::clone(&ep);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let l = ep.register().unwrap();
+                let rec = unsafe { &*(r as *const Record) };
+                let mut out = Vec::new();
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) || n < 1000 {
+                    let g = l.pin();
+                    out.clear();
+                    rec.read(&mut out);
+                    let first = out[0];
+                    assert!(out.iter().all(|&b| b == first), "torn read {out:?}");
+                    drop(g);
+                    n += 1;
+                }
+            })
+        };
+        let l = ep.register().unwrap();
+        let rec = unsafe { &*(r as *const Record) };
+        for i in 0..20_000u64 {
+            let g = l.pin();
+            let old = rec.lock();
+            let b = (i % 251) as u8;
+            let len = if i % 3 == 0 { 24 } else { 40 };
+            rec.install(old, Some(&vec![b; len]), t(1, i + 2), None, &g);
+            drop(g);
+            if i % 500 == 0 {
+                ep.tick();
+                l.collect();
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        reader.join().unwrap();
+        drop(l);
+        unsafe { Record::free(r as *mut u8) };
+    }
+}
