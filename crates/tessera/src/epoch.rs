@@ -234,7 +234,9 @@ impl LocalEpoch {
         let slot = &self.epochs.slots[self.slot].local;
         let mut e = self.epochs.global.load(Ordering::Acquire);
         loop {
-            slot.store(e, Ordering::SeqCst);
+            // A plain store then a full fence: the fence orders the store
+            // before the re-read of E (the ticker reads E, then the slots).
+            slot.store(e, Ordering::Relaxed);
             fence(Ordering::SeqCst);
             let again = self.epochs.global.load(Ordering::SeqCst);
             if again == e {
