@@ -69,11 +69,14 @@ fn words_for(len: usize) -> usize {
 }
 
 impl Version {
+    /// The data words of version `v`. Takes a raw pointer (not `&self`) so the
+    /// result keeps the provenance of the whole allocation: a reference to the
+    /// header covers only the header.
     #[inline]
-    fn words(&self) -> *const AtomicU64 {
+    fn words(v: *const Version) -> *const AtomicU64 {
         // SAFETY: the data words directly follow the header in the same
         // allocation (see `layout_version` and `Record::new`).
-        unsafe { (self as *const Version as *const u8).add(VHDR) as *const AtomicU64 }
+        unsafe { (v as *const u8).add(VHDR) as *const AtomicU64 }
     }
 
     /// Capacity in bytes.
@@ -97,13 +100,18 @@ impl Version {
     /// Copy the value into `out` (appending). Word loads are Relaxed: the
     /// caller validates with the record's TID word (seqlock protocol), or the
     /// version is immutable because it is no longer the newest.
+    ///
+    /// # Safety
+    /// `v` must point to a live version (the caller is pinned).
     #[inline]
-    pub fn read_into(&self, out: &mut Vec<u8>) {
-        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.capacity());
+    pub unsafe fn read_into(v: *const Version, out: &mut Vec<u8>) {
+        // SAFETY: caller contract.
+        let this = unsafe { &*v };
+        let len = (this.len.load(Ordering::Relaxed) as usize).min(this.capacity());
         let n = words_for(len);
         let start = out.len();
         out.reserve(n * 8);
-        let w = self.words();
+        let w = Version::words(v);
         for i in 0..n {
             // SAFETY: i < n <= cap_words, inside the allocation.
             let x = unsafe { (*w.add(i)).load(Ordering::Relaxed) };
@@ -114,10 +122,15 @@ impl Version {
 
     /// Overwrite the value; `val.len()` must fit the capacity. Only called
     /// with the record locked (or on a version no reader can see yet).
+    ///
+    /// # Safety
+    /// `v` must point to a live version whose capacity fits `val`.
     #[inline]
-    fn write(&self, val: &[u8]) {
-        debug_assert!(val.len() <= self.capacity());
-        let w = self.words();
+    unsafe fn write(v: *const Version, val: &[u8]) {
+        // SAFETY: caller contract.
+        let this = unsafe { &*v };
+        debug_assert!(val.len() <= this.capacity());
+        let w = Version::words(v);
         let mut chunks = val.chunks_exact(8);
         let mut i = 0;
         for c in &mut chunks {
@@ -133,7 +146,7 @@ impl Version {
             // SAFETY: as above, the partial word is within capacity.
             unsafe { (*w.add(i)).store(u64::from_ne_bytes(b), Ordering::Relaxed) };
         }
-        self.len.store(val.len() as u32, Ordering::Relaxed);
+        this.len.store(val.len() as u32, Ordering::Relaxed);
     }
 }
 
@@ -168,7 +181,7 @@ fn new_version(val: &[u8], tid: u64, prev: *mut Version) -> *mut Version {
         );
         // Zero the words so every word is initialised.
         ptr::write_bytes((p as *mut u8).add(VHDR), 0, cap * 8);
-        (*p).write(val);
+        Version::write(p, val);
     }
     p
 }
@@ -223,7 +236,7 @@ impl Record {
                 },
             );
             ptr::write_bytes((v as *mut u8).add(VHDR), 0, cap * 8);
-            (*v).write(val);
+            Version::write(v, val);
             ptr::write(
                 p,
                 Record {
@@ -235,9 +248,11 @@ impl Record {
         p
     }
 
-    fn inline_version(&self) -> *mut Version {
+    /// The inline first version of record `r` (raw pointer in, raw pointer
+    /// out, to keep the provenance of the whole allocation).
+    fn inline_version(r: *mut Record) -> *mut Version {
         // SAFETY: the inline version directly follows the head.
-        unsafe { (self as *const Record as *mut u8).add(HEAD) as *mut Version }
+        unsafe { (r as *mut u8).add(HEAD) as *mut Version }
     }
 
     /// The TID word (with status bits, lock bit included).
@@ -288,7 +303,7 @@ impl Record {
                 // SAFETY: the newest version is reachable from this record,
                 // and versions are only reclaimed through the epoch, which the
                 // caller has pinned.
-                unsafe { (*v).read_into(out) };
+                unsafe { Version::read_into(v, out) };
             }
             fence(Ordering::Acquire);
             let t2 = self.tid.load(Ordering::Relaxed);
@@ -311,7 +326,7 @@ impl Record {
             if epoch_of(t1) < boundary && t1 & TID_MASK != 0 {
                 if t1 & ABSENT == 0 {
                     // SAFETY: as in `read`.
-                    unsafe { (*head).read_into(out) };
+                    unsafe { Version::read_into(head, out) };
                 }
                 fence(Ordering::Acquire);
                 if self.tid.load(Ordering::Relaxed) != t1 {
@@ -338,7 +353,8 @@ impl Record {
                     if t & ABSENT != 0 {
                         return None;
                     }
-                    vr.read_into(out);
+                    // SAFETY: as above.
+                    unsafe { Version::read_into(v, out) };
                     return Some(t);
                 }
                 v = vr.prev();
@@ -418,7 +434,9 @@ impl Record {
         // between its epoch and the new one; deletions are kept too, so a
         // snapshot reader sees the record as absent rather than an older value.
         let keep_old = match keep_snapshots {
-            Some((k, _)) => old_tid & TID_MASK != 0 && epoch_of(old_tid) / k < epoch_of(new_tid) / k,
+            Some((k, _)) => {
+                old_tid & TID_MASK != 0 && epoch_of(old_tid) / k < epoch_of(new_tid) / k
+            }
             None => false,
         };
         // SAFETY: we hold the lock, so `head` is the newest version and no
@@ -432,7 +450,8 @@ impl Record {
             let nv = new_version(bytes, new_tid, head);
             self.data.store(nv, Ordering::Release);
         } else if bytes.len() <= h.capacity() {
-            h.write(bytes);
+            // SAFETY: locked newest version with enough capacity.
+            unsafe { Version::write(head, bytes) };
             h.tid.store(new_tid, Ordering::Relaxed);
         } else {
             let nv = new_version(bytes, new_tid, h.prev());
@@ -500,7 +519,7 @@ impl Record {
                 }
                 v = next;
             }
-            let iv = (*r).inline_version();
+            let iv = Record::inline_version(r);
             let cap = (*iv).cap_words as usize;
             dealloc(r as *mut u8, layout_record(cap));
         }
@@ -606,7 +625,7 @@ mod tests {
                 let rec = unsafe { &*(r as *const Record) };
                 let mut out = Vec::new();
                 let mut n = 0;
-                while !stop.load(Ordering::Relaxed) || n < 1000 {
+                while !stop.load(Ordering::Relaxed) || n < if cfg!(miri) { 20 } else { 1000 } {
                     let g = l.pin();
                     out.clear();
                     rec.read(&mut out);
@@ -619,7 +638,8 @@ mod tests {
         };
         let l = ep.register().unwrap();
         let rec = unsafe { &*(r as *const Record) };
-        for i in 0..20_000u64 {
+        let iters: u64 = if cfg!(miri) { 200 } else { 20_000 };
+        for i in 0..iters {
             let g = l.pin();
             let old = rec.lock();
             let b = (i % 251) as u8;

@@ -51,7 +51,10 @@ mod tests {
         // (c) current epoch dominates older TIDs
         assert_eq!(next_tid(make_tid(3, 9), make_tid(3, 4), 5), make_tid(5, 0));
         // (a) larger than every TID seen in the same epoch
-        assert_eq!(next_tid(make_tid(5, 9) | LATEST, make_tid(5, 4), 5), make_tid(5, 10));
+        assert_eq!(
+            next_tid(make_tid(5, 9) | LATEST, make_tid(5, 4), 5),
+            make_tid(5, 10)
+        );
         // (b) larger than the worker's last TID
         assert_eq!(next_tid(make_tid(5, 1), make_tid(5, 7), 5), make_tid(5, 8));
         assert_eq!(epoch_of(make_tid(77, 3) | STATUS), 77);
