@@ -140,7 +140,9 @@ impl Options {
             ));
         }
         if self.max_retries == Some(0) {
-            return Err(Error::InvalidArgument("max_retries must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "max_retries must be at least 1".into(),
+            ));
         }
         Ok(())
     }
@@ -238,7 +240,9 @@ impl Database {
 
     fn create(&self, name: &str, secondary: bool) -> Result<TableId, Error> {
         if name.is_empty() {
-            return Err(Error::InvalidArgument("table name must not be empty".into()));
+            return Err(Error::InvalidArgument(
+                "table name must not be empty".into(),
+            ));
         }
         let mut ts = self.inner.tables.write();
         if ts.iter().any(|t| t.name == name) {
@@ -262,7 +266,12 @@ impl Database {
 
     /// Names of all tables, in creation order.
     pub fn table_names(&self) -> Vec<String> {
-        self.inner.tables.read().iter().map(|t| t.name.clone()).collect()
+        self.inner
+            .tables
+            .read()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
     }
 
     /// A worker for the calling thread (one per thread; a `Worker` may move
@@ -391,7 +400,10 @@ impl Worker {
             Ok(v) => Ok(v),
             Err(TxError::UserAbort) => Err(Error::UserAbort),
             Err(TxError::Error(e)) => Err(e),
-            Err(TxError::Conflict(r)) => Err(Error::TooManyRetries { attempts: 1, last: r }),
+            Err(TxError::Conflict(r)) => Err(Error::TooManyRetries {
+                attempts: 1,
+                last: r,
+            }),
         }
     }
 

@@ -127,8 +127,7 @@ impl Epochs {
     /// Claim a worker slot. Returns `None` if all slots are taken.
     pub fn register(self: &Arc<Self>) -> Option<LocalEpoch> {
         for (i, s) in self.slots.iter().enumerate() {
-            if s
-                .in_use
+            if s.in_use
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
@@ -230,7 +229,10 @@ impl LocalEpoch {
     /// or we see its new epoch, so the reclamation bound is never computed
     /// past a pinned worker it could not see.
     pub fn pin(&self) -> Guard<'_> {
-        assert!(!self.pinned.get(), "worker pinned twice (nested transaction?)");
+        assert!(
+            !self.pinned.get(),
+            "worker pinned twice (nested transaction?)"
+        );
         let slot = &self.epochs.slots[self.slot].local;
         let mut e = self.epochs.global.load(Ordering::Acquire);
         loop {
@@ -245,7 +247,10 @@ impl LocalEpoch {
             e = again;
         }
         self.pinned.set(true);
-        Guard { local: self, epoch: e }
+        Guard {
+            local: self,
+            epoch: e,
+        }
     }
 
     /// Free what can be freed now.

@@ -117,7 +117,10 @@ impl fmt::Display for Error {
         match self {
             Error::UserAbort => f.write_str("transaction aborted by the user"),
             Error::TooManyRetries { attempts, last } => {
-                write!(f, "transaction gave up after {attempts} attempts (last conflict: {last})")
+                write!(
+                    f,
+                    "transaction gave up after {attempts} attempts (last conflict: {last})"
+                )
             }
             Error::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
             Error::TableExists(s) => write!(f, "table '{s}' already exists"),

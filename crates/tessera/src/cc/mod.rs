@@ -94,7 +94,11 @@ impl TxnSets {
 
     /// Index of the write-set entry for `rec`, if any.
     #[inline]
-    pub fn find_write(writes: &[WriteEntry], windex: &HashMap<usize, usize>, rec: *const Record) -> Option<usize> {
+    pub fn find_write(
+        writes: &[WriteEntry],
+        windex: &HashMap<usize, usize>,
+        rec: *const Record,
+    ) -> Option<usize> {
         if writes.len() >= WINDEX_MIN {
             return windex.get(&(rec as usize)).copied();
         }

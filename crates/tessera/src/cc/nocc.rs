@@ -60,7 +60,11 @@ fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> bool {
     }
 }
 
-pub(crate) fn get<'t>(tx: &'t mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
+pub(crate) fn get<'t>(
+    tx: &'t mut Txn<'_>,
+    table: &Table,
+    key: &[u8],
+) -> TxResult<Option<&'t [u8]>> {
     for _ in 0..RETRIES {
         match table.index.get(key, tx.g) {
             Lookup::Missing { .. } => return Ok(None),
@@ -159,16 +163,23 @@ where
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut count = 0;
     let buf = &mut tx.st.sets.rbuf;
-    table.index.scan(lo, hi, opts.reverse, tx.g, |_, _| {}, |k, v| {
-        buf.clear();
-        // SAFETY: reached through the index while pinned.
-        match unsafe { &*(v as *const Record) }.read(buf) {
-            ReadOutcome::Ok(t) if t & ABSENT == 0 => {
-                count += 1;
-                f(k, buf) && count < limit
+    table.index.scan(
+        lo,
+        hi,
+        opts.reverse,
+        tx.g,
+        |_, _| {},
+        |k, v| {
+            buf.clear();
+            // SAFETY: reached through the index while pinned.
+            match unsafe { &*(v as *const Record) }.read(buf) {
+                ReadOutcome::Ok(t) if t & ABSENT == 0 => {
+                    count += 1;
+                    f(k, buf) && count < limit
+                }
+                _ => true,
             }
-            _ => true,
-        }
-    });
+        },
+    );
     Ok(count)
 }

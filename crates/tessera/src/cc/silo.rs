@@ -105,7 +105,11 @@ enum Found {
 }
 
 /// `Txn::get` under Silo.
-pub(crate) fn get<'t>(tx: &'t mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
+pub(crate) fn get<'t>(
+    tx: &'t mut Txn<'_>,
+    table: &Table,
+    key: &[u8],
+) -> TxResult<Option<&'t [u8]>> {
     let found = get_inner(tx, table, key)?;
     let sets = &tx.st.sets;
     Ok(match found {
@@ -138,7 +142,11 @@ fn get_inner(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
                     ReadOutcome::NotLatest => continue,
                     ReadOutcome::Ok(tid) => {
                         sets.reads.push(ReadEntry { rec, tid });
-                        return Ok(if tid & ABSENT != 0 { Found::None } else { Found::ReadBuf });
+                        return Ok(if tid & ABSENT != 0 {
+                            Found::None
+                        } else {
+                            Found::ReadBuf
+                        });
                     }
                 }
             }
@@ -235,7 +243,11 @@ pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
 
 /// Read the record for `key` into the read set for a conditional write;
 /// returns the record if present (`None` if absent or missing).
-fn read_for_write(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Result<*const Record, Option<usize>>> {
+fn read_for_write(
+    tx: &mut Txn<'_>,
+    table: &Table,
+    key: &[u8],
+) -> TxResult<Result<*const Record, Option<usize>>> {
     for _ in 0..STALE_RETRIES {
         match table.index.get(key, tx.g) {
             Lookup::Missing { leaf, version } => {
@@ -254,7 +266,11 @@ fn read_for_write(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Resul
                     ReadOutcome::NotLatest => continue,
                     ReadOutcome::Ok(tid) => {
                         sets.reads.push(ReadEntry { rec, tid });
-                        return Ok(if tid & ABSENT == 0 { Ok(rec) } else { Err(None) });
+                        return Ok(if tid & ABSENT == 0 {
+                            Ok(rec)
+                        } else {
+                            Err(None)
+                        });
                     }
                 }
             }

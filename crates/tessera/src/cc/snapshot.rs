@@ -11,7 +11,12 @@ use crate::storage::Record;
 use crate::txn::{ScanOptions, Txn};
 
 /// `Txn::get` in a snapshot transaction at `boundary`.
-pub(crate) fn get<'t>(tx: &'t mut Txn<'_>, table: &Table, key: &[u8], boundary: u64) -> Option<&'t [u8]> {
+pub(crate) fn get<'t>(
+    tx: &'t mut Txn<'_>,
+    table: &Table,
+    key: &[u8],
+    boundary: u64,
+) -> Option<&'t [u8]> {
     match table.index.get(key, tx.g) {
         Lookup::Missing { .. } => None,
         Lookup::Found(v) => {
@@ -41,16 +46,23 @@ where
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut count = 0;
     let buf = &mut tx.st.sets.rbuf;
-    table.index.scan(lo, hi, opts.reverse, tx.g, |_, _| {}, |k, v| {
-        buf.clear();
-        // SAFETY: reached through the index while pinned.
-        match unsafe { &*(v as *const Record) }.read_snapshot(boundary, buf) {
-            None => true,
-            Some(_) => {
-                count += 1;
-                f(k, buf) && count < limit
+    table.index.scan(
+        lo,
+        hi,
+        opts.reverse,
+        tx.g,
+        |_, _| {},
+        |k, v| {
+            buf.clear();
+            // SAFETY: reached through the index while pinned.
+            match unsafe { &*(v as *const Record) }.read_snapshot(boundary, buf) {
+                None => true,
+                Some(_) => {
+                    count += 1;
+                    f(k, buf) && count < limit
+                }
             }
-        }
-    });
+        },
+    );
     count
 }
