@@ -1,1 +1,1150 @@
-//! The ordered index (being written).
+//! The ordered index: a concurrent B+-tree with optimistic lock coupling.
+//!
+//! [`BTree`] maps variable-length byte keys (memcmp order: a proper prefix
+//! sorts first) to non-zero `u64` values (the engine stores record pointers).
+//!
+//! # Optimistic lock coupling
+//!
+//! The design follows Leis et al., "The ART of practical synchronization"
+//! (DaMoN 2016). Every node carries a 64-bit *version word*:
+//!
+//! ```text
+//!  63                                   2     1          0
+//! +--------------------------------------+----------+--------+
+//! |              counter                 | obsolete | locked |
+//! +--------------------------------------+----------+--------+
+//! ```
+//!
+//! * Readers never write shared memory. They read a node's version (waiting
+//!   while it is locked, restarting from the root if it is obsolete), read the
+//!   fields they need with atomic loads, and *validate* that the version is
+//!   unchanged. A traversal validates the parent after reading the child's
+//!   version (lock coupling), so the child it reached really covered the key.
+//! * Writers take the lock bit with a compare-and-swap from the version they
+//!   read optimistically ("upgrade"); if the node changed meanwhile the CAS
+//!   fails and the operation restarts. Unlocking after a modification adds 4:
+//!   the counter moves, so **every modification of a leaf (insert, remove,
+//!   replace, split) changes its version**. A node that is unlinked is
+//!   unlocked with the obsolete bit set and is never unlocked again.
+//! * Inner nodes are split eagerly on the way down by inserts, so a leaf split
+//!   always finds room in its (locked) parent. Writers never wait for a lock
+//!   while holding one (they only try to upgrade), so there are no deadlocks.
+//! * Leaves that become empty are unlinked together with any ancestors left
+//!   without children; a root with a single child is replaced by that child.
+//!   Under-full nodes are otherwise not merged.
+//!
+//! # Node layout
+//!
+//! Leaves and inner nodes hold up to [`LEAF_MAX`] / [`INNER_MAX`] slots. A slot
+//! keeps the key's first 8 bytes as a big-endian `u64` (zero padded), a length
+//! class (`min(len, 9)`) and a pointer to an immutable heap copy of the full key
+//! (Masstree-like): binary search compares the inline parts and only looks at
+//! the key copy when two keys longer than 8 bytes share their prefix. Inner
+//! nodes own their own separator copies (shortened to the shortest prefix of
+//! the right half's first key that still exceeds the left half's last key), so
+//! leaf and separator lifetimes are independent. Every field that a reader
+//! loads without the lock is an atomic; optimistically read counts are clamped
+//! to the array size, and vacated slots are nulled.
+//!
+//! # Silo's node set (phantom protection, Silo section 4.6)
+//!
+//! [`BTree::get`] of an absent key returns the leaf where the key would be and
+//! the leaf's stable version; [`BTree::scan`] reports every leaf it examined
+//! with its stable version; [`BTree::insert`] returns the leaf's versions just
+//! before and just after its own change. A transaction records these
+//! `(leaf, version)` pairs and checks at commit that [`LeafRef::version`] is
+//! unchanged. That suffices because a leaf's key range can only *shrink* by a
+//! split, which changes its version, and a key can only appear in the range
+//! through an insert into that leaf, which changes its version too; an
+//! unlinked leaf is obsolete, so its version never matches again. (A leaf's
+//! range may grow when its neighbour is unlinked; that adds no key to the
+//! range recorded.)
+//!
+//! # Reclamation
+//!
+//! Every operation takes a [`Guard`]: the caller is pinned in an epoch. Nodes,
+//! key copies and separator copies that an operation unlinks are retired
+//! through the guard ([`Guard::retire`]) and freed only once no thread pinned
+//! early enough to have seen them can still be running. So any pointer an
+//! optimistic reader loads from a node it reached is either still linked or
+//! retired after the reader pinned: it is always allocated, and key copies are
+//! never written after they are published. That is what makes the optimistic
+//! reads memory-safe; the version check makes them correct.
+//!
+//! # Scans
+//!
+//! A scan does not follow sibling pointers. It descends to the leaf holding the
+//! current bound, remembering the leaf's fences (the nearest separators on
+//! either side of the path), copies the leaf's in-range entries to a stack
+//! buffer, validates the leaf, hands them out, and descends again from the
+//! upper fence (forward) or to just below the lower fence (reverse). The
+//! leaves reported therefore cover the whole range examined, and keys come
+//! out strictly ordered even while the tree changes underneath.
+
+mod node;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::ops::Bound;
+use std::ptr;
+use std::sync::atomic::AtomicPtr;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use crate::epoch::Guard;
+
+use node::{
+    key_bytes, key_free, key_new, prefix_of, Header, Inner, Leaf, Restart, SKey, LOCKED, OBSOLETE,
+    STEP,
+};
+pub use node::{INNER_MAX, LEAF_MAX};
+
+/// Identifies a leaf, for a transaction's node set. Compare two `LeafRef`s
+/// with `==` (pointer identity) and read the leaf's current version with
+/// [`LeafRef::version`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafRef(*const Leaf);
+
+// SAFETY: a LeafRef is only an address plus a method that does an atomic load
+// of the leaf's version word; the leaf itself is shared by design (all its
+// mutable fields are atomics).
+unsafe impl Send for LeafRef {}
+// SAFETY: as above.
+unsafe impl Sync for LeafRef {}
+
+impl LeafRef {
+    /// Current version word of the leaf. It may include the lock or obsolete
+    /// bit, so a leaf that is locked or was unlinked never compares equal to a
+    /// stable version observed earlier; any modification since that version
+    /// was observed makes it differ too.
+    ///
+    /// The caller must have been pinned (holding a [`Guard`]) continuously
+    /// since it obtained this `LeafRef`, so that the leaf is still allocated.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        // SAFETY: per the documented contract the caller has stayed pinned
+        // since the leaf was reachable, so it has not been freed.
+        unsafe { (*self.0).h.version.load(Acquire) }
+    }
+}
+
+/// Result of [`BTree::get`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// The key is present with this value.
+    Found(u64),
+    /// The key is absent; `leaf` is where it would be, at stable `version`
+    /// (add it to the node set to detect a later insert of the key).
+    Missing {
+        /// The leaf whose key range holds the key.
+        leaf: LeafRef,
+        /// The leaf's version when the key was found absent.
+        version: u64,
+    },
+}
+
+/// Result of [`BTree::insert`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Insert {
+    /// The key was absent and is now present.
+    Inserted {
+        /// The leaf that now holds the key.
+        leaf: LeafRef,
+        /// Stable version of the leaf the key was inserted into, just before
+        /// the insert locked it (with `split`, the version of the leaf that
+        /// was split, which is `leaf` or its new left neighbour).
+        before: u64,
+        /// Version of `leaf` just after the insert unlocked it; differs from
+        /// `before`.
+        after: u64,
+        /// The insert split the leaf: node-set entries for the old leaf can
+        /// not be carried forward.
+        split: bool,
+    },
+    /// The key was present (nothing changed); its value.
+    Exists(u64),
+}
+
+/// A concurrent B+-tree over byte keys with `u64` values (see the module
+/// docs). `Send + Sync`; every operation takes the caller's epoch [`Guard`].
+pub struct BTree {
+    root: AtomicPtr<Header>,
+    leaf_cap: usize,
+    inner_cap: usize,
+}
+
+impl Default for BTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for BTree {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BTree")
+            .field("leaf_cap", &self.leaf_cap)
+            .field("inner_cap", &self.inner_cap)
+            .finish_non_exhaustive()
+    }
+}
+
+/// View a header pointer as a leaf.
+///
+/// # Safety
+/// `h` points to a live (linked or retired-not-freed) node whose `is_leaf` is
+/// true.
+#[inline]
+unsafe fn as_leaf<'a>(h: *const Header) -> &'a Leaf {
+    // SAFETY: forwarded contract; Leaf is repr(C) with the header first.
+    unsafe { &*(h as *const Leaf) }
+}
+
+/// View a header pointer as an inner node.
+///
+/// # Safety
+/// `h` points to a live node whose `is_leaf` is false.
+#[inline]
+unsafe fn as_inner<'a>(h: *const Header) -> &'a Inner {
+    // SAFETY: forwarded contract; Inner is repr(C) with the header first.
+    unsafe { &*(h as *const Inner) }
+}
+
+/// Read a node's header.
+///
+/// # Safety
+/// `h` points to a live node (reached while pinned).
+#[inline]
+unsafe fn hdr<'a>(h: *const Header) -> &'a Header {
+    // SAFETY: forwarded contract.
+    unsafe { &*h }
+}
+
+/// Back off after a restart: spin a little, then yield (with many threads on
+/// few cores, the lock holder may need our core).
+#[inline]
+fn backoff(tries: &mut u32) {
+    *tries += 1;
+    if *tries <= 6 {
+        for _ in 0..(1u32 << *tries) {
+            std::hint::spin_loop();
+        }
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Where a scan step descends to.
+#[derive(Clone, Copy)]
+enum Target<'k> {
+    /// The leaf whose range holds the key.
+    At(&'k [u8]),
+    /// The leaf whose range holds the keys just below the key.
+    Before(&'k [u8]),
+    Leftmost,
+    Rightmost,
+}
+
+/// One validated leaf read of a scan.
+struct ScanStep {
+    leaf: *const Leaf,
+    version: u64,
+    /// Entries copied to the buffer.
+    n: usize,
+    /// Nearest separator below the leaf's range (null: leftmost leaf).
+    fence_lo: *const u8,
+    /// Nearest separator above the leaf's range (null: rightmost leaf).
+    fence_hi: *const u8,
+}
+
+/// The shortest prefix of `rmin` that is greater than `lmax` (`lmax < rmin`).
+fn separator<'a>(lmax: &[u8], rmin: &'a [u8]) -> &'a [u8] {
+    debug_assert!(lmax < rmin);
+    let d = lmax.iter().zip(rmin).take_while(|(a, b)| a == b).count();
+    &rmin[..(d + 1).min(rmin.len())]
+}
+
+impl BTree {
+    /// An empty tree with the default node sizes ([`LEAF_MAX`] entries per
+    /// leaf, [`INNER_MAX`] separators per inner node).
+    pub fn new() -> Self {
+        Self::with_node_capacity(LEAF_MAX, INNER_MAX)
+    }
+
+    /// An empty tree whose nodes hold at most `leaf` entries / `inner`
+    /// separators (`2 <= leaf <= LEAF_MAX`, `3 <= inner <= INNER_MAX`). Small
+    /// nodes make tests reach deep trees and frequent splits quickly.
+    pub fn with_node_capacity(leaf: usize, inner: usize) -> Self {
+        assert!(
+            (2..=LEAF_MAX).contains(&leaf),
+            "leaf capacity {leaf} out of 2..={LEAF_MAX}"
+        );
+        assert!(
+            (3..=INNER_MAX).contains(&inner),
+            "inner capacity {inner} out of 3..={INNER_MAX}"
+        );
+        BTree {
+            root: AtomicPtr::new(Leaf::alloc(STEP) as *mut Header),
+            leaf_cap: leaf,
+            inner_cap: inner,
+        }
+    }
+
+    /// Read the root and its stable version.
+    #[inline]
+    fn root_begin(&self) -> Result<(*const Header, u64), Restart> {
+        let r = self.root.load(Acquire);
+        // SAFETY: the root pointer is never null and the root is live while we
+        // are pinned (an old root is retired, not freed, when replaced).
+        let v = unsafe { hdr(r) }.read_begin()?;
+        // The node we versioned must still be the root: a root is only
+        // replaced while locked, which changes (or obsoletes) its version, so
+        // seeing it as root after reading `v` means it was root at version `v`.
+        if self.root.load(Acquire) != r as *mut Header {
+            return Err(Restart);
+        }
+        Ok((r, v))
+    }
+
+    /// Descend to the leaf whose range holds `sk`; returns it with its stable
+    /// version, read while its parent was still valid.
+    #[inline]
+    fn find_leaf(&self, sk: &SKey<'_>) -> Result<(&Leaf, u64), Restart> {
+        let (mut node, mut v) = self.root_begin()?;
+        loop {
+            // SAFETY: `node` was reached from the root while pinned.
+            if unsafe { hdr(node) }.is_leaf {
+                // SAFETY: live node, and it is a leaf.
+                return Ok((unsafe { as_leaf(node) }, v));
+            }
+            // SAFETY: live node, and it is an inner node.
+            let inner = unsafe { as_inner(node) };
+            let n = inner.h.count(INNER_MAX);
+            let pos = inner.route(n, sk);
+            (node, v) = inner.child_begin(pos, v)?;
+        }
+    }
+
+    /// Look `key` up. On a miss, also return the leaf where the key would be
+    /// and its stable version (for the caller's node set).
+    pub fn get(&self, key: &[u8], _g: &Guard<'_>) -> Lookup {
+        let sk = SKey::new(key);
+        let mut tries = 0;
+        loop {
+            if let Ok(r) = self.try_get(&sk) {
+                return r;
+            }
+            backoff(&mut tries);
+        }
+    }
+
+    #[inline]
+    fn try_get(&self, sk: &SKey<'_>) -> Result<Lookup, Restart> {
+        let (leaf, v) = self.find_leaf(sk)?;
+        let n = leaf.h.count(LEAF_MAX);
+        let (i, eq) = leaf.s.lower_bound(n, sk);
+        let val = if eq { leaf.val[i].load(Relaxed) } else { 0 };
+        leaf.h.validate(v)?;
+        Ok(if eq {
+            Lookup::Found(val)
+        } else {
+            Lookup::Missing {
+                leaf: LeafRef(leaf),
+                version: v,
+            }
+        })
+    }
+
+    /// Insert `key -> value` if `key` is absent (`value` must not be 0).
+    ///
+    /// Returns [`Insert::Inserted`] with the leaf now holding the key and its
+    /// stable versions immediately before the insert locked it and after it
+    /// unlocked it, or [`Insert::Exists`] with the present value.
+    pub fn insert(&self, key: &[u8], value: u64, g: &Guard<'_>) -> Insert {
+        debug_assert!(value != 0, "index values must be non-zero");
+        let sk = SKey::new(key);
+        // Key copy, allocated once it is known to be needed; owned here until
+        // an attempt links it into a leaf (and sets it back to null).
+        let mut kbuf: *mut u8 = ptr::null_mut();
+        let mut tries = 0;
+        loop {
+            match self.try_insert(&sk, value, &mut kbuf, g) {
+                Ok(r) => {
+                    if !kbuf.is_null() {
+                        // SAFETY: never published, we still own it.
+                        unsafe { key_free(kbuf) };
+                    }
+                    return r;
+                }
+                Err(Restart) => backoff(&mut tries),
+            }
+        }
+    }
+
+    fn try_insert(
+        &self,
+        sk: &SKey<'_>,
+        value: u64,
+        kbuf: &mut *mut u8,
+        g: &Guard<'_>,
+    ) -> Result<Insert, Restart> {
+        let (mut node, mut v) = self.root_begin()?;
+        let mut parent: Option<(&Inner, u64, usize)> = None;
+        loop {
+            // SAFETY: `node` was reached from the root while pinned.
+            if unsafe { hdr(node) }.is_leaf {
+                break;
+            }
+            // SAFETY: live inner node.
+            let inner = unsafe { as_inner(node) };
+            let n = inner.h.count(INNER_MAX);
+            if n >= self.inner_cap {
+                // Split full inner nodes on the way down, so that the parent of
+                // a splitting leaf always has room; then descend again.
+                self.split_inner(node, v, parent, g)?;
+                return Err(Restart);
+            }
+            let pos = inner.route(n, sk);
+            let (c, cv) = inner.child_begin(pos, v)?;
+            parent = Some((inner, v, pos));
+            node = c;
+            v = cv;
+        }
+        // SAFETY: live leaf.
+        let leaf = unsafe { as_leaf(node) };
+        let n = leaf.h.count(LEAF_MAX);
+        let (i, eq) = leaf.s.lower_bound(n, sk);
+        if eq {
+            let val = leaf.val[i].load(Relaxed);
+            leaf.h.validate(v)?;
+            return Ok(Insert::Exists(val));
+        }
+        if kbuf.is_null() {
+            *kbuf = key_new(sk.key);
+        }
+        if n < self.leaf_cap {
+            // The upgrade succeeds only if nothing changed since `v`, so `n`
+            // and `i` are exact.
+            leaf.h.try_upgrade(v)?;
+            leaf.insert_at(i, n, std::mem::replace(kbuf, ptr::null_mut()), value);
+            leaf.h.unlock();
+            return Ok(Insert::Inserted {
+                leaf: LeafRef(leaf),
+                before: v,
+                after: v + STEP,
+                split: false,
+            });
+        }
+
+        // The leaf is full: split it, with the parent locked.
+        let holder = match parent {
+            Some((p, pv, pos)) => {
+                p.h.try_upgrade(pv)?;
+                if leaf.h.try_upgrade(v).is_err() {
+                    p.h.unlock_unchanged(pv);
+                    return Err(Restart);
+                }
+                let pn = p.h.count(INNER_MAX);
+                debug_assert!(pn < self.inner_cap, "eager split left no room");
+                let (sep, right, holder) =
+                    self.split_leaf(leaf, v, n, i, std::mem::replace(kbuf, ptr::null_mut()), value);
+                p.insert_child(pos, pn, sep, right as *mut Header);
+                leaf.h.unlock();
+                p.h.unlock();
+                holder
+            }
+            None => {
+                leaf.h.try_upgrade(v)?;
+                if self.root.load(Relaxed) as *const Header != node {
+                    leaf.h.unlock_unchanged(v);
+                    return Err(Restart);
+                }
+                let (sep, right, holder) =
+                    self.split_leaf(leaf, v, n, i, std::mem::replace(kbuf, ptr::null_mut()), value);
+                let root = Inner::alloc(STEP);
+                // SAFETY: freshly allocated, not yet shared.
+                let r = unsafe { &*root };
+                r.child[0].store(node as *mut Header, Relaxed);
+                r.insert_child(0, 0, sep, right as *mut Header);
+                self.root.store(root as *mut Header, Release);
+                leaf.h.unlock();
+                holder
+            }
+        };
+        Ok(Insert::Inserted {
+            leaf: LeafRef(holder),
+            before: v,
+            after: v + STEP,
+            split: true,
+        })
+    }
+
+    /// Split the locked, full leaf `leaf` (at version `v`, `n` entries) and
+    /// insert `(kp, value)` at position `i`. Returns the separator copy, the
+    /// new right leaf (unpublished, version `v + STEP`, the same as `leaf`
+    /// gets on unlock) and the leaf that holds the new key.
+    fn split_leaf(
+        &self,
+        leaf: &Leaf,
+        v: u64,
+        n: usize,
+        i: usize,
+        kp: *mut u8,
+        value: u64,
+    ) -> (*mut u8, *mut Leaf, *const Leaf) {
+        let right = Leaf::alloc(v + STEP);
+        // SAFETY: freshly allocated, not yet shared.
+        let r = unsafe { &*right };
+        // Appending at the end keeps the left leaf full (ever-increasing keys
+        // fill leaves completely); prepending keeps the right leaf full.
+        let (m, new_left) = if i == n {
+            (n, false)
+        } else if i == 0 {
+            (0, true)
+        } else {
+            (n / 2, i < n / 2)
+        };
+        for j in m..n {
+            r.s.copy_from(j - m, &leaf.s, j);
+            r.val[j - m].store(leaf.val[j].load(Relaxed), Relaxed);
+            leaf.s.clear(j);
+            leaf.val[j].store(0, Relaxed);
+        }
+        leaf.h.set_count(m);
+        r.h.set_count(n - m);
+        let holder: *const Leaf = if new_left {
+            leaf.insert_at(i, m, kp, value);
+            leaf
+        } else {
+            r.insert_at(i - m, n - m, kp, value);
+            right
+        };
+        let ln = leaf.h.count(LEAF_MAX);
+        // SAFETY: both key copies are linked in leaves we hold locked (or own).
+        let (lmax, rmin) = unsafe { (key_bytes(leaf.s.key_ptr(ln - 1)), key_bytes(r.s.key_ptr(0))) };
+        let sep = key_new(separator(lmax, rmin));
+        (sep, right, holder)
+    }
+
+    /// Split the full inner node `node` (read at version `v`), locking its
+    /// parent (or replacing the root). Restarts if anything changed.
+    fn split_inner(
+        &self,
+        node_ptr: *const Header,
+        v: u64,
+        parent: Option<(&Inner, u64, usize)>,
+        _g: &Guard<'_>,
+    ) -> Result<(), Restart> {
+        // SAFETY: reached while pinned; an inner node (the caller checked).
+        let node = unsafe { as_inner(node_ptr) };
+        match parent {
+            Some((p, pv, pos)) => {
+                p.h.try_upgrade(pv)?;
+                if node.h.try_upgrade(v).is_err() {
+                    p.h.unlock_unchanged(pv);
+                    return Err(Restart);
+                }
+                let pn = p.h.count(INNER_MAX);
+                if pn >= self.inner_cap {
+                    // Cannot happen (we would have split the parent on the way
+                    // down), but stay safe.
+                    node.h.unlock_unchanged(v);
+                    p.h.unlock_unchanged(pv);
+                    return Err(Restart);
+                }
+                let (up, right) = Self::split_inner_locked(node);
+                p.insert_child(pos, pn, up, right as *mut Header);
+                node.h.unlock();
+                p.h.unlock();
+            }
+            None => {
+                node.h.try_upgrade(v)?;
+                if self.root.load(Relaxed) as *const Header != node_ptr {
+                    node.h.unlock_unchanged(v);
+                    return Err(Restart);
+                }
+                let (up, right) = Self::split_inner_locked(node);
+                let root = Inner::alloc(STEP);
+                // SAFETY: freshly allocated, not yet shared.
+                let r = unsafe { &*root };
+                r.child[0].store(node_ptr as *mut Header, Relaxed);
+                r.insert_child(0, 0, up, right as *mut Header);
+                self.root.store(root as *mut Header, Release);
+                node.h.unlock();
+            }
+        }
+        Ok(())
+    }
+
+    /// Move the upper half of a locked inner node to a new node; returns the
+    /// separator that moves up (its copy changes owner, it is not copied) and
+    /// the new right node (unpublished).
+    fn split_inner_locked(node: &Inner) -> (*mut u8, *mut Inner) {
+        let n = node.h.count(INNER_MAX);
+        let right = Inner::alloc(STEP);
+        // SAFETY: freshly allocated, not yet shared.
+        let r = unsafe { &*right };
+        let m = n / 2;
+        for j in m + 1..n {
+            r.s.copy_from(j - m - 1, &node.s, j);
+            node.s.clear(j);
+        }
+        for j in m + 1..=n {
+            r.child[j - m - 1].store(node.child[j].load(Relaxed), Relaxed);
+            node.child[j].store(ptr::null_mut(), Release);
+        }
+        let up = node.s.key_ptr(m);
+        node.s.clear(m);
+        node.h.set_count(m);
+        r.h.set_count(n - m - 1);
+        (up, right)
+    }
+
+    /// Remove `key` if its value is `expected`; returns whether it did.
+    pub fn remove(&self, key: &[u8], expected: u64, g: &Guard<'_>) -> bool {
+        let sk = SKey::new(key);
+        let mut path = Vec::new();
+        let mut want_path = false;
+        let mut tries = 0;
+        loop {
+            match self.try_remove(&sk, expected, want_path, &mut path, g) {
+                Ok(Some(r)) => return r,
+                Ok(None) => want_path = true,
+                Err(Restart) => backoff(&mut tries),
+            }
+        }
+    }
+
+    /// One attempt of [`BTree::remove`]. `Ok(None)`: the leaf would become
+    /// empty; try again recording the path (`want_path`).
+    fn try_remove(
+        &self,
+        sk: &SKey<'_>,
+        expected: u64,
+        want_path: bool,
+        path: &mut Vec<(*const Inner, u64, usize)>,
+        g: &Guard<'_>,
+    ) -> Result<Option<bool>, Restart> {
+        path.clear();
+        let mut has_parent = false;
+        let (mut node, mut v) = self.root_begin()?;
+        loop {
+            // SAFETY: `node` was reached from the root while pinned.
+            if unsafe { hdr(node) }.is_leaf {
+                break;
+            }
+            // SAFETY: live inner node.
+            let inner = unsafe { as_inner(node) };
+            let n = inner.h.count(INNER_MAX);
+            let pos = inner.route(n, sk);
+            let (c, cv) = inner.child_begin(pos, v)?;
+            if want_path {
+                path.push((node as *const Inner, v, pos));
+            }
+            has_parent = true;
+            node = c;
+            v = cv;
+        }
+        // SAFETY: live leaf.
+        let leaf = unsafe { as_leaf(node) };
+        let n = leaf.h.count(LEAF_MAX);
+        let (i, eq) = leaf.s.lower_bound(n, sk);
+        if !eq || leaf.val[i].load(Relaxed) != expected {
+            leaf.h.validate(v)?;
+            return Ok(Some(false));
+        }
+        if n > 1 || !has_parent {
+            leaf.h.try_upgrade(v)?;
+            let kp = leaf.remove_at(i, n);
+            leaf.h.unlock();
+            // SAFETY: the key copy was just unlinked from the only place that
+            // held it; it is retired once.
+            unsafe { g.retire(kp, key_free) };
+            return Ok(Some(true));
+        }
+        if !want_path {
+            return Ok(None);
+        }
+
+        // The leaf becomes empty: unlink it, and with it every ancestor that
+        // would be left without children, from the lowest ancestor that has
+        // another child (`top`).
+        // SAFETY (all derefs of path entries below): the nodes were reached
+        // while pinned during this attempt.
+        let mut a = path.len();
+        while a > 0 && unsafe { &*path[a - 1].0 }.h.count(INNER_MAX) == 0 {
+            a -= 1;
+        }
+        if a == 0 {
+            // The whole tree is a chain down to this leaf: empty the leaf in
+            // place and let the root shrink to it. The counts above were read
+            // optimistically: check them first. (Nodes without separators
+            // cannot split, so only the leaf itself could change the chain.)
+            for &(p, pv, _) in path.iter() {
+                // SAFETY: see above.
+                unsafe { &*p }.h.validate(pv)?;
+            }
+            leaf.h.try_upgrade(v)?;
+            let kp = leaf.remove_at(i, n);
+            leaf.h.unlock();
+            // SAFETY: unlinked just now, retired once.
+            unsafe { g.retire(kp, key_free) };
+            self.collapse_root(g);
+            return Ok(Some(true));
+        }
+        let top = a - 1;
+        // Lock top-down with the versions seen on the way down: success means
+        // none of these nodes changed since, so the counts read are exact.
+        for j in top..path.len() {
+            // SAFETY: see above.
+            let (p, pv, _) = path[j];
+            if unsafe { &*p }.h.try_upgrade(pv).is_err() {
+                for &(q, qv, _) in &path[top..j] {
+                    // SAFETY: see above; we locked it.
+                    unsafe { &*q }.h.unlock_unchanged(qv);
+                }
+                return Err(Restart);
+            }
+        }
+        if leaf.h.try_upgrade(v).is_err() {
+            for &(q, qv, _) in &path[top..] {
+                // SAFETY: see above; we locked it.
+                unsafe { &*q }.h.unlock_unchanged(qv);
+            }
+            return Err(Restart);
+        }
+        let (tp, _, tpos) = path[top];
+        // SAFETY: see above; locked by us.
+        let t = unsafe { &*tp };
+        let tn = t.h.count(INNER_MAX);
+        let sep = t.remove_child(tpos, tn);
+        for &(q, _, _) in &path[top + 1..] {
+            // SAFETY: see above; locked by us, now unlinked (its only child is
+            // the chain being removed).
+            let qi = unsafe { &*q };
+            qi.child[0].store(ptr::null_mut(), Release);
+            qi.h.unlock_obsolete();
+            // SAFETY: unlinked from its parent above, boxed, retired once.
+            unsafe { g.retire_box(q as *mut Inner) };
+        }
+        let kp = leaf.remove_at(0, 1);
+        leaf.h.unlock_obsolete();
+        // SAFETY: the separator, the key copy and the leaf were all unlinked
+        // just now under the locks; each is retired once.
+        unsafe {
+            g.retire(sep, key_free);
+            g.retire(kp, key_free);
+            g.retire_box(node as *mut Leaf);
+        }
+        t.h.unlock();
+        if top == 0 && tn == 1 {
+            self.collapse_root(g);
+        }
+        Ok(Some(true))
+    }
+
+    /// While the root is an inner node with a single child, make the child
+    /// the root (and retire the old root).
+    fn collapse_root(&self, g: &Guard<'_>) {
+        loop {
+            let Ok((r, v)) = self.root_begin() else {
+                std::hint::spin_loop();
+                continue;
+            };
+            // SAFETY: the root is live while pinned.
+            if unsafe { hdr(r) }.is_leaf {
+                return;
+            }
+            // SAFETY: live inner node.
+            let inner = unsafe { as_inner(r) };
+            if inner.h.count.load(Relaxed) != 0 {
+                return;
+            }
+            if inner.h.try_upgrade(v).is_err() {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Locked at `v`: still the root (a root change locks it), still
+            // without separators. Its child's range stays the whole key space.
+            let child = inner.child[0].load(Relaxed);
+            self.root.store(child, Release);
+            inner.child[0].store(ptr::null_mut(), Release);
+            inner.h.unlock_obsolete();
+            // SAFETY: unlinked (no longer the root, nothing points to it),
+            // boxed, retired once.
+            unsafe { g.retire_box(r as *mut Inner) };
+        }
+    }
+
+    /// Replace the value of `key` with `new` if it is currently `expected`;
+    /// returns whether it did. Changes the leaf's version.
+    pub fn replace(&self, key: &[u8], expected: u64, new: u64, _g: &Guard<'_>) -> bool {
+        debug_assert!(new != 0, "index values must be non-zero");
+        let sk = SKey::new(key);
+        let mut tries = 0;
+        loop {
+            match self.try_replace(&sk, expected, new) {
+                Ok(r) => return r,
+                Err(Restart) => backoff(&mut tries),
+            }
+        }
+    }
+
+    fn try_replace(&self, sk: &SKey<'_>, expected: u64, new: u64) -> Result<bool, Restart> {
+        let (leaf, v) = self.find_leaf(sk)?;
+        let n = leaf.h.count(LEAF_MAX);
+        let (i, eq) = leaf.s.lower_bound(n, sk);
+        if !eq || leaf.val[i].load(Relaxed) != expected {
+            leaf.h.validate(v)?;
+            return Ok(false);
+        }
+        leaf.h.try_upgrade(v)?;
+        leaf.val[i].store(new, Relaxed);
+        leaf.h.unlock();
+        Ok(true)
+    }
+
+    /// Ordered scan of the keys in `[lo, hi]` (each end included, excluded or
+    /// unbounded), ascending, or descending when `reverse`.
+    ///
+    /// For each leaf visited, once its entries have been read under a
+    /// validated optimistic read, calls `on_leaf(leaf, version)` and then
+    /// `f(key, value)` for each of its entries in range, in scan order; stops
+    /// as soon as `f` returns false. The leaves reported cover the whole key
+    /// range examined, including leaves with no entry in range. Keys are
+    /// handed out strictly increasing (decreasing) even under concurrent
+    /// changes; the slices stay valid while the guard lives.
+    pub fn scan<F, L>(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        _g: &Guard<'_>,
+        mut on_leaf: L,
+        mut f: F,
+    ) where
+        F: FnMut(&[u8], u64) -> bool,
+        L: FnMut(LeafRef, u64),
+    {
+        let mut buf = [(ptr::null::<u8>(), 0u64); LEAF_MAX];
+        // The part of [lo, hi] still to scan.
+        let mut lower = lo;
+        let mut upper = hi;
+        loop {
+            let target = if reverse {
+                match upper {
+                    Bound::Included(k) => Target::At(k),
+                    Bound::Excluded(k) => Target::Before(k),
+                    Bound::Unbounded => Target::Rightmost,
+                }
+            } else {
+                match lower {
+                    Bound::Included(k) | Bound::Excluded(k) => Target::At(k),
+                    Bound::Unbounded => Target::Leftmost,
+                }
+            };
+            let mut tries = 0;
+            let st = loop {
+                match self.scan_leaf(target, lower, upper, &mut buf) {
+                    Ok(st) => break st,
+                    Err(Restart) => backoff(&mut tries),
+                }
+            };
+            on_leaf(LeafRef(st.leaf), st.version);
+            let entries = &buf[..st.n];
+            let mut emit = |&(kp, val): &(*const u8, u64)| {
+                // SAFETY: copied from a validated leaf read while pinned: the
+                // key copy is linked or retired after we pinned, so it stays
+                // allocated while the guard lives.
+                f(unsafe { key_bytes(kp) }, val)
+            };
+            let go_on = if reverse {
+                entries.iter().rev().all(&mut emit)
+            } else {
+                entries.iter().all(&mut emit)
+            };
+            if !go_on {
+                return;
+            }
+            if reverse {
+                if st.fence_lo.is_null() {
+                    return;
+                }
+                // SAFETY: a separator copy read from a validated inner node
+                // while pinned (see `emit`).
+                let fl = unsafe { key_bytes(st.fence_lo) };
+                match lo {
+                    Bound::Included(l) | Bound::Excluded(l) if fl <= l => return,
+                    _ => {}
+                }
+                upper = Bound::Excluded(fl);
+            } else {
+                if st.fence_hi.is_null() {
+                    return;
+                }
+                // SAFETY: as above.
+                let fh = unsafe { key_bytes(st.fence_hi) };
+                match hi {
+                    Bound::Included(h) if fh > h => return,
+                    Bound::Excluded(h) if fh >= h => return,
+                    _ => {}
+                }
+                lower = Bound::Included(fh);
+            }
+        }
+    }
+
+    /// Descend to the scan target and copy the leaf's entries within
+    /// `[lower, upper]` into `buf`, under a validated optimistic read.
+    fn scan_leaf(
+        &self,
+        target: Target<'_>,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        buf: &mut [(*const u8, u64); LEAF_MAX],
+    ) -> Result<ScanStep, Restart> {
+        let tk = match target {
+            Target::At(k) | Target::Before(k) => Some(SKey::new(k)),
+            _ => None,
+        };
+        let mut fence_lo: *const u8 = ptr::null();
+        let mut fence_hi: *const u8 = ptr::null();
+        let (mut node, mut v) = self.root_begin()?;
+        loop {
+            // SAFETY: `node` was reached from the root while pinned.
+            if unsafe { hdr(node) }.is_leaf {
+                break;
+            }
+            // SAFETY: live inner node.
+            let inner = unsafe { as_inner(node) };
+            let n = inner.h.count(INNER_MAX);
+            let pos = match (target, &tk) {
+                (Target::At(_), Some(sk)) => inner.route(n, sk),
+                (Target::Before(_), Some(sk)) => inner.s.lower_bound(n, sk).0,
+                (Target::Rightmost, _) => n,
+                _ => 0,
+            };
+            // The deepest separators around the path are the leaf's fences.
+            if pos > 0 {
+                fence_lo = inner.s.key_ptr(pos - 1);
+                if fence_lo.is_null() {
+                    return Err(Restart);
+                }
+            }
+            if pos < n {
+                fence_hi = inner.s.key_ptr(pos);
+                if fence_hi.is_null() {
+                    return Err(Restart);
+                }
+            }
+            // Validates `inner` after the fence loads too.
+            (node, v) = inner.child_begin(pos, v)?;
+        }
+        // SAFETY: live leaf.
+        let leaf = unsafe { as_leaf(node) };
+        let n = leaf.h.count(LEAF_MAX);
+        let start = match lower {
+            Bound::Unbounded => 0,
+            Bound::Included(k) => leaf.s.lower_bound(n, &SKey::new(k)).0,
+            Bound::Excluded(k) => {
+                let (i, eq) = leaf.s.lower_bound(n, &SKey::new(k));
+                i + eq as usize
+            }
+        };
+        let end = match upper {
+            Bound::Unbounded => n,
+            Bound::Included(k) => {
+                let (i, eq) = leaf.s.lower_bound(n, &SKey::new(k));
+                i + eq as usize
+            }
+            Bound::Excluded(k) => leaf.s.lower_bound(n, &SKey::new(k)).0,
+        };
+        let mut cnt = 0;
+        for i in start..end.max(start) {
+            buf[cnt] = (leaf.s.key_ptr(i), leaf.val[i].load(Relaxed));
+            cnt += 1;
+        }
+        leaf.h.validate(v)?;
+        Ok(ScanStep {
+            leaf,
+            version: v,
+            n: cnt,
+            fence_lo,
+            fence_hi,
+        })
+    }
+
+    /// Number of keys (a full scan; not an atomic snapshot under concurrent
+    /// changes). For tests and diagnostics.
+    pub fn len_slow(&self, g: &Guard<'_>) -> usize {
+        let mut n = 0;
+        self.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            g,
+            |_, _| {},
+            |_, _| {
+                n += 1;
+                true
+            },
+        );
+        n
+    }
+
+    /// Number of nodes (leaves and inner nodes) reachable from the root. For
+    /// tests and diagnostics (memory stays bounded); quiescent use only.
+    pub fn node_count_slow(&self, _g: &Guard<'_>) -> usize {
+        fn walk(h: *const Header) -> usize {
+            if h.is_null() {
+                return 0;
+            }
+            // SAFETY: reachable nodes are live; quiescent use (documented).
+            if unsafe { hdr(h) }.is_leaf {
+                return 1;
+            }
+            // SAFETY: live inner node.
+            let inner = unsafe { as_inner(h) };
+            let n = inner.h.count(INNER_MAX);
+            1 + (0..=n)
+                .map(|i| walk(inner.child[i].load(Acquire)))
+                .sum::<usize>()
+        }
+        walk(self.root.load(Acquire))
+    }
+
+    /// Check the structural invariants and panic with a description of the
+    /// first violation: keys strictly sorted and inside the fences their
+    /// ancestors' separators give; inline prefixes match the key copies;
+    /// counts within capacity; vacated slots cleared; every node unlocked and
+    /// not obsolete; all leaves at the same depth; only the root leaf may be
+    /// empty, and an inner root has at least two children. Quiescent use only.
+    pub fn check_invariants(&self, _g: &Guard<'_>) {
+        let mut leaf_depth = None;
+        self.check_node(self.root.load(Acquire), None, None, 0, &mut leaf_depth);
+    }
+
+    fn check_node(
+        &self,
+        h: *const Header,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        depth: usize,
+        leaf_depth: &mut Option<usize>,
+    ) {
+        assert!(!h.is_null(), "null node at depth {depth}");
+        let is_root = depth == 0;
+        // SAFETY: reachable nodes are live; quiescent use (documented).
+        let hd = unsafe { hdr(h) };
+        let ver = hd.version.load(Acquire);
+        assert!(ver & LOCKED == 0, "node at depth {depth} is locked");
+        assert!(ver & OBSOLETE == 0, "obsolete node reachable at depth {depth}");
+        let count = hd.count.load(Acquire) as usize;
+        let in_fences = |k: &[u8], what: &str| {
+            if let Some(l) = lo {
+                assert!(l <= k, "{what} {k:?} below the lower fence {l:?} (depth {depth})");
+            }
+            if let Some(u) = hi {
+                assert!(k < u, "{what} {k:?} not below the upper fence {u:?} (depth {depth})");
+            }
+        };
+        if hd.is_leaf {
+            match *leaf_depth {
+                None => *leaf_depth = Some(depth),
+                Some(d) => assert_eq!(d, depth, "leaves at different depths"),
+            }
+            // SAFETY: live leaf.
+            let leaf = unsafe { as_leaf(h) };
+            assert!(count <= self.leaf_cap, "leaf holds {count} > {} entries", self.leaf_cap);
+            assert!(is_root || count > 0, "empty non-root leaf at depth {depth}");
+            let mut prev: Option<&[u8]> = None;
+            for i in 0..count {
+                let kp = leaf.s.key_ptr(i);
+                assert!(!kp.is_null(), "leaf slot {i} of {count} has no key");
+                // SAFETY: linked key copy.
+                let k = unsafe { key_bytes(kp) };
+                let (p, lc) = prefix_of(k);
+                assert_eq!(leaf.s.prefix[i].load(Relaxed), p, "leaf prefix of {k:?}");
+                assert_eq!(leaf.s.lc[i].load(Relaxed), lc, "leaf length class of {k:?}");
+                assert_ne!(leaf.val[i].load(Relaxed), 0, "zero value for key {k:?}");
+                if let Some(pk) = prev {
+                    assert!(pk < k, "leaf keys out of order: {pk:?} then {k:?}");
+                }
+                in_fences(k, "key");
+                prev = Some(k);
+            }
+            for i in count..LEAF_MAX {
+                assert!(leaf.s.key_ptr(i).is_null(), "vacated leaf slot {i} not cleared");
+            }
+            return;
+        }
+        // SAFETY: live inner node.
+        let inner = unsafe { as_inner(h) };
+        assert!(count <= self.inner_cap, "inner node holds {count} > {} separators", self.inner_cap);
+        assert!(!is_root || count > 0, "inner root with a single child");
+        let mut seps: Vec<&[u8]> = Vec::with_capacity(count);
+        for i in 0..count {
+            let kp = inner.s.key_ptr(i);
+            assert!(!kp.is_null(), "separator slot {i} of {count} has no key");
+            // SAFETY: linked separator copy.
+            let k = unsafe { key_bytes(kp) };
+            let (p, lc) = prefix_of(k);
+            assert_eq!(inner.s.prefix[i].load(Relaxed), p, "separator prefix of {k:?}");
+            assert_eq!(inner.s.lc[i].load(Relaxed), lc, "separator length class of {k:?}");
+            if let Some(&pk) = seps.last() {
+                assert!(pk < k, "separators out of order: {pk:?} then {k:?}");
+            }
+            if let Some(l) = lo {
+                assert!(l < k, "separator {k:?} not above the lower fence {l:?}");
+            }
+            in_fences(k, "separator");
+            seps.push(k);
+        }
+        for i in count..INNER_MAX {
+            assert!(inner.s.key_ptr(i).is_null(), "vacated separator slot {i} not cleared");
+        }
+        for i in count + 1..=INNER_MAX {
+            assert!(inner.child[i].load(Relaxed).is_null(), "vacated child slot {i} not cleared");
+        }
+        for i in 0..=count {
+            let clo = if i == 0 { lo } else { Some(seps[i - 1]) };
+            let chi = if i == count { hi } else { Some(seps[i]) };
+            self.check_node(inner.child[i].load(Acquire), clo, chi, depth + 1, leaf_depth);
+        }
+    }
+}
+
+impl Drop for BTree {
+    fn drop(&mut self) {
+        /// Free a subtree and its key copies.
+        ///
+        /// # Safety
+        /// No other thread uses the tree; `h` is a linked node.
+        unsafe fn free(h: *mut Header) {
+            // SAFETY: per the contract we own every node and key copy linked
+            // below `h`; each is linked exactly once.
+            unsafe {
+                if (*h).is_leaf {
+                    let leaf = h as *mut Leaf;
+                    let n = (*leaf).h.count(LEAF_MAX);
+                    for i in 0..n {
+                        key_free((*leaf).s.key_ptr(i));
+                    }
+                    drop(Box::from_raw(leaf));
+                } else {
+                    let inner = h as *mut Inner;
+                    let n = (*inner).h.count(INNER_MAX);
+                    for i in 0..n {
+                        key_free((*inner).s.key_ptr(i));
+                    }
+                    for i in 0..=n {
+                        free((*inner).child[i].load(Relaxed));
+                    }
+                    drop(Box::from_raw(inner));
+                }
+            }
+        }
+        // SAFETY: `&mut self`: no concurrent users; retired nodes are not
+        // reachable from the root and are freed by the epochs.
+        unsafe { free(*self.root.get_mut()) };
+    }
+}

@@ -1,0 +1,474 @@
+//! Node layout, version-word protocol and key copies of the B+-tree.
+//!
+//! Everything a reader may load without holding the node lock is an atomic;
+//! the only plain field of a node, `Header::is_leaf`, is written once before
+//! the node is published and never again.
+
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::cmp::Ordering as Cmp;
+use std::ptr;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU64, AtomicU8};
+
+/// Slots per leaf (the most a tree may use; [`super::BTree::with_node_capacity`]
+/// can lower it for tests).
+pub const LEAF_MAX: usize = 32;
+/// Separators per inner node (it has one more child than separators).
+pub const INNER_MAX: usize = 32;
+
+/// Version word: bit 0 is the lock bit.
+pub(super) const LOCKED: u64 = 1;
+/// Version word: bit 1 marks a node that was unlinked (readers restart).
+pub(super) const OBSOLETE: u64 = 2;
+/// Version word: the counter lives above the two flag bits.
+pub(super) const STEP: u64 = 4;
+
+/// An optimistic read saw a concurrent change: start the operation again.
+#[derive(Debug)]
+pub(super) struct Restart;
+
+/// Bytes of the inline key prefix.
+const PREFIX_LEN: usize = 8;
+/// Length class stored inline: the key length, or 9 for "longer than 8".
+const LONG: u8 = PREFIX_LEN as u8 + 1;
+
+/// A search key with its inline-comparable parts precomputed.
+pub(super) struct SKey<'k> {
+    pub key: &'k [u8],
+    pub prefix: u64,
+    pub lc: u8,
+}
+
+impl<'k> SKey<'k> {
+    #[inline]
+    pub fn new(key: &'k [u8]) -> Self {
+        let (prefix, lc) = prefix_of(key);
+        SKey { key, prefix, lc }
+    }
+}
+
+/// The 8-byte big-endian prefix (zero padded) and the length class of `key`.
+///
+/// Comparing `(prefix, lc)` orders keys exactly like memcmp order unless both
+/// keys are longer than 8 bytes and share the prefix: equal prefixes mean the
+/// first `min(len, 8)` bytes agree, so when one key has at most 8 bytes it is a
+/// prefix of the other and the shorter one sorts first.
+#[inline]
+pub(super) fn prefix_of(key: &[u8]) -> (u64, u8) {
+    let mut b = [0u8; PREFIX_LEN];
+    let n = key.len().min(PREFIX_LEN);
+    b[..n].copy_from_slice(&key[..n]);
+    (u64::from_be_bytes(b), key.len().min(LONG as usize) as u8)
+}
+
+// ---------------------------------------------------------------------------
+// Key copies: a u32 length followed by the bytes, one heap allocation,
+// immutable once published.
+
+const KEY_HDR: usize = 4;
+
+fn key_layout(len: usize) -> Layout {
+    Layout::from_size_align(KEY_HDR + len, 4).expect("key too long")
+}
+
+/// A fresh heap copy of `key`. Ownership passes to whoever publishes it.
+pub(super) fn key_new(key: &[u8]) -> *mut u8 {
+    let len = u32::try_from(key.len()).expect("key longer than 4 GiB");
+    let layout = key_layout(key.len());
+    // SAFETY: the layout has a non-zero size (at least the 4-byte header).
+    let p = unsafe { alloc(layout) };
+    if p.is_null() {
+        handle_alloc_error(layout);
+    }
+    // SAFETY: `p` is a fresh allocation of KEY_HDR + len bytes aligned to 4;
+    // the source slice cannot overlap it.
+    unsafe {
+        (p as *mut u32).write(len);
+        ptr::copy_nonoverlapping(key.as_ptr(), p.add(KEY_HDR), key.len());
+    }
+    p
+}
+
+/// The bytes of a key copy.
+///
+/// # Safety
+/// `p` comes from [`key_new`] and is not freed while the returned slice lives
+/// (it is linked, or retired through an epoch guard that outlives the slice).
+#[inline]
+pub(super) unsafe fn key_bytes<'a>(p: *const u8) -> &'a [u8] {
+    // SAFETY: per the contract, `p` is a live key copy; its header and bytes
+    // are never written after `key_new` returned.
+    unsafe {
+        let len = (p as *const u32).read() as usize;
+        std::slice::from_raw_parts(p.add(KEY_HDR), len)
+    }
+}
+
+/// Free a key copy (also the epoch's destructor for retired key copies).
+///
+/// # Safety
+/// `p` comes from [`key_new`], is unreachable, and is freed only once.
+pub(super) unsafe fn key_free(p: *mut u8) {
+    // SAFETY: per the contract `p` is a live key copy with a valid header.
+    unsafe {
+        let len = (p as *const u32).read() as usize;
+        dealloc(p, key_layout(len));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Header and version protocol.
+
+/// Common first field of both node kinds (`#[repr(C)]`, so a node pointer can
+/// be viewed as a header pointer and back).
+#[repr(C)]
+pub(super) struct Header {
+    /// Lock bit, obsolete bit, and a counter bumped by every write-unlock.
+    pub version: AtomicU64,
+    /// Leaf: entries. Inner: separators (children = count + 1).
+    pub count: AtomicU16,
+    /// Written before the node is published, never changed afterwards.
+    pub is_leaf: bool,
+}
+
+impl Header {
+    fn new(is_leaf: bool, version: u64) -> Self {
+        Header {
+            version: AtomicU64::new(version),
+            count: AtomicU16::new(0),
+            is_leaf,
+        }
+    }
+
+    /// Start an optimistic read: wait while the node is locked, restart if it
+    /// is obsolete, and return the (stable) version.
+    #[inline]
+    pub fn read_begin(&self) -> Result<u64, Restart> {
+        let mut spins = 0u32;
+        loop {
+            let v = self.version.load(Acquire);
+            if v & LOCKED == 0 {
+                return if v & OBSOLETE != 0 { Err(Restart) } else { Ok(v) };
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// End (or check) an optimistic read: every load made since `read_begin`
+    /// returned `v` saw a consistent node iff the version is still `v`.
+    #[inline]
+    pub fn validate(&self, v: u64) -> Result<(), Restart> {
+        // Keep the data loads above before the version re-load (seqlock
+        // reader); pairs with the fence after the writer's lock CAS.
+        fence(Acquire);
+        if self.version.load(Relaxed) == v {
+            Ok(())
+        } else {
+            Err(Restart)
+        }
+    }
+
+    /// Take the lock if the version is still `v` (nothing changed since the
+    /// optimistic read that returned `v`).
+    #[inline]
+    pub fn try_upgrade(&self, v: u64) -> Result<(), Restart> {
+        match self
+            .version
+            .compare_exchange(v, v | LOCKED, Acquire, Relaxed)
+        {
+            Ok(_) => {
+                // Data stores below must not become visible before the lock
+                // bit (seqlock writer).
+                fence(Release);
+                Ok(())
+            }
+            Err(_) => Err(Restart),
+        }
+    }
+
+    /// Release the lock after a modification: the counter moves forward.
+    #[inline]
+    pub fn unlock(&self) {
+        let v = self.version.load(Relaxed);
+        debug_assert!(v & LOCKED != 0);
+        self.version.store((v & !LOCKED) + STEP, Release);
+    }
+
+    /// Release the lock taken from version `v` without having changed
+    /// anything: readers that saw `v` before are still consistent.
+    #[inline]
+    pub fn unlock_unchanged(&self, v: u64) {
+        debug_assert_eq!(self.version.load(Relaxed), v | LOCKED);
+        self.version.store(v, Release);
+    }
+
+    /// Release the lock and mark the node obsolete (it was unlinked).
+    #[inline]
+    pub fn unlock_obsolete(&self) {
+        let v = self.version.load(Relaxed);
+        debug_assert!(v & LOCKED != 0);
+        self.version.store(((v & !LOCKED) + STEP) | OBSOLETE, Release);
+    }
+
+    /// The entry/separator count, clamped to the array size so that an
+    /// inconsistent optimistic read can never index out of bounds.
+    #[inline]
+    pub fn count(&self, max: usize) -> usize {
+        (self.count.load(Relaxed) as usize).min(max)
+    }
+
+    #[inline]
+    pub fn set_count(&self, n: usize) {
+        self.count.store(n as u16, Relaxed);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Key slots shared by both node kinds.
+
+/// Per slot: inline prefix, length class, and the full key copy.
+#[repr(C)]
+pub(super) struct Slots<const N: usize> {
+    pub prefix: [AtomicU64; N],
+    pub lc: [AtomicU8; N],
+    pub key: [AtomicPtr<u8>; N],
+}
+
+impl<const N: usize> Slots<N> {
+    pub fn new() -> Self {
+        Slots {
+            prefix: [const { AtomicU64::new(0) }; N],
+            lc: [const { AtomicU8::new(0) }; N],
+            key: [const { AtomicPtr::new(ptr::null_mut()) }; N],
+        }
+    }
+
+    /// Compare the key in slot `i` with `sk`. On an inconsistent optimistic
+    /// read the answer is arbitrary (but memory-safe); the caller validates.
+    #[inline]
+    pub fn cmp(&self, i: usize, sk: &SKey<'_>) -> Cmp {
+        let p = self.prefix[i].load(Relaxed);
+        if p != sk.prefix {
+            return p.cmp(&sk.prefix);
+        }
+        let lc = self.lc[i].load(Relaxed);
+        if lc != sk.lc || lc < LONG {
+            return lc.cmp(&sk.lc);
+        }
+        let kp = self.key[i].load(Acquire);
+        if kp.is_null() {
+            return Cmp::Less; // vacated under us: validation will fail
+        }
+        // SAFETY: a non-null key pointer read from a node we reached while
+        // pinned is either linked or retired through the epoch after we
+        // pinned, so it is still allocated; key copies are immutable.
+        let k = unsafe { key_bytes(kp) };
+        k.get(PREFIX_LEN..)
+            .unwrap_or(&[])
+            .cmp(&sk.key[PREFIX_LEN..])
+    }
+
+    /// First slot in `0..n` whose key is `>= sk`, and whether it is equal.
+    #[inline]
+    pub fn lower_bound(&self, n: usize, sk: &SKey<'_>) -> (usize, bool) {
+        let (mut lo, mut hi) = (0usize, n.min(N));
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.cmp(mid, sk) {
+                Cmp::Less => lo = mid + 1,
+                Cmp::Greater => hi = mid,
+                Cmp::Equal => return (mid, true),
+            }
+        }
+        (lo, false)
+    }
+
+    /// Store a key copy in slot `i` (lock held).
+    #[inline]
+    pub fn set(&self, i: usize, kp: *mut u8) {
+        // SAFETY: the caller holds the node lock and owns/links `kp`, a live
+        // key copy.
+        let (prefix, lc) = prefix_of(unsafe { key_bytes(kp) });
+        self.prefix[i].store(prefix, Relaxed);
+        self.lc[i].store(lc, Relaxed);
+        self.key[i].store(kp, Release);
+    }
+
+    /// Copy slot `from` of `src` into slot `to` of `self` (locks held / node
+    /// unpublished).
+    #[inline]
+    pub fn copy_from(&self, to: usize, src: &Self, from: usize) {
+        self.prefix[to].store(src.prefix[from].load(Relaxed), Relaxed);
+        self.lc[to].store(src.lc[from].load(Relaxed), Relaxed);
+        self.key[to].store(src.key[from].load(Relaxed), Release);
+    }
+
+    /// Vacate slot `i` (lock held): no stale key pointer stays behind.
+    #[inline]
+    pub fn clear(&self, i: usize) {
+        self.prefix[i].store(0, Relaxed);
+        self.lc[i].store(0, Relaxed);
+        self.key[i].store(ptr::null_mut(), Release);
+    }
+
+    #[inline]
+    pub fn key_ptr(&self, i: usize) -> *mut u8 {
+        self.key[i].load(Acquire)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Leaves.
+
+#[repr(C)]
+pub(crate) struct Leaf {
+    pub h: Header,
+    pub s: Slots<LEAF_MAX>,
+    pub val: [AtomicU64; LEAF_MAX],
+}
+
+impl Leaf {
+    /// A new empty, unlocked leaf with the given version, as a raw box.
+    pub fn alloc(version: u64) -> *mut Leaf {
+        Box::into_raw(Box::new(Leaf {
+            h: Header::new(true, version),
+            s: Slots::new(),
+            val: [const { AtomicU64::new(0) }; LEAF_MAX],
+        }))
+    }
+
+    /// Insert `(kp, value)` at slot `i` of a leaf holding `n < LEAF_MAX`
+    /// entries (lock held or leaf unpublished).
+    pub fn insert_at(&self, i: usize, n: usize, kp: *mut u8, value: u64) {
+        debug_assert!(i <= n && n < LEAF_MAX);
+        let mut j = n;
+        while j > i {
+            self.s.copy_from(j, &self.s, j - 1);
+            self.val[j].store(self.val[j - 1].load(Relaxed), Relaxed);
+            j -= 1;
+        }
+        self.s.set(i, kp);
+        self.val[i].store(value, Relaxed);
+        self.h.set_count(n + 1);
+    }
+
+    /// Remove slot `i` of a leaf holding `n` entries (lock held) and return
+    /// its key copy, which the caller must retire.
+    pub fn remove_at(&self, i: usize, n: usize) -> *mut u8 {
+        debug_assert!(i < n && n <= LEAF_MAX);
+        let kp = self.s.key_ptr(i);
+        for j in i..n - 1 {
+            self.s.copy_from(j, &self.s, j + 1);
+            self.val[j].store(self.val[j + 1].load(Relaxed), Relaxed);
+        }
+        self.s.clear(n - 1);
+        self.val[n - 1].store(0, Relaxed);
+        self.h.set_count(n - 1);
+        kp
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Inner nodes.
+
+#[repr(C)]
+pub(super) struct Inner {
+    pub h: Header,
+    /// Separators: child `i` holds keys in `[sep[i-1], sep[i])`.
+    pub s: Slots<INNER_MAX>,
+    pub child: [AtomicPtr<Header>; INNER_MAX + 1],
+}
+
+impl Inner {
+    /// A new empty, unlocked inner node, as a raw box.
+    pub fn alloc(version: u64) -> *mut Inner {
+        Box::into_raw(Box::new(Inner {
+            h: Header::new(false, version),
+            s: Slots::new(),
+            child: [const { AtomicPtr::new(ptr::null_mut()) }; INNER_MAX + 1],
+        }))
+    }
+
+    /// Index of the child whose range holds `sk` (separators `<= sk`).
+    #[inline]
+    pub fn route(&self, n: usize, sk: &SKey<'_>) -> usize {
+        let (i, eq) = self.s.lower_bound(n, sk);
+        i + eq as usize
+    }
+
+    /// Optimistically follow child `pos` of this node (read at version `v`):
+    /// returns the child and its stable version, after re-validating this node
+    /// so that the child's range was the one this node gave it.
+    #[inline]
+    pub fn child_begin(&self, pos: usize, v: u64) -> Result<(*const Header, u64), Restart> {
+        let c = self.child[pos.min(INNER_MAX)].load(Acquire);
+        if c.is_null() {
+            return Err(Restart);
+        }
+        prefetch_node(c as *const u8);
+        // SAFETY: a non-null child pointer read while pinned points to a node
+        // that is linked or retired (not freed) since we pinned.
+        let cv = unsafe { &*c }.read_begin()?;
+        self.h.validate(v)?;
+        Ok((c, cv))
+    }
+
+    /// Insert separator `kp` at `pos` and `right` as child `pos + 1` into a
+    /// node holding `n < INNER_MAX` separators (lock held or unpublished).
+    pub fn insert_child(&self, pos: usize, n: usize, kp: *mut u8, right: *mut Header) {
+        debug_assert!(pos <= n && n < INNER_MAX);
+        let mut j = n;
+        while j > pos {
+            self.s.copy_from(j, &self.s, j - 1);
+            self.child[j + 1].store(self.child[j].load(Relaxed), Release);
+            j -= 1;
+        }
+        self.s.set(pos, kp);
+        self.child[pos + 1].store(right, Release);
+        self.h.set_count(n + 1);
+    }
+
+    /// Remove child `pos` of a node holding `n >= 1` separators together with
+    /// one adjacent separator (lock held); returns the separator's key copy,
+    /// which the caller must retire.
+    pub fn remove_child(&self, pos: usize, n: usize) -> *mut u8 {
+        debug_assert!(n >= 1 && pos <= n);
+        // Child 0 goes with separator 0 (child 1 inherits its lower fence);
+        // any other child `pos` goes with separator `pos - 1` (child
+        // `pos - 1` inherits its upper fence).
+        let si = pos.saturating_sub(1);
+        let kp = self.s.key_ptr(si);
+        for j in si..n - 1 {
+            self.s.copy_from(j, &self.s, j + 1);
+        }
+        self.s.clear(n - 1);
+        for j in pos..n {
+            self.child[j].store(self.child[j + 1].load(Relaxed), Release);
+        }
+        self.child[n].store(ptr::null_mut(), Release);
+        self.h.set_count(n - 1);
+        kp
+    }
+}
+
+/// Hint the CPU to fetch the first lines of a node we are about to search
+/// (header, prefixes and length classes).
+#[inline(always)]
+fn prefetch_node(p: *const u8) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        for line in 0..5 {
+            // SAFETY: prefetching is only a hint; it never faults, whatever
+            // the address, and the pointer is not dereferenced.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64) as *const i8) };
+        }
+    }
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
+    let _ = p;
+}

@@ -1,0 +1,584 @@
+//! Unit tests and a model-based property test of the B+-tree.
+
+use super::*;
+use crate::epoch::{Epochs, LocalEpoch};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn epoch() -> (Arc<Epochs>, LocalEpoch) {
+    let ep = Epochs::new(1, 25);
+    let local = ep.register().unwrap();
+    (ep, local)
+}
+
+/// Depth of the tree (1 = root leaf).
+fn height(t: &BTree) -> usize {
+    let mut h = t.root.load(Acquire) as *const Header;
+    let mut d = 1;
+    // SAFETY: quiescent test; nodes reachable from the root are live.
+    while !unsafe { hdr(h) }.is_leaf {
+        h = unsafe { as_inner(h) }.child[0].load(Acquire);
+        d += 1;
+    }
+    d
+}
+
+fn collect(t: &BTree, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool, g: &Guard<'_>) -> Vec<(Vec<u8>, u64)> {
+    let mut out = Vec::new();
+    let mut leaves = 0;
+    t.scan(lo, hi, rev, g, |_, _| leaves += 1, |k, v| {
+        out.push((k.to_vec(), v));
+        true
+    });
+    assert!(leaves >= 1, "a scan reports at least one leaf");
+    out
+}
+
+fn model_range(m: &BTreeMap<Vec<u8>, u64>, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool) -> Vec<(Vec<u8>, u64)> {
+    let inr = |k: &[u8]| {
+        (match lo {
+            Bound::Included(l) => k >= l,
+            Bound::Excluded(l) => k > l,
+            Bound::Unbounded => true,
+        }) && (match hi {
+            Bound::Included(h) => k <= h,
+            Bound::Excluded(h) => k < h,
+            Bound::Unbounded => true,
+        })
+    };
+    let mut v: Vec<_> = m.iter().filter(|(k, _)| inr(k)).map(|(k, v)| (k.clone(), *v)).collect();
+    if rev {
+        v.reverse();
+    }
+    v
+}
+
+fn bounds(k: &[u8]) -> [Bound<&[u8]>; 3] {
+    [Bound::Included(k), Bound::Excluded(k), Bound::Unbounded]
+}
+
+#[test]
+fn empty_tree() {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    let t = BTree::new();
+    match t.get(b"x", &g) {
+        Lookup::Missing { leaf, version } => assert_eq!(leaf.version(), version),
+        Lookup::Found(_) => panic!("found in empty tree"),
+    }
+    assert!(!t.remove(b"x", 1, &g));
+    assert!(!t.replace(b"x", 1, 2, &g));
+    assert_eq!(t.len_slow(&g), 0);
+    for rev in [false, true] {
+        assert!(collect(&t, Bound::Unbounded, Bound::Unbounded, rev, &g).is_empty());
+    }
+    assert_eq!(t.node_count_slow(&g), 1);
+    t.check_invariants(&g);
+}
+
+#[test]
+fn separator_is_shortest_between() {
+    assert_eq!(separator(b"abc", b"abd"), b"abd");
+    assert_eq!(separator(b"ab", b"abc"), b"abc");
+    assert_eq!(separator(b"a", b"bcd"), b"b");
+    assert_eq!(separator(b"", b"\0"), b"\0");
+    assert_eq!(separator(b"abcdefghij", b"abcdefghzz"), b"abcdefghz");
+}
+
+#[test]
+fn prefix_order_matches_memcmp() {
+    let keys: Vec<&[u8]> = vec![
+        b"", b"\0", b"\0\0", b"a", b"a\0", b"ab", b"abcdefgh", b"abcdefgh\0", b"abcdefgh\0\0",
+        b"abcdefgha", b"abcdefghb", b"abcdefgi", b"\xff", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+    ];
+    for a in &keys {
+        for b in &keys {
+            let (pa, la) = prefix_of(a);
+            let sk = SKey::new(b);
+            let s = node::Slots::<1>::new();
+            let kp = key_new(a);
+            s.set(0, kp);
+            assert_eq!(s.cmp(0, &sk), a.cmp(b), "{a:?} vs {b:?}");
+            // SAFETY: never shared.
+            unsafe { key_free(kp) };
+            if pa != sk.prefix {
+                assert_eq!(pa.cmp(&sk.prefix), a.cmp(b));
+            }
+            let _ = la;
+        }
+    }
+}
+
+#[test]
+fn shared_prefixes_empty_key_and_prefix_keys() {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    let t = BTree::with_node_capacity(3, 3);
+    let keys: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        b"ab".to_vec(),
+        b"abc".to_vec(),
+        b"ab\0".to_vec(),
+        b"abcdefgh".to_vec(),
+        b"abcdefgh\0".to_vec(),
+        b"abcdefghX".to_vec(),
+        b"abcdefghXY".to_vec(),
+        b"abcdefghXZ".to_vec(),
+        b"abcdefgh\xff".to_vec(),
+        b"abcdefg".to_vec(),
+        vec![0u8; 20],
+        vec![0u8; 21],
+        vec![0u8; 8],
+        vec![7u8; 1024],
+        {
+            let mut k = vec![7u8; 1023];
+            k.push(8);
+            k
+        },
+    ];
+    let mut m = BTreeMap::new();
+    for (i, k) in keys.iter().enumerate() {
+        let v = i as u64 + 1;
+        assert!(matches!(t.insert(k, v, &g), Insert::Inserted { .. }));
+        m.insert(k.clone(), v);
+        t.check_invariants(&g);
+    }
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(t.get(k, &g), Lookup::Found(i as u64 + 1), "{k:?}");
+        assert_eq!(t.insert(k, 99, &g), Insert::Exists(i as u64 + 1));
+    }
+    for k in [&b"a"[..], b"abcdefgh\0\0", b"abcdefghXYZ", &[0u8; 9], b"abcdefgg"] {
+        assert!(matches!(t.get(k, &g), Lookup::Missing { .. }), "{k:?}");
+    }
+    let all = collect(&t, Bound::Unbounded, Bound::Unbounded, false, &g);
+    assert_eq!(all, model_range(&m, Bound::Unbounded, Bound::Unbounded, false));
+    assert_eq!(all[0].0, b"");
+    // Remove the empty key and a prefix key, then put them back.
+    assert!(!t.remove(b"", 2, &g));
+    assert!(t.remove(b"", 1, &g));
+    assert!(t.remove(b"ab", 2, &g));
+    assert!(matches!(t.get(b"", &g), Lookup::Missing { .. }));
+    assert_eq!(t.get(b"abc", &g), Lookup::Found(3));
+    assert!(matches!(t.insert(b"", 5, &g), Insert::Inserted { .. }));
+    assert!(matches!(t.insert(b"ab", 6, &g), Insert::Inserted { .. }));
+    assert_eq!(t.get(b"", &g), Lookup::Found(5));
+    assert_eq!(t.get(b"ab", &g), Lookup::Found(6));
+    t.check_invariants(&g);
+}
+
+#[test]
+fn replace_is_compare_and_set() {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    let t = BTree::new();
+    t.insert(b"k", 1, &g);
+    assert!(!t.replace(b"k", 2, 3, &g));
+    assert_eq!(t.get(b"k", &g), Lookup::Found(1));
+    let Lookup::Missing { leaf, version } = t.get(b"j", &g) else { panic!() };
+    assert!(t.replace(b"k", 1, 3, &g));
+    assert_ne!(leaf.version(), version, "replace changes the leaf version");
+    assert_eq!(t.get(b"k", &g), Lookup::Found(3));
+    assert!(!t.remove(b"k", 1, &g));
+    assert!(t.remove(b"k", 3, &g));
+    assert_eq!(t.len_slow(&g), 0);
+}
+
+#[test]
+fn leaf_versions_track_every_change() {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    let t = BTree::with_node_capacity(4, 3);
+    let Lookup::Missing { leaf, version } = t.get(b"b", &g) else { panic!() };
+    let Insert::Inserted { leaf: l2, before, after, split } = t.insert(b"b", 1, &g) else { panic!() };
+    assert_eq!((l2, before, split), (leaf, version, false));
+    assert_ne!(after, before);
+    assert_eq!(leaf.version(), after);
+    // A failed insert or a miss does not change it.
+    assert_eq!(t.insert(b"b", 2, &g), Insert::Exists(1));
+    assert!(!t.remove(b"zz", 1, &g));
+    assert_eq!(leaf.version(), after);
+    for k in [b"a", b"c", b"d"] {
+        t.insert(k, 1, &g);
+    }
+    let v = leaf.version();
+    // The fifth key splits the leaf.
+    let Insert::Inserted { split, before, after, .. } = t.insert(b"e", 1, &g) else { panic!() };
+    assert!(split);
+    assert_eq!(before, v);
+    assert_ne!(leaf.version(), v, "a split changes the split leaf's version");
+    assert_ne!(before, after);
+    // Removing keys changes versions; emptying a non-root leaf unlinks it and
+    // its version never matches a stable one again.
+    let Lookup::Missing { leaf: right, version: rv } = t.get(b"f", &g) else { panic!() };
+    assert_ne!(right, leaf);
+    let keys_right: Vec<Vec<u8>> = collect(&t, Bound::Excluded(b"c"), Bound::Unbounded, false, &g)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    for k in &keys_right {
+        assert!(t.remove(k, 1, &g));
+    }
+    assert_ne!(right.version(), rv);
+    assert!(right.version() & OBSOLETE != 0, "unlinked leaf is obsolete");
+    t.check_invariants(&g);
+    assert_eq!(height(&t), 1, "root collapsed back to a leaf");
+}
+
+#[test]
+fn splits_at_all_levels_and_remove_to_empty() {
+    let (ep, local) = epoch();
+    let t = BTree::with_node_capacity(3, 3);
+    let n = if cfg!(miri) { 200u64 } else { 3000 };
+    let mut keys: Vec<u64> = (0..n).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20).collect();
+    keys.sort();
+    keys.dedup();
+    for order in 0..3 {
+        let mut ks = keys.clone();
+        match order {
+            0 => {}
+            1 => ks.reverse(),
+            _ => ks.sort_by_key(|k| k.wrapping_mul(0x2545_F491_4F6C_DD1D)),
+        }
+        {
+            let g = local.pin();
+            for &k in &ks {
+                let key = k.to_be_bytes();
+                assert!(matches!(t.insert(&key, k + 1, &g), Insert::Inserted { .. }));
+            }
+            t.check_invariants(&g);
+            let min_height = if cfg!(miri) { 4 } else { 5 };
+            assert!(height(&t) >= min_height, "deep tree expected, got {}", height(&t));
+            assert_eq!(t.len_slow(&g), ks.len());
+            for &k in &ks {
+                assert_eq!(t.get(&k.to_be_bytes(), &g), Lookup::Found(k + 1));
+            }
+            let all = collect(&t, Bound::Unbounded, Bound::Unbounded, false, &g);
+            assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+            let rall = collect(&t, Bound::Unbounded, Bound::Unbounded, true, &g);
+            assert_eq!(rall.len(), all.len());
+            assert!(rall.windows(2).all(|w| w[0].0 > w[1].0));
+            // Remove in another order, checking now and then.
+            for (i, &k) in ks.iter().rev().enumerate() {
+                let key = k.to_be_bytes();
+                assert!(t.remove(&key, k + 1, &g), "remove {k}");
+                if i % 97 == 0 {
+                    t.check_invariants(&g);
+                }
+            }
+            t.check_invariants(&g);
+            assert_eq!(t.len_slow(&g), 0);
+            assert_eq!(t.node_count_slow(&g), 1, "empty tree is a single leaf");
+            assert_eq!(height(&t), 1);
+        }
+        ep.tick();
+        ep.tick();
+        ep.tick();
+        local.collect();
+    }
+}
+
+#[test]
+fn scans_with_every_bound_combination() {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    for (lc, ic) in [(2, 3), (3, 4), (LEAF_MAX, INNER_MAX)] {
+        let t = BTree::with_node_capacity(lc, ic);
+        let mut m = BTreeMap::new();
+        for i in 0..60u64 {
+            let k = format!("k{:03}", i * 2).into_bytes();
+            t.insert(&k, i + 1, &g);
+            m.insert(k, i + 1);
+        }
+        t.check_invariants(&g);
+        let mut probes: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"k".to_vec(),
+            b"k000".to_vec(),
+            b"k001".to_vec(),
+            b"k050".to_vec(),
+            b"k051".to_vec(),
+            b"k060".to_vec(),
+            b"k118".to_vec(),
+            b"k119".to_vec(),
+            b"z".to_vec(),
+        ];
+        if cfg!(miri) {
+            probes.retain(|p| [&b"k"[..], b"k001", b"k060", b"k118"].contains(&&p[..]));
+        }
+        for a in &probes {
+            for b in &probes {
+                for lo in bounds(a) {
+                    for hi in bounds(b) {
+                        for rev in [false, true] {
+                            let got = collect(&t, lo, hi, rev, &g);
+                            let want = model_range(&m, lo, hi, rev);
+                            assert_eq!(got, want, "lo {lo:?} hi {hi:?} rev {rev}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn scan_stops_early_and_reports_leaves() {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    let t = BTree::with_node_capacity(2, 3);
+    for i in 0..100u64 {
+        t.insert(&i.to_be_bytes(), i + 1, &g);
+    }
+    for rev in [false, true] {
+        let mut seen = Vec::new();
+        let mut leaves = Vec::new();
+        t.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            rev,
+            &g,
+            |l, v| leaves.push((l, v)),
+            |k, _| {
+                seen.push(k.to_vec());
+                seen.len() < 7
+            },
+        );
+        assert_eq!(seen.len(), 7);
+        // Leaves of capacity 2: 7 keys span at least 4 leaves, at most 7.
+        assert!((4..=7).contains(&leaves.len()), "{} leaves", leaves.len());
+        for (l, v) in &leaves {
+            assert_eq!(l.version(), *v);
+        }
+        let first = if rev { 99u64 } else { 0 };
+        assert_eq!(seen[0], first.to_be_bytes());
+    }
+    // An empty range inside one leaf still reports that leaf.
+    let mut leaves = 0;
+    let lo = 5u64.to_be_bytes();
+    t.scan(
+        Bound::Excluded(&lo[..]),
+        Bound::Excluded(&lo[..]),
+        false,
+        &g,
+        |_, _| leaves += 1,
+        |_, _| panic!("nothing in range"),
+    );
+    assert!(leaves >= 1);
+}
+
+/// The node-set guarantee for scans: after a scan, inserting any key inside
+/// the scanned range changes the version of one of the reported leaves.
+#[test]
+fn scan_leaves_cover_the_range() {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    let t = BTree::with_node_capacity(3, 3);
+    for i in (0..200u64).step_by(4) {
+        t.insert(&i.to_be_bytes(), i + 1, &g);
+    }
+    for (a, b, rev) in [(10u64, 90u64, false), (10, 90, true), (0, 300, false), (33, 34, true)] {
+        for probe in a..=b {
+            let mut leaves = Vec::new();
+            let (lo, hi) = (a.to_be_bytes(), b.to_be_bytes());
+            t.scan(
+                Bound::Included(&lo[..]),
+                Bound::Included(&hi[..]),
+                rev,
+                &g,
+                |l, v| leaves.push((l, v)),
+                |_, _| true,
+            );
+            let key = probe.to_be_bytes();
+            if let Insert::Inserted { .. } = t.insert(&key, 7, &g) {
+                assert!(
+                    leaves.iter().any(|(l, v)| l.version() != *v),
+                    "insert of {probe} in [{a}, {b}] not seen by the node set"
+                );
+                assert!(t.remove(&key, 7, &g));
+            }
+        }
+    }
+    t.check_invariants(&g);
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(Vec<u8>, u64),
+    Remove(Vec<u8>, bool),
+    Replace(Vec<u8>, bool, u64),
+    Get(Vec<u8>),
+    Scan(Bound<Vec<u8>>, Bound<Vec<u8>>, bool, usize),
+}
+
+fn key_strategy() -> impl Strategy<Value = Vec<u8>> {
+    let alpha = prop::sample::select(vec![0u8, 1, b'a', b'b', 0xff]);
+    let prefix = prop::sample::select(vec![
+        b"".to_vec(),
+        b"abcdefg".to_vec(),
+        b"abcdefgh".to_vec(),
+        b"abcdefgh\0".to_vec(),
+        b"abcdefghijklmnop".to_vec(),
+    ]);
+    (prefix, prop::collection::vec(alpha, 0..4)).prop_map(|(mut p, s)| {
+        p.extend(s);
+        p
+    })
+}
+
+fn bound_strategy() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        key_strategy().prop_map(Bound::Included),
+        key_strategy().prop_map(Bound::Excluded),
+        Just(Bound::Unbounded),
+    ]
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (key_strategy(), 1..1000u64).prop_map(|(k, v)| Op::Insert(k, v)),
+        2 => (key_strategy(), any::<bool>()).prop_map(|(k, b)| Op::Remove(k, b)),
+        1 => (key_strategy(), any::<bool>(), 1..1000u64).prop_map(|(k, b, v)| Op::Replace(k, b, v)),
+        1 => key_strategy().prop_map(Op::Get),
+        1 => (bound_strategy(), bound_strategy(), any::<bool>(), 1..50usize)
+            .prop_map(|(l, h, r, n)| Op::Scan(l, h, r, n)),
+    ]
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 3 } else { 1000 },
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+        ..ProptestConfig::default()
+    })]
+    #[test]
+    fn matches_btreemap(
+        caps in (2usize..=4, 3usize..=4),
+        ops in prop::collection::vec(op_strategy(), 1..if cfg!(miri) { 60 } else { 300 }),
+    ) {
+        let (ep, local) = epoch();
+        let t = BTree::with_node_capacity(caps.0, caps.1);
+        let mut m: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        for (step, op) in ops.iter().enumerate() {
+            let g = local.pin();
+            match op {
+                Op::Insert(k, v) => {
+                    let r = t.insert(k, *v, &g);
+                    match m.get(k) {
+                        Some(&old) => prop_assert_eq!(r, Insert::Exists(old)),
+                        None => {
+                            let Insert::Inserted { leaf, before, after, .. } = r else {
+                                return Err(TestCaseError::fail(format!("{r:?} for absent key")));
+                            };
+                            prop_assert_ne!(before, after);
+                            prop_assert_eq!(leaf.version(), after);
+                            m.insert(k.clone(), *v);
+                        }
+                    }
+                }
+                Op::Remove(k, right) => {
+                    let cur = m.get(k).copied();
+                    let expected = if *right { cur.unwrap_or(1) } else { cur.map_or(1, |c| c + 1000) };
+                    let r = t.remove(k, expected, &g);
+                    prop_assert_eq!(r, cur == Some(expected));
+                    if r {
+                        m.remove(k);
+                    }
+                }
+                Op::Replace(k, right, new) => {
+                    let cur = m.get(k).copied();
+                    let expected = if *right { cur.unwrap_or(1) } else { cur.map_or(1, |c| c + 1000) };
+                    let r = t.replace(k, expected, *new, &g);
+                    prop_assert_eq!(r, cur == Some(expected));
+                    if r {
+                        m.insert(k.clone(), *new);
+                    }
+                }
+                Op::Get(k) => {
+                    match (t.get(k, &g), m.get(k)) {
+                        (Lookup::Found(v), Some(&w)) => prop_assert_eq!(v, w),
+                        (Lookup::Missing { leaf, version }, None) => prop_assert_eq!(leaf.version(), version),
+                        (r, w) => return Err(TestCaseError::fail(format!("get {k:?}: {r:?} vs {w:?}"))),
+                    }
+                }
+                Op::Scan(lo, hi, rev, limit) => {
+                    let mut got = Vec::new();
+                    t.scan(as_ref(lo), as_ref(hi), *rev, &g, |_, _| {}, |k, v| {
+                        got.push((k.to_vec(), v));
+                        got.len() < *limit
+                    });
+                    let mut want = model_range(&m, as_ref(lo), as_ref(hi), *rev);
+                    want.truncate(*limit);
+                    prop_assert_eq!(got, want, "step {}", step);
+                }
+            }
+            drop(g);
+            if step % 16 == 0 {
+                ep.tick();
+                local.collect();
+            }
+        }
+        let g = local.pin();
+        t.check_invariants(&g);
+        prop_assert_eq!(collect(&t, Bound::Unbounded, Bound::Unbounded, false, &g),
+            model_range(&m, Bound::Unbounded, Bound::Unbounded, false));
+        prop_assert_eq!(t.len_slow(&g), m.len());
+    }
+}
+
+/// Two writers and a reader on a tiny tree: under Miri this checks the
+/// optimistic protocol for data races and use-after-free with weak-memory
+/// emulation; natively it is a quick smoke test.
+#[test]
+fn concurrent_smoke() {
+    let ep = Epochs::new(3, 25);
+    let t = BTree::with_node_capacity(2, 3);
+    let rounds: u64 = if cfg!(miri) { 40 } else { 5000 };
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (t, ep) = (&t, &ep);
+            s.spawn(move || {
+                let local = ep.register().unwrap();
+                for i in 0..rounds {
+                    let g = local.pin();
+                    let k = (w + 2 * (i % 8)).to_be_bytes();
+                    if let Insert::Exists(v) = t.insert(&k, i + 1, &g) {
+                        assert!(t.remove(&k, v, &g));
+                    }
+                    drop(g);
+                    if i % 8 == 0 {
+                        ep.tick();
+                    }
+                }
+            });
+        }
+        let (t, ep) = (&t, &ep);
+        s.spawn(move || {
+            let local = ep.register().unwrap();
+            for _ in 0..rounds {
+                let g = local.pin();
+                let mut prev: Option<Vec<u8>> = None;
+                t.scan(Bound::Unbounded, Bound::Unbounded, false, &g, |_, _| {}, |k, v| {
+                    assert!(v >= 1);
+                    if let Some(p) = &prev {
+                        assert!(p.as_slice() < k);
+                    }
+                    prev = Some(k.to_vec());
+                    true
+                });
+                let _ = t.get(&3u64.to_be_bytes(), &g);
+            }
+        });
+    });
+    let local = ep.register().unwrap();
+    let g = local.pin();
+    t.check_invariants(&g);
+}
