@@ -9,7 +9,11 @@ use tessera_workloads::driver::{self, RunConfig, Workload};
 use tessera_workloads::ycsb::{Preset, Ycsb, YcsbConfig};
 
 #[derive(Parser)]
-#[command(name = "tessera", version, about = "Tessera: a multi-core main-memory OLTP engine")]
+#[command(
+    name = "tessera",
+    version,
+    about = "Tessera: a multi-core main-memory OLTP engine"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -110,10 +114,16 @@ fn open_db(c: &Common) -> Result<Database, String> {
         return Err(format!("--seconds must be positive, got {}", c.seconds));
     }
     if !(c.warmup >= 0.0 && c.warmup.is_finite()) {
-        return Err(format!("--warmup must be zero or positive, got {}", c.warmup));
+        return Err(format!(
+            "--warmup must be zero or positive, got {}",
+            c.warmup
+        ));
     }
     if c.epoch_ms == 0 || c.epoch_ms > 10_000 {
-        return Err(format!("--epoch-ms must be in 1..=10000, got {}", c.epoch_ms));
+        return Err(format!(
+            "--epoch-ms must be in 1..=10000, got {}",
+            c.epoch_ms
+        ));
     }
     Database::open(
         Options::in_memory()
@@ -154,7 +164,10 @@ fn ycsb_config(a: &YcsbArgs) -> Result<YcsbConfig, String> {
     if let Some(v) = a.scan_length {
         c.scan_length = v;
     }
-    for (flag, v) in [("--scan-ratio", c.scan_ratio), ("--insert-ratio", c.insert_ratio)] {
+    for (flag, v) in [
+        ("--scan-ratio", c.scan_ratio),
+        ("--insert-ratio", c.insert_ratio),
+    ] {
         if !(0.0..=1.0).contains(&v) {
             return Err(format!("{flag} must be in [0, 1], got {v}"));
         }

@@ -26,7 +26,12 @@ pub trait Workload: Sync {
     fn txn_types(&self) -> &'static [&'static str];
     /// Create the tables and load the initial data with `threads` threads;
     /// `progress(n)` reports `n` more rows loaded. Returns rows loaded.
-    fn load(&self, db: &Database, threads: usize, progress: &(dyn Fn(u64) + Sync)) -> Result<u64, Error>;
+    fn load(
+        &self,
+        db: &Database,
+        threads: usize,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<u64, Error>;
     /// Total rows `load` will insert (for the progress bar).
     fn rows_to_load(&self) -> u64;
     /// Fresh state for driver thread `thread`.
@@ -243,16 +248,26 @@ pub fn load<W: Workload>(db: &Database, wl: &W, cfg: &RunConfig) -> Result<LoadR
             rows as f64 / seconds.max(1e-9)
         );
     }
-    Ok(LoadReport { seconds, records: rows })
+    Ok(LoadReport {
+        seconds,
+        records: rows,
+    })
 }
 
 /// Run the measured benchmark on a loaded database.
-pub fn run<W: Workload>(db: &Database, wl: &W, cfg: &RunConfig, load: LoadReport) -> Result<Report, Error> {
+pub fn run<W: Workload>(
+    db: &Database,
+    wl: &W,
+    cfg: &RunConfig,
+    load: LoadReport,
+) -> Result<Report, Error> {
     let threads = cfg.threads;
     let ntypes = wl.txn_types().len();
     let phase = AtomicU8::new(PHASE_WARMUP);
     let stop = AtomicBool::new(false);
-    let live: Vec<CachePadded<Live>> = (0..threads).map(|_| CachePadded::new(Live::default())).collect();
+    let live: Vec<CachePadded<Live>> = (0..threads)
+        .map(|_| CachePadded::new(Live::default()))
+        .collect();
     let mut workers = Vec::with_capacity(threads);
     for _ in 0..threads {
         workers.push(db.worker()?);
@@ -325,7 +340,9 @@ pub fn run<W: Workload>(db: &Database, wl: &W, cfg: &RunConfig, load: LoadReport
                 measure_start = Some(now);
             }
             if let Some(ms) = measure_start {
-                if now.duration_since(ms).as_secs_f64() >= cfg.seconds || stop.load(Ordering::Relaxed) {
+                if now.duration_since(ms).as_secs_f64() >= cfg.seconds
+                    || stop.load(Ordering::Relaxed)
+                {
                     measured = now.duration_since(ms).as_secs_f64();
                     stop.store(true, Ordering::Relaxed);
                     break;
@@ -341,7 +358,11 @@ pub fn run<W: Workload>(db: &Database, wl: &W, cfg: &RunConfig, load: LoadReport
                 let a: u64 = live.iter().map(|l| l.aborts.load(Ordering::Relaxed)).sum();
                 let dt = now.duration_since(last.0).as_secs_f64();
                 let (dc, da) = (c - last.1, a - last.2);
-                let label = if measure_start.is_some() { "run" } else { "warmup" };
+                let label = if measure_start.is_some() {
+                    "run"
+                } else {
+                    "warmup"
+                };
                 let elapsed = match measure_start {
                     Some(ms) => now.duration_since(ms).as_secs_f64(),
                     None => cfg.warmup - warm_end.saturating_duration_since(now).as_secs_f64(),
@@ -364,7 +385,10 @@ pub fn run<W: Workload>(db: &Database, wl: &W, cfg: &RunConfig, load: LoadReport
         if !cfg.quiet && tty {
             eprintln!();
         }
-        handles.into_iter().map(|h| h.join().expect("driver thread panicked")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("driver thread panicked"))
+            .collect()
     });
 
     let mut per_thread_stats = Vec::new();
@@ -450,7 +474,15 @@ impl Report {
         let _ = writeln!(
             s,
             "\n{:<14} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "type", "committed", "txn/s", "aborts", "user", "p50 us", "p95 us", "p99 us", "p99.9 us"
+            "type",
+            "committed",
+            "txn/s",
+            "aborts",
+            "user",
+            "p50 us",
+            "p95 us",
+            "p99 us",
+            "p99.9 us"
         );
         let mut row = |name: &str, c: u64, tps: f64, a: u64, u: u64, l: &Latency| {
             let _ = writeln!(
@@ -460,7 +492,14 @@ impl Report {
             );
         };
         for (name, t) in &self.transactions {
-            row(name, t.committed, t.throughput_txn_per_s, t.aborted.total, t.user_aborts, &t.latency_us);
+            row(
+                name,
+                t.committed,
+                t.throughput_txn_per_s,
+                t.aborted.total,
+                t.user_aborts,
+                &t.latency_us,
+            );
         }
         row(
             "all",

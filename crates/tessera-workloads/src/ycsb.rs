@@ -120,7 +120,11 @@ impl std::str::FromStr for Preset {
             "e" => Preset::E,
             "f" => Preset::F,
             "custom" => Preset::Custom,
-            o => return Err(format!("unknown YCSB workload '{o}' (a, b, c, d, e, f or custom)")),
+            o => {
+                return Err(format!(
+                    "unknown YCSB workload '{o}' (a, b, c, d, e, f or custom)"
+                ))
+            }
         })
     }
 }
@@ -203,10 +207,16 @@ impl YcsbConfig {
             return Err("--ops-per-txn must be at least 1".into());
         }
         if self.value_size > tessera::MAX_VALUE_LEN {
-            return Err(format!("--value-size must be at most {}", tessera::MAX_VALUE_LEN));
+            return Err(format!(
+                "--value-size must be at most {}",
+                tessera::MAX_VALUE_LEN
+            ));
         }
         if !(0.0..=1.0).contains(&self.read_ratio) {
-            return Err(format!("--read-ratio must be in [0, 1], got {}", self.read_ratio));
+            return Err(format!(
+                "--read-ratio must be in [0, 1], got {}",
+                self.read_ratio
+            ));
         }
         if !(0.0..1.0).contains(&self.theta) {
             return Err(format!("--theta must be in [0, 1), got {}", self.theta));
@@ -285,7 +295,12 @@ impl Workload for Ycsb {
         self.cfg.records
     }
 
-    fn load(&self, db: &Database, threads: usize, progress: &(dyn Fn(u64) + Sync)) -> Result<u64, Error> {
+    fn load(
+        &self,
+        db: &Database,
+        threads: usize,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<u64, Error> {
         let t = match db.table("ycsb") {
             Ok(t) => t,
             Err(_) => db.create_table("ycsb")?,
@@ -451,7 +466,10 @@ mod tests {
         for _ in 0..100_000 {
             counts[z.sample(&mut rng) as usize] += 1;
         }
-        assert!(counts.iter().all(|&c| (700..1300).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (700..1300).contains(&c)),
+            "{counts:?}"
+        );
     }
 
     #[test]
@@ -493,7 +511,14 @@ mod tests {
 
     #[test]
     fn runs_every_preset_briefly() {
-        for p in [Preset::A, Preset::B, Preset::C, Preset::D, Preset::E, Preset::F] {
+        for p in [
+            Preset::A,
+            Preset::B,
+            Preset::C,
+            Preset::D,
+            Preset::E,
+            Preset::F,
+        ] {
             let db = Database::open(tessera::Options::in_memory()).unwrap();
             let wl = Ycsb::new(YcsbConfig {
                 records: 2000,
