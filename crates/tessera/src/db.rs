@@ -296,6 +296,7 @@ impl Database {
                 stats: WorkerStats::default(),
                 rng: seed,
                 pending_unlinks: VecDeque::new(),
+                leftovers: Vec::new(),
             },
         })
     }
@@ -338,6 +339,7 @@ pub(crate) struct WorkerState {
     pub stats: WorkerStats,
     pub rng: u64,
     pub pending_unlinks: VecDeque<PendingUnlink>,
+    pub leftovers: Vec<cc::Leftover>,
 }
 
 /// A per-thread handle that runs transactions.
@@ -424,7 +426,12 @@ impl Worker {
             }
         };
         match &out {
-            Ok(_) => self.st.stats.commits += 1,
+            Ok(_) => {
+                self.st.stats.commits += 1;
+                if !self.st.leftovers.is_empty() {
+                    cc::clean_leftovers(&mut self.st, &g);
+                }
+            }
             Err(TxError::Conflict(r)) => self.st.stats.conflicts[r.index()] += 1,
             Err(TxError::UserAbort) => self.st.stats.user_aborts += 1,
             Err(TxError::Error(_)) => {}

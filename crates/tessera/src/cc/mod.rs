@@ -48,6 +48,8 @@ pub(crate) struct WriteEntry {
     pub observed: u64,
     /// This transaction inserted the (absent) record into the index.
     pub created: bool,
+    /// Inserting it split a leaf (see `silo::abort`).
+    pub split: bool,
     /// TID word found when the commit locked the record.
     pub locked_tid: u64,
 }
@@ -143,14 +145,39 @@ pub(crate) fn unlink(t: &Table, g: &Guard<'_>, key: &[u8], rec: *const Record, t
     let cur = r.lock();
     if cur & !LOCK == tid && cur & ABSENT != 0 {
         let removed = t.index.remove(key, rec as u64, g);
+        if !removed {
+            // Not linked under this key (cannot happen while LATEST is set);
+            // leave the record as it is rather than strand it.
+            r.unlock();
+            return;
+        }
         r.unlock_with((cur & !LOCK) & !LATEST);
-        if removed {
+        {
             // SAFETY: unlinked from the index just now; nobody else retires it
             // (re-inserts reuse it only while LATEST is set).
             unsafe { g.retire(rec as *mut u8, Record::free) };
         }
     } else {
         r.unlock();
+    }
+}
+
+/// An absent record left behind by an aborted insert (see `silo::abort`).
+pub(crate) struct Leftover {
+    pub table: TableId,
+    pub key: Box<[u8]>,
+    pub rec: *const Record,
+}
+
+// SAFETY: as for PendingUnlink.
+unsafe impl Send for Leftover {}
+
+/// After a commit: remove absent records that aborted inserts left behind and
+/// no transaction committed into.
+pub(crate) fn clean_leftovers(st: &mut WorkerState, g: &Guard<'_>) {
+    for l in std::mem::take(&mut st.leftovers) {
+        let t = std::sync::Arc::clone(&st.tables[l.table.0 as usize]);
+        silo::remove_if_uncommitted(&t, &l.key, l.rec, g);
     }
 }
 

@@ -82,6 +82,7 @@ fn create_absent(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> boo
                 key: k,
                 observed: ABSENT | LATEST,
                 created: true,
+                split: matches!(ins, Insert::Inserted { split: true, .. }),
                 locked_tid: 0,
             });
             true
@@ -175,6 +176,7 @@ pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Tx
                     key: (0, 0),
                     observed: BLIND,
                     created: false,
+                    split: false,
                     locked_tid: 0,
                 });
                 return Ok(());
@@ -225,6 +227,7 @@ pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
                             key: k,
                             observed: tid,
                             created: false,
+                            split: false,
                             locked_tid: 0,
                         });
                         return Ok(true);
@@ -293,6 +296,7 @@ pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
                 key: (0, 0),
                 observed: BLIND,
                 created: false,
+                split: false,
                 locked_tid: 0,
             });
             Ok(true)
@@ -323,6 +327,7 @@ pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bo
                 key: k,
                 observed: BLIND,
                 created: false,
+                split: false,
                 locked_tid: 0,
             });
             Ok(true)
@@ -535,24 +540,51 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
 
 /// Abort: remove the absent records this transaction inserted, unless some
 /// other transaction has since committed into them.
+///
+/// Exception: a record whose insert split its leaf stays (absent, never
+/// committed) until this worker's next commit. The index splits a full leaf
+/// at the insertion point when keys arrive at either end, so the new key can
+/// sit alone in a new leaf; removing it would unlink that leaf again, and the
+/// retry would split again and fail node-set validation again, forever (a
+/// livelock we observed with four threads racing to append). Left in place,
+/// the retry reuses the absent record instead of splitting.
 pub(crate) fn abort(tx: &mut Txn<'_>) {
     let sets = &tx.st.sets;
     for w in sets.writes.iter().filter(|w| w.created) {
-        // SAFETY: we inserted it; it is retired only below or by a later
-        // unlink after a commit into it.
-        let rec = unsafe { &*w.rec };
-        let cur = rec.lock();
-        if cur & TID_MASK == 0 && cur & LATEST != 0 {
-            let key = sets.stashed(w.key);
-            let t = &tx.st.tables[w.table.0 as usize];
-            let removed = t.index.remove(key, w.rec as u64, tx.g);
-            rec.unlock_with(ABSENT);
-            if removed {
-                // SAFETY: unlinked above and marked not-latest.
-                unsafe { tx.g.retire(w.rec as *mut u8, Record::free) };
-            }
-        } else {
-            rec.unlock();
+        if w.split {
+            tx.st.leftovers.push(super::Leftover {
+                table: w.table,
+                key: sets.stashed(w.key).into(),
+                rec: w.rec,
+            });
+            continue;
         }
+        remove_if_uncommitted(
+            tx.st.tables[w.table.0 as usize].as_ref(),
+            sets.stashed(w.key),
+            w.rec,
+            tx.g,
+        );
+    }
+}
+
+/// Remove an absent record that no transaction ever committed into, and
+/// retire it.
+pub(crate) fn remove_if_uncommitted(
+    t: &Table,
+    key: &[u8],
+    rec: *const Record,
+    g: &crate::epoch::Guard<'_>,
+) {
+    // SAFETY: inserted by this worker; it is retired only here or by an
+    // unlink after a commit into it, and we are pinned.
+    let r = unsafe { &*rec };
+    let cur = r.lock();
+    if cur & TID_MASK == 0 && cur & LATEST != 0 && t.index.remove(key, rec as u64, g) {
+        r.unlock_with(ABSENT);
+        // SAFETY: unlinked above and marked not-latest.
+        unsafe { g.retire(rec as *mut u8, Record::free) };
+    } else {
+        r.unlock();
     }
 }
