@@ -164,13 +164,23 @@ fn mixed(cfg: Config, seed: u64) {
         }
     }
     let mut got = Vec::new();
-    tree.scan(Bound::Unbounded, Bound::Unbounded, false, &g, |_, _| {}, |k, v| {
-        got.push((k.to_vec(), v));
-        true
-    });
+    tree.scan(
+        Bound::Unbounded,
+        Bound::Unbounded,
+        false,
+        &g,
+        |_, _| {},
+        |k, v| {
+            got.push((k.to_vec(), v));
+            true
+        },
+    );
     let want: Vec<(Vec<u8>, u64)> = want.into_iter().collect();
     assert_eq!(got.len(), want.len(), "final key count");
-    assert!(got == want, "final content differs from the threads' models");
+    assert!(
+        got == want,
+        "final content differs from the threads' models"
+    );
     for k in 0..cfg.universe {
         let kb = key(k);
         match (tree.get(&kb, &g), models.iter().find_map(|m| m.get(&k))) {
@@ -214,7 +224,15 @@ fn worker(
                 if roll < 30 {
                     let v = value(k, gen);
                     match (tree.insert(&kb, v, &g), cur) {
-                        (Insert::Inserted { before, after, leaf, .. }, None) => {
+                        (
+                            Insert::Inserted {
+                                before,
+                                after,
+                                leaf,
+                                ..
+                            },
+                            None,
+                        ) => {
                             assert_ne!(before, after);
                             // Our own insert bumped the version; others may
                             // have moved it further since.
@@ -277,25 +295,42 @@ fn worker(
                 let mut seen: Vec<(u32, u64)> = Vec::new();
                 let mut leaves = 0usize;
                 let mut prev: Option<Vec<u8>> = None;
-                tree.scan(as_ref(&lob), as_ref(&hib), reverse, &g, |_, _| leaves += 1, |kb, v| {
-                    if let Some(p) = &prev {
-                        if reverse {
-                            assert!(kb < &p[..], "reverse scan out of order: {p:?} then {kb:?}");
-                        } else {
-                            assert!(kb > &p[..], "scan out of order: {p:?} then {kb:?}");
+                tree.scan(
+                    as_ref(&lob),
+                    as_ref(&hib),
+                    reverse,
+                    &g,
+                    |_, _| leaves += 1,
+                    |kb, v| {
+                        if let Some(p) = &prev {
+                            if reverse {
+                                assert!(
+                                    kb < &p[..],
+                                    "reverse scan out of order: {p:?} then {kb:?}"
+                                );
+                            } else {
+                                assert!(kb > &p[..], "scan out of order: {p:?} then {kb:?}");
+                            }
                         }
-                    }
-                    prev = Some(kb.to_vec());
-                    let k = unkey(kb).unwrap_or_else(|| panic!("scan returned a non-key {kb:?}"));
-                    assert!(k < cfg.universe, "scan returned key {k} outside the universe");
-                    assert_eq!(key_of_value(v), k, "scan: value of another key under {k}");
-                    seen.push((k, v));
-                    seen.len() < limit
-                });
+                        prev = Some(kb.to_vec());
+                        let k =
+                            unkey(kb).unwrap_or_else(|| panic!("scan returned a non-key {kb:?}"));
+                        assert!(
+                            k < cfg.universe,
+                            "scan returned key {k} outside the universe"
+                        );
+                        assert_eq!(key_of_value(v), k, "scan: value of another key under {k}");
+                        seen.push((k, v));
+                        seen.len() < limit
+                    },
+                );
                 scanned += seen.len() as u64;
                 assert!(leaves >= 1);
                 for &(k, _) in &seen {
-                    assert!(above(lo, k) && below(hi, k), "scan key {k} outside {lo:?}..{hi:?}");
+                    assert!(
+                        above(lo, k) && below(hi, k),
+                        "scan key {k} outside {lo:?}..{hi:?}"
+                    );
                 }
                 // The range actually examined: up to the last key if the limit
                 // stopped the scan.
@@ -321,12 +356,18 @@ fn worker(
                 if reverse {
                     mine_want.reverse();
                 }
-                assert_eq!(mine_seen, mine_want, "thread {t}: own keys in scan {lo:?}..{hi:?} rev {reverse}");
+                assert_eq!(
+                    mine_seen, mine_want,
+                    "thread {t}: own keys in scan {lo:?}..{hi:?} rev {reverse}"
+                );
             }
         }
         drop(g);
     }
-    eprintln!("thread {t}: {ops} ops, {scanned} keys scanned, {} keys owned", model.len());
+    eprintln!(
+        "thread {t}: {ops} ops, {scanned} keys scanned, {} keys owned",
+        model.len()
+    );
     model
 }
 
@@ -415,10 +456,17 @@ fn index_churn_memory_stays_bounded() {
                                 // The queue's head, as NEW-ORDER's delivery reads it.
                                 let mut first = None;
                                 let lo = k(th, 0);
-                                tree.scan(Bound::Included(&lo[..]), Bound::Unbounded, false, &g, |_, _| {}, |kb, _| {
-                                    first = Some(kb.to_vec());
-                                    false
-                                });
+                                tree.scan(
+                                    Bound::Included(&lo[..]),
+                                    Bound::Unbounded,
+                                    false,
+                                    &g,
+                                    |_, _| {},
+                                    |kb, _| {
+                                        first = Some(kb.to_vec());
+                                        false
+                                    },
+                                );
                                 let want = k(th, i.saturating_sub(window - 1));
                                 assert_eq!(first.as_deref(), Some(&want[..]));
                             }
@@ -435,7 +483,10 @@ fn index_churn_memory_stays_bounded() {
         let g = main.pin();
         tree.check_invariants(&g);
         let live = tree.len_slow(&g);
-        assert_eq!(live as u64, threads * window.min((phase + 1) * rounds_per_phase));
+        assert_eq!(
+            live as u64,
+            threads * window.min((phase + 1) * rounds_per_phase)
+        );
         let nodes = tree.node_count_slow(&g);
         counts.push(nodes);
         drop(g);
@@ -455,7 +506,10 @@ fn index_churn_memory_stays_bounded() {
     drop(ticker);
     eprintln!("node counts per phase: {counts:?}");
     let (first, last) = (counts[1], *counts.last().unwrap());
-    assert!(last <= first * 2 + 64, "node count grew from {first} to {last}");
+    assert!(
+        last <= first * 2 + 64,
+        "node count grew from {first} to {last}"
+    );
 }
 
 /// Optimistic reads of one hot leaf: a writer keeps shifting every slot of the
@@ -513,12 +567,19 @@ fn index_hot_leaf_reads_are_consistent() {
                         }
                         let mut count = 0;
                         let lo = key(8);
-                        tree.scan(Bound::Included(&lo[..]), Bound::Unbounded, r == 1, &g, |_, _| {}, |kb, v| {
-                            let k = unkey(kb).expect("a key");
-                            assert_eq!(key_of_value(v), k, "scan {k}");
-                            count += 1;
-                            true
-                        });
+                        tree.scan(
+                            Bound::Included(&lo[..]),
+                            Bound::Unbounded,
+                            r == 1,
+                            &g,
+                            |_, _| {},
+                            |kb, v| {
+                                let k = unkey(kb).expect("a key");
+                                assert_eq!(key_of_value(v), k, "scan {k}");
+                                count += 1;
+                                true
+                            },
+                        );
                         assert_eq!(count, n - 8);
                         reads += 1;
                     }

@@ -299,7 +299,7 @@ impl BTree {
         // The node we versioned must still be the root: a root is only
         // replaced while locked, which changes (or obsoletes) its version, so
         // seeing it as root after reading `v` means it was root at version `v`.
-        if self.root.load(Acquire) != r as *mut Header {
+        if !ptr::eq(self.root.load(Acquire), r) {
             return Err(Restart);
         }
         Ok((r, v))
@@ -445,8 +445,14 @@ impl BTree {
                 }
                 let pn = p.h.count(INNER_MAX);
                 debug_assert!(pn < self.inner_cap, "eager split left no room");
-                let (sep, right, holder) =
-                    self.split_leaf(leaf, v, n, i, std::mem::replace(kbuf, ptr::null_mut()), value);
+                let (sep, right, holder) = self.split_leaf(
+                    leaf,
+                    v,
+                    n,
+                    i,
+                    std::mem::replace(kbuf, ptr::null_mut()),
+                    value,
+                );
                 p.insert_child(pos, pn, sep, right as *mut Header);
                 leaf.h.unlock();
                 p.h.unlock();
@@ -454,12 +460,18 @@ impl BTree {
             }
             None => {
                 leaf.h.try_upgrade(v)?;
-                if self.root.load(Relaxed) as *const Header != node {
+                if !ptr::eq(self.root.load(Relaxed), node) {
                     leaf.h.unlock_unchanged(v);
                     return Err(Restart);
                 }
-                let (sep, right, holder) =
-                    self.split_leaf(leaf, v, n, i, std::mem::replace(kbuf, ptr::null_mut()), value);
+                let (sep, right, holder) = self.split_leaf(
+                    leaf,
+                    v,
+                    n,
+                    i,
+                    std::mem::replace(kbuf, ptr::null_mut()),
+                    value,
+                );
                 let root = Inner::alloc(STEP);
                 // SAFETY: freshly allocated, not yet shared.
                 let r = unsafe { &*root };
@@ -520,7 +532,8 @@ impl BTree {
         };
         let ln = leaf.h.count(LEAF_MAX);
         // SAFETY: both key copies are linked in leaves we hold locked (or own).
-        let (lmax, rmin) = unsafe { (key_bytes(leaf.s.key_ptr(ln - 1)), key_bytes(r.s.key_ptr(0))) };
+        let (lmax, rmin) =
+            unsafe { (key_bytes(leaf.s.key_ptr(ln - 1)), key_bytes(r.s.key_ptr(0))) };
         let sep = key_new(separator(lmax, rmin));
         (sep, right, holder)
     }
@@ -558,7 +571,7 @@ impl BTree {
             }
             None => {
                 node.h.try_upgrade(v)?;
-                if self.root.load(Relaxed) as *const Header != node_ptr {
+                if !ptr::eq(self.root.load(Relaxed), node_ptr) {
                     node.h.unlock_unchanged(v);
                     return Err(Restart);
                 }
@@ -1037,14 +1050,23 @@ impl BTree {
         let hd = unsafe { hdr(h) };
         let ver = hd.version.load(Acquire);
         assert!(ver & LOCKED == 0, "node at depth {depth} is locked");
-        assert!(ver & OBSOLETE == 0, "obsolete node reachable at depth {depth}");
+        assert!(
+            ver & OBSOLETE == 0,
+            "obsolete node reachable at depth {depth}"
+        );
         let count = hd.count.load(Acquire) as usize;
         let in_fences = |k: &[u8], what: &str| {
             if let Some(l) = lo {
-                assert!(l <= k, "{what} {k:?} below the lower fence {l:?} (depth {depth})");
+                assert!(
+                    l <= k,
+                    "{what} {k:?} below the lower fence {l:?} (depth {depth})"
+                );
             }
             if let Some(u) = hi {
-                assert!(k < u, "{what} {k:?} not below the upper fence {u:?} (depth {depth})");
+                assert!(
+                    k < u,
+                    "{what} {k:?} not below the upper fence {u:?} (depth {depth})"
+                );
             }
         };
         if hd.is_leaf {
@@ -1054,7 +1076,11 @@ impl BTree {
             }
             // SAFETY: live leaf.
             let leaf = unsafe { as_leaf(h) };
-            assert!(count <= self.leaf_cap, "leaf holds {count} > {} entries", self.leaf_cap);
+            assert!(
+                count <= self.leaf_cap,
+                "leaf holds {count} > {} entries",
+                self.leaf_cap
+            );
             assert!(is_root || count > 0, "empty non-root leaf at depth {depth}");
             let mut prev: Option<&[u8]> = None;
             for i in 0..count {
@@ -1073,13 +1099,20 @@ impl BTree {
                 prev = Some(k);
             }
             for i in count..LEAF_MAX {
-                assert!(leaf.s.key_ptr(i).is_null(), "vacated leaf slot {i} not cleared");
+                assert!(
+                    leaf.s.key_ptr(i).is_null(),
+                    "vacated leaf slot {i} not cleared"
+                );
             }
             return;
         }
         // SAFETY: live inner node.
         let inner = unsafe { as_inner(h) };
-        assert!(count <= self.inner_cap, "inner node holds {count} > {} separators", self.inner_cap);
+        assert!(
+            count <= self.inner_cap,
+            "inner node holds {count} > {} separators",
+            self.inner_cap
+        );
         assert!(!is_root || count > 0, "inner root with a single child");
         let mut seps: Vec<&[u8]> = Vec::with_capacity(count);
         for i in 0..count {
@@ -1088,8 +1121,16 @@ impl BTree {
             // SAFETY: linked separator copy.
             let k = unsafe { key_bytes(kp) };
             let (p, lc) = prefix_of(k);
-            assert_eq!(inner.s.prefix[i].load(Relaxed), p, "separator prefix of {k:?}");
-            assert_eq!(inner.s.lc[i].load(Relaxed), lc, "separator length class of {k:?}");
+            assert_eq!(
+                inner.s.prefix[i].load(Relaxed),
+                p,
+                "separator prefix of {k:?}"
+            );
+            assert_eq!(
+                inner.s.lc[i].load(Relaxed),
+                lc,
+                "separator length class of {k:?}"
+            );
             if let Some(&pk) = seps.last() {
                 assert!(pk < k, "separators out of order: {pk:?} then {k:?}");
             }
@@ -1100,15 +1141,27 @@ impl BTree {
             seps.push(k);
         }
         for i in count..INNER_MAX {
-            assert!(inner.s.key_ptr(i).is_null(), "vacated separator slot {i} not cleared");
+            assert!(
+                inner.s.key_ptr(i).is_null(),
+                "vacated separator slot {i} not cleared"
+            );
         }
         for i in count + 1..=INNER_MAX {
-            assert!(inner.child[i].load(Relaxed).is_null(), "vacated child slot {i} not cleared");
+            assert!(
+                inner.child[i].load(Relaxed).is_null(),
+                "vacated child slot {i} not cleared"
+            );
         }
         for i in 0..=count {
             let clo = if i == 0 { lo } else { Some(seps[i - 1]) };
             let chi = if i == count { hi } else { Some(seps[i]) };
-            self.check_node(inner.child[i].load(Acquire), clo, chi, depth + 1, leaf_depth);
+            self.check_node(
+                inner.child[i].load(Acquire),
+                clo,
+                chi,
+                depth + 1,
+                leaf_depth,
+            );
         }
     }
 }

@@ -55,10 +55,13 @@ impl<'k> SKey<'k> {
 /// prefix of the other and the shorter one sorts first.
 #[inline]
 pub(super) fn prefix_of(key: &[u8]) -> (u64, u8) {
+    let lc = key.len().min(LONG as usize) as u8;
+    if let Some(head) = key.first_chunk::<PREFIX_LEN>() {
+        return (u64::from_be_bytes(*head), lc);
+    }
     let mut b = [0u8; PREFIX_LEN];
-    let n = key.len().min(PREFIX_LEN);
-    b[..n].copy_from_slice(&key[..n]);
-    (u64::from_be_bytes(b), key.len().min(LONG as usize) as u8)
+    b[..key.len()].copy_from_slice(key);
+    (u64::from_be_bytes(b), lc)
 }
 
 // ---------------------------------------------------------------------------
@@ -148,7 +151,11 @@ impl Header {
         loop {
             let v = self.version.load(Acquire);
             if v & LOCKED == 0 {
-                return if v & OBSOLETE != 0 { Err(Restart) } else { Ok(v) };
+                return if v & OBSOLETE != 0 {
+                    Err(Restart)
+                } else {
+                    Ok(v)
+                };
             }
             spins += 1;
             if spins < 64 {
@@ -212,7 +219,8 @@ impl Header {
     pub fn unlock_obsolete(&self) {
         let v = self.version.load(Relaxed);
         debug_assert!(v & LOCKED != 0);
-        self.version.store(((v & !LOCKED) + STEP) | OBSOLETE, Release);
+        self.version
+            .store(((v & !LOCKED) + STEP) | OBSOLETE, Release);
     }
 
     /// The entry/separator count, clamped to the array size so that an
@@ -273,10 +281,55 @@ impl<const N: usize> Slots<N> {
             .cmp(&sk.key[PREFIX_LEN..])
     }
 
+    /// Whether slot `i` sorts before `sk` by its inline parts alone
+    /// (`(prefix, length class)` order), computed without branches.
+    #[inline(always)]
+    fn inline_less(&self, i: usize, sk: &SKey<'_>) -> bool {
+        let p = self.prefix[i].load(Relaxed);
+        let lc = self.lc[i].load(Relaxed);
+        (p < sk.prefix) | ((p == sk.prefix) & (lc < sk.lc))
+    }
+
+    #[inline(always)]
+    fn inline_eq(&self, i: usize, sk: &SKey<'_>) -> bool {
+        (self.prefix[i].load(Relaxed) == sk.prefix) & (self.lc[i].load(Relaxed) == sk.lc)
+    }
+
     /// First slot in `0..n` whose key is `>= sk`, and whether it is equal.
+    ///
+    /// A branch-free binary search on the inline parts finds the first slot
+    /// that is not inline-less than `sk`; that is exact unless `sk` and the
+    /// slots after it are longer than 8 bytes and share its prefix, in which
+    /// case a binary search on the full keys settles the tie run.
     #[inline]
     pub fn lower_bound(&self, n: usize, sk: &SKey<'_>) -> (usize, bool) {
-        let (mut lo, mut hi) = (0usize, n.min(N));
+        let n = n.min(N);
+        if n == 0 {
+            return (0, false);
+        }
+        let (mut base, mut size) = (0usize, n);
+        while size > 1 {
+            let half = size / 2;
+            // Selected arithmetically: the outcome is unpredictable, a
+            // branch would mispredict half of the time.
+            base += half * self.inline_less(base + half, sk) as usize;
+            size -= half;
+        }
+        let i = base + self.inline_less(base, sk) as usize;
+        if i == n || !self.inline_eq(i, sk) {
+            return (i, false);
+        }
+        if sk.lc < LONG {
+            // Same prefix and the same length of at most 8: the same key.
+            return (i, true);
+        }
+        // Slots i.. share sk's prefix and are longer than 8 bytes too: find
+        // the end of that run, then search it by the full keys.
+        let mut end = i + 1;
+        while end < n && self.inline_eq(end, sk) {
+            end += 1;
+        }
+        let (mut lo, mut hi) = (i, end);
         while lo < hi {
             let mid = (lo + hi) / 2;
             match self.cmp(mid, sk) {
@@ -325,7 +378,7 @@ impl<const N: usize> Slots<N> {
 // ---------------------------------------------------------------------------
 // Leaves.
 
-#[repr(C)]
+#[repr(C, align(64))]
 pub(crate) struct Leaf {
     pub h: Header,
     pub s: Slots<LEAF_MAX>,
@@ -376,7 +429,7 @@ impl Leaf {
 // ---------------------------------------------------------------------------
 // Inner nodes.
 
-#[repr(C)]
+#[repr(C, align(64))]
 pub(super) struct Inner {
     pub h: Header,
     /// Separators: child `i` holds keys in `[sep[i-1], sep[i])`.
@@ -456,14 +509,21 @@ impl Inner {
     }
 }
 
-/// Hint the CPU to fetch the first lines of a node we are about to search
-/// (header, prefixes and length classes).
+/// Cache lines of a node: the whole node is prefetched, so that the binary
+/// search's probes and the final value or child pointer load are all in
+/// flight at once instead of one dependent miss after another.
+const PREFETCH_LINES: usize = {
+    let (l, i) = (std::mem::size_of::<Leaf>(), std::mem::size_of::<Inner>());
+    (if l > i { l } else { i }).div_ceil(64)
+};
+
+/// Hint the CPU to fetch a node we are about to search.
 #[inline(always)]
 fn prefetch_node(p: *const u8) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        for line in 0..5 {
+        for line in 0..PREFETCH_LINES {
             // SAFETY: prefetching is only a hint; it never faults, whatever
             // the address, and the pointer is not dereferenced.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64) as *const i8) };
