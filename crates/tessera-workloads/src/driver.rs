@@ -1,71 +1,202 @@
-//! The benchmark driver every workload shares: worker threads, warm-up, the
-//! measured period, retries of conflict-aborted transactions with the same
-//! inputs, per-type counters and latency histograms, live progress, and the
-//! report (human table or one JSON object).
+//! The benchmark driver every workload shares.
+//!
+//! A [`Workload`] says how to load its data and how to draw and execute one
+//! transaction; the driver does the rest, the same way for every workload
+//! and every protocol:
+//!
+//! * **loading** ([`load`]): the workload's own parallel loader, with an
+//!   indicatif progress bar on stderr (hidden when stderr is not a terminal
+//!   or when quiet);
+//! * **running** ([`run`]): `threads` driver threads, each with its own
+//!   [`Worker`]; a warm-up period whose results are discarded, then the
+//!   measured period. A transaction's inputs are drawn once
+//!   ([`Workload::next`]); a **conflict abort** is retried with the *same*
+//!   inputs until it commits (optionally after a randomized exponential
+//!   backoff), and every abort is counted by reason and transaction type; a
+//!   **user abort** is counted apart and not retried; a real error stops the
+//!   run. Latency runs from the first attempt to the commit.
+//! * **live progress**: once a second, one line on stderr (elapsed time,
+//!   committed txn/s and abort rate over the last second); updated in place
+//!   with a carriage return on a terminal, plain lines otherwise, nothing
+//!   when quiet.
+//! * **results** ([`Report`]): committed transactions per second, aborts by
+//!   reason, latency percentiles per transaction type and in total
+//!   (hdrhistogram, merged across threads at the end), and the per-thread
+//!   spread; [`Report::table`] renders it for humans and `serde_json` turns
+//!   it into the JSON object of `tessera bench ... --json`.
+//!
+//! # Accounting
+//!
+//! A commit or abort counts if it happens while the measured period is on
+//! (by the time it *finishes*): transactions that started in the warm-up and
+//! commit in the measured period count, with their whole latency; those
+//! still running when the period ends do not. Throughput is committed
+//! transactions divided by the measured wall time. The abort rate is
+//! conflict aborts divided by attempts that ended in a commit or a conflict
+//! abort.
+//!
+//! # Overhead
+//!
+//! The worker hot path takes no lock, allocates nothing and writes no shared
+//! atomic: counters and histograms are per thread, the only shared state
+//! read per transaction is the phase word (written three times per run), and
+//! each thread publishes its running totals for the progress display with
+//! relaxed stores into its own cache-padded slot.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
+use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use tessera::{ConflictReason, Database, Error, TxError, TxResult, Worker};
 
-/// A benchmark workload: data loading plus a transaction generator. The
-/// driver calls [`Workload::next`] once per transaction to draw its inputs,
-/// then [`Workload::execute`] until it commits (conflict aborts are retried
-/// with the same inputs) or user-aborts.
+/// A benchmark workload: data loading plus a transaction generator.
+///
+/// The driver calls [`Workload::next`] once per transaction to draw its
+/// inputs into the thread's state, then [`Workload::execute`] (one attempt)
+/// until it commits or user-aborts; a conflict-aborted attempt is repeated
+/// with the same inputs, so `execute` must not draw new ones.
 pub trait Workload: Sync {
-    /// Per-thread state: RNG and the current transaction's inputs.
+    /// Per-thread state: the thread's RNG and the current transaction's
+    /// inputs.
     type Thread: Send;
-    /// Short name (`ycsb`, `tpcc`).
+
+    /// Short name for reports (`ycsb`, `tpcc`).
     fn name(&self) -> &'static str;
-    /// Names of the transaction types, indexed by what `next` returns.
-    fn txn_types(&self) -> &'static [&'static str];
-    /// Create the tables and load the initial data with `threads` threads;
-    /// `progress(n)` reports `n` more rows loaded. Returns rows loaded.
+
+    /// Names of the transaction types this configuration runs, indexed by
+    /// what [`Workload::next`] returns. Reports list them in this order.
+    fn txn_types(&self) -> &[&'static str];
+
+    /// Rows [`Workload::load`] will insert (for the progress bar).
+    fn rows_to_load(&self) -> u64;
+
+    /// Create the tables and load the initial data using `threads` threads
+    /// (each with its own worker). Call `progress(n)` after every batch of
+    /// `n` rows. Returns the number of rows loaded.
     fn load(
         &self,
         db: &Database,
         threads: usize,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<u64, Error>;
-    /// Total rows `load` will insert (for the progress bar).
-    fn rows_to_load(&self) -> u64;
-    /// Fresh state for driver thread `thread`.
-    fn thread_state(&self, thread: usize, seed: u64) -> Self::Thread;
-    /// Draw the next transaction's inputs; returns its type index.
+
+    /// Fresh state for driver thread `thread` of `threads` (workloads that
+    /// partition data, like TPC-C's home warehouses, use both), with its
+    /// own RNG seed.
+    fn thread_state(&self, thread: usize, threads: usize, seed: u64) -> Self::Thread;
+
+    /// Draw the next transaction's inputs into `st`; returns its type index
+    /// (into [`Workload::txn_types`]).
     fn next(&self, st: &mut Self::Thread) -> usize;
-    /// Execute the current transaction once.
+
+    /// Execute the current transaction once (one `Worker::try_run`) and
+    /// return its outcome.
     fn execute(&self, st: &mut Self::Thread, w: &mut Worker) -> TxResult<()>;
-    /// The workload's knobs, for the report.
+
+    /// The workload's knobs, for the report's `config` object.
     fn config(&self) -> serde_json::Value;
 }
 
 /// How to run a benchmark.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
-    /// Driver threads (each with its own worker).
+    /// Driver threads, each with its own worker.
     pub threads: usize,
-    /// Measured seconds.
+    /// Loader threads (0: as many as driver threads). The database needs
+    /// that many worker slots while loading.
+    pub load_threads: usize,
+    /// Length of the measured period in seconds.
     pub seconds: f64,
-    /// Warm-up seconds (results discarded).
+    /// Warm-up seconds before the measured period; results discarded.
     pub warmup: f64,
-    /// No progress output.
+    /// No progress bar and no progress lines on stderr.
     pub quiet: bool,
-    /// Base RNG seed.
+    /// Base RNG seed; thread `i` gets a seed derived from it and `i`.
     pub seed: u64,
+    /// Wait a randomized, exponentially growing spin before retrying a
+    /// conflict-aborted transaction (as `Worker::run` does). Off: retry at
+    /// once.
+    pub backoff: bool,
 }
 
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            threads: 1,
+            load_threads: 0,
+            seconds: 10.0,
+            warmup: 2.0,
+            quiet: false,
+            seed: 42,
+            backoff: true,
+        }
+    }
+}
+
+/// Why a benchmark could not finish.
+#[derive(Debug)]
+pub enum DriverError {
+    /// Bad run configuration (names the setting).
+    Config(String),
+    /// Loading failed.
+    Load(Error),
+    /// A worker could not be created.
+    Worker(Error),
+    /// A transaction failed with a real (not conflict, not user) error.
+    Txn {
+        /// Its type.
+        txn_type: &'static str,
+        /// The driver thread that ran it.
+        thread: usize,
+        /// The error.
+        error: Error,
+    },
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverError::Config(s) => f.write_str(s),
+            DriverError::Load(e) => write!(f, "loading failed: {e}"),
+            DriverError::Worker(e) => write!(f, "cannot create a worker: {e}"),
+            DriverError::Txn {
+                txn_type,
+                thread,
+                error,
+            } => write!(
+                f,
+                "a '{txn_type}' transaction on driver thread {thread} failed: {error}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DriverError {}
+
 const N_REASONS: usize = ConflictReason::ALL.len();
+
+/// Histograms start covering 1 ns ..= 10 ms at 3 significant digits and
+/// grow (rarely, allocating) if a latency exceeds that.
+const HIST_INITIAL_MAX_NS: u64 = 10_000_000;
+
+fn new_histogram() -> Histogram<u64> {
+    let mut h = Histogram::new_with_max(HIST_INITIAL_MAX_NS, 3).expect("histogram bounds");
+    h.auto(true);
+    h
+}
 
 /// Counters of one transaction type on one thread.
 struct TypeStats {
     committed: u64,
     aborts: [u64; N_REASONS],
     user_aborts: u64,
+    /// Latency in nanoseconds, first attempt to commit.
     hist: Histogram<u64>,
 }
 
@@ -75,21 +206,24 @@ impl TypeStats {
             committed: 0,
             aborts: [0; N_REASONS],
             user_aborts: 0,
-            hist: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
+            hist: new_histogram(),
         }
     }
+
     fn merge(&mut self, o: &TypeStats) {
         self.committed += o.committed;
-        for i in 0..N_REASONS {
-            self.aborts[i] += o.aborts[i];
+        for (a, b) in self.aborts.iter_mut().zip(&o.aborts) {
+            *a += b;
         }
         self.user_aborts += o.user_aborts;
-        self.hist.add(&o.hist).expect("same bounds");
+        self.hist
+            .add(&o.hist)
+            .expect("auto-resizing histograms add");
     }
 }
 
-/// Live counters one thread publishes for the progress display (single
-/// writer, relaxed; on the thread's own cache line).
+/// Running totals one thread publishes for the progress display: a single
+/// writer, relaxed stores, on the thread's own cache line.
 #[derive(Default)]
 struct Live {
     commits: AtomicU64,
@@ -98,8 +232,19 @@ struct Live {
 
 const PHASE_WARMUP: u8 = 0;
 const PHASE_MEASURE: u8 = 1;
+const PHASE_STOP: u8 = 2;
 
-/// Latency percentiles in microseconds.
+/// Sets the phase to stop when dropped, so that worker threads end even if
+/// the controlling thread unwinds.
+struct StopOnDrop<'a>(&'a AtomicU8);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(PHASE_STOP, Ordering::Relaxed);
+    }
+}
+
+/// Latency summary in microseconds (two decimals).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Latency {
     /// Median.
@@ -116,9 +261,12 @@ pub struct Latency {
     pub mean: f64,
 }
 
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
 impl Latency {
     fn of(h: &Histogram<u64>) -> Latency {
-        let us = |ns: u64| (ns as f64 / 1000.0 * 100.0).round() / 100.0;
         if h.is_empty() {
             return Latency {
                 p50: 0.0,
@@ -129,25 +277,27 @@ impl Latency {
                 mean: 0.0,
             };
         }
+        let us = |ns: u64| round2(ns as f64 / 1000.0);
         Latency {
             p50: us(h.value_at_quantile(0.50)),
             p95: us(h.value_at_quantile(0.95)),
             p99: us(h.value_at_quantile(0.99)),
             p999: us(h.value_at_quantile(0.999)),
             max: us(h.max()),
-            mean: (h.mean() / 1000.0 * 100.0).round() / 100.0,
+            mean: round2(h.mean() / 1000.0),
         }
     }
 }
 
-/// Aborts of a type or of the whole run.
+/// Aborts of one transaction type or of the whole run.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Aborts {
-    /// Conflict aborts.
+    /// Conflict aborts (each retried).
     pub total: u64,
-    /// Conflict aborts by reason.
+    /// Conflict aborts by reason ([`ConflictReason::name`]; every reason is
+    /// listed, zeros included).
     pub by_reason: BTreeMap<String, u64>,
-    /// User aborts (the workload's own rollbacks; not retried).
+    /// User aborts (the transaction's own rollbacks; not retried).
     pub user: u64,
 }
 
@@ -169,35 +319,65 @@ impl Aborts {
 pub struct TypeReport {
     /// Committed transactions.
     pub committed: u64,
-    /// Aborts.
+    /// Aborts of this type.
     pub aborted: Aborts,
-    /// User aborts (also in `aborted.user`).
+    /// User aborts (the same number as `aborted.user`).
     pub user_aborts: u64,
-    /// Committed per second.
+    /// Conflict aborts / (commits + conflict aborts) of this type.
+    pub abort_rate: f64,
+    /// Committed per second of measured time.
     pub throughput_txn_per_s: f64,
-    /// Latency from first attempt to commit.
+    /// Latency from the first attempt to the commit.
     pub latency_us: Latency,
+}
+
+/// The per-type results in the workload's order (a JSON object whose keys
+/// are the type names, in that order).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TypeReports(pub Vec<(String, TypeReport)>);
+
+impl TypeReports {
+    /// The report of type `name`.
+    pub fn get(&self, name: &str) -> Option<&TypeReport> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, r)| r)
+    }
+
+    /// Iterate in the workload's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &TypeReport)> {
+        self.0.iter().map(|(n, r)| (n.as_str(), r))
+    }
+}
+
+impl Serialize for TypeReports {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 /// Loading statistics.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct LoadReport {
-    /// Wall time.
+    /// Wall time of the load in seconds.
     pub seconds: f64,
     /// Rows inserted.
     pub records: u64,
 }
 
-/// The full report; `--json` prints it as one object.
+/// The results of one run; `tessera bench ... --json` prints it as one JSON
+/// object (field names as here).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Report {
-    /// Protocol name.
+    /// Protocol name ([`tessera::Protocol::name`]).
     pub protocol: String,
     /// Workload name.
     pub workload: String,
     /// Driver threads.
     pub threads: usize,
-    /// Measured seconds (actual).
+    /// Measured seconds (the actual wall time of the measured period).
     pub seconds: f64,
     /// Warm-up seconds.
     pub warmup_seconds: f64,
@@ -207,22 +387,56 @@ pub struct Report {
     pub aborted: Aborts,
     /// Conflict aborts / (commits + conflict aborts).
     pub abort_rate: f64,
-    /// Committed transactions per second.
+    /// Committed transactions per second (all types).
     pub throughput_txn_per_s: f64,
     /// Latency over all types.
     pub latency_us: Latency,
-    /// Per transaction type.
-    pub transactions: BTreeMap<String, TypeReport>,
-    /// Committed per thread.
+    /// Per transaction type, in the workload's order.
+    pub transactions: TypeReports,
+    /// Committed transactions per driver thread.
     pub per_thread: Vec<u64>,
-    /// Workload knobs.
+    /// Whether conflict aborts were retried after a backoff.
+    pub backoff: bool,
+    /// Base RNG seed.
+    pub seed: u64,
+    /// Engine settings the caller chose to record (e.g. `epoch_ms`); an
+    /// empty object if none.
+    pub engine: serde_json::Value,
+    /// The workload's knobs ([`Workload::config`]).
     pub config: serde_json::Value,
     /// Loading.
     pub load: LoadReport,
 }
 
-/// Load the workload into `db`, with a progress bar unless quiet.
-pub fn load<W: Workload>(db: &Database, wl: &W, cfg: &RunConfig) -> Result<LoadReport, Error> {
+impl RunConfig {
+    /// Check the settings; the message names the offending one.
+    pub fn validate(&self) -> Result<(), DriverError> {
+        if self.threads == 0 {
+            return Err(DriverError::Config("threads must be at least 1".into()));
+        }
+        if !(self.seconds > 0.0 && self.seconds.is_finite()) {
+            return Err(DriverError::Config(format!(
+                "seconds must be positive, got {}",
+                self.seconds
+            )));
+        }
+        if !(self.warmup >= 0.0 && self.warmup.is_finite()) {
+            return Err(DriverError::Config(format!(
+                "warmup must be zero or positive, got {}",
+                self.warmup
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Load the workload into `db` with `cfg.threads` threads and a progress bar
+/// on stderr (unless quiet or stderr is not a terminal).
+pub fn load<W: Workload>(
+    db: &Database,
+    wl: &W,
+    cfg: &RunConfig,
+) -> Result<LoadReport, DriverError> {
     let total = wl.rows_to_load();
     let bar = if cfg.quiet || !std::io::stderr().is_terminal() {
         indicatif::ProgressBar::hidden()
@@ -230,175 +444,280 @@ pub fn load<W: Workload>(db: &Database, wl: &W, cfg: &RunConfig) -> Result<LoadR
         let b = indicatif::ProgressBar::new(total);
         b.set_style(
             indicatif::ProgressStyle::with_template(
-                "loading {msg} [{bar:40}] {pos}/{len} rows ({per_sec}, eta {eta})",
+                "loading {msg} [{bar:40}] {human_pos}/{human_len} rows ({per_sec}, eta {eta})",
             )
-            .expect("template")
+            .expect("progress template")
             .progress_chars("=> "),
         );
         b.set_message(wl.name().to_string());
         b
     };
     let t0 = Instant::now();
-    let rows = wl.load(db, cfg.threads.max(1), &|n| bar.inc(n))?;
+    let threads = if cfg.load_threads > 0 {
+        cfg.load_threads
+    } else {
+        cfg.threads.max(1)
+    };
+    let rows = wl
+        .load(db, threads, &|n| bar.inc(n))
+        .map_err(DriverError::Load)?;
     bar.finish_and_clear();
     let seconds = t0.elapsed().as_secs_f64();
     if !cfg.quiet {
         eprintln!(
-            "loaded {rows} rows in {seconds:.1} s ({:.0} rows/s)",
+            "loaded {rows} rows in {seconds:.2} s ({:.0} rows/s)",
             rows as f64 / seconds.max(1e-9)
         );
     }
     Ok(LoadReport {
-        seconds,
+        seconds: (seconds * 1000.0).round() / 1000.0,
         records: rows,
     })
 }
 
-/// Run the measured benchmark on a loaded database.
+/// Load, then run: [`load`] followed by [`run`].
+pub fn bench<W: Workload>(db: &Database, wl: &W, cfg: &RunConfig) -> Result<Report, DriverError> {
+    cfg.validate()?;
+    let l = load(db, wl, cfg)?;
+    run(db, wl, cfg, l)
+}
+
+/// splitmix64: derive well-spread per-thread seeds from one base seed.
+fn mix_seed(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Spin a random number of iterations, up to `16 << min(attempts, 10)`
+/// (randomized exponential backoff, as `Worker::run`).
+#[cold]
+fn backoff(rng: &mut u64, attempts: u32) {
+    let mut x = *rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    let cap = 16u64 << attempts.min(10);
+    for _ in 0..x % cap {
+        std::hint::spin_loop();
+    }
+    if attempts > 12 {
+        std::thread::yield_now();
+    }
+}
+
+/// One driver thread: run transactions until the phase says stop.
+fn worker_loop<W: Workload>(
+    wl: &W,
+    cfg: &RunConfig,
+    i: usize,
+    mut w: Worker,
+    phase: &AtomicU8,
+    live: &Live,
+) -> Result<Vec<TypeStats>, DriverError> {
+    let types = wl.txn_types();
+    let mut st = wl.thread_state(i, cfg.threads, mix_seed(cfg.seed ^ ((i as u64) << 32)));
+    let mut stats: Vec<TypeStats> = types.iter().map(|_| TypeStats::new()).collect();
+    let mut rng = mix_seed(cfg.seed.wrapping_add(i as u64)) | 1;
+    let (mut commits, mut aborts) = (0u64, 0u64);
+    while phase.load(Ordering::Relaxed) != PHASE_STOP {
+        let ty = wl.next(&mut st);
+        let start = Instant::now();
+        let mut attempts = 0u32;
+        loop {
+            match wl.execute(&mut st, &mut w) {
+                Ok(()) => {
+                    commits += 1;
+                    if phase.load(Ordering::Relaxed) == PHASE_MEASURE {
+                        let ns = start.elapsed().as_nanos() as u64;
+                        let s = &mut stats[ty];
+                        s.committed += 1;
+                        s.hist.saturating_record(ns.max(1));
+                    }
+                    break;
+                }
+                Err(TxError::Conflict(r)) => {
+                    aborts += 1;
+                    match phase.load(Ordering::Relaxed) {
+                        PHASE_MEASURE => stats[ty].aborts[r.index()] += 1,
+                        PHASE_STOP => break,
+                        _ => {}
+                    }
+                    attempts += 1;
+                    if cfg.backoff {
+                        backoff(&mut rng, attempts);
+                    }
+                }
+                Err(TxError::UserAbort) => {
+                    if phase.load(Ordering::Relaxed) == PHASE_MEASURE {
+                        stats[ty].user_aborts += 1;
+                    }
+                    break;
+                }
+                Err(TxError::Error(error)) => {
+                    phase.store(PHASE_STOP, Ordering::Relaxed);
+                    return Err(DriverError::Txn {
+                        txn_type: types[ty],
+                        thread: i,
+                        error,
+                    });
+                }
+            }
+        }
+        live.commits.store(commits, Ordering::Relaxed);
+        live.aborts.store(aborts, Ordering::Relaxed);
+    }
+    Ok(stats)
+}
+
+/// The progress line for stderr.
+fn progress_line(label: &str, elapsed: f64, of: f64, tps: f64, abort_rate: f64) -> String {
+    format!(
+        "{label:>6} {elapsed:5.1}/{of:.1} s {tps:>13.0} txn/s  abort rate {:6.2}%",
+        100.0 * abort_rate
+    )
+}
+
+/// Run the benchmark on a database `wl` was loaded into: warm-up, then the
+/// measured period; returns the merged results.
 pub fn run<W: Workload>(
     db: &Database,
     wl: &W,
     cfg: &RunConfig,
     load: LoadReport,
-) -> Result<Report, Error> {
+) -> Result<Report, DriverError> {
+    cfg.validate()?;
     let threads = cfg.threads;
-    let ntypes = wl.txn_types().len();
-    let phase = AtomicU8::new(PHASE_WARMUP);
-    let stop = AtomicBool::new(false);
+    let phase = AtomicU8::new(if cfg.warmup > 0.0 {
+        PHASE_WARMUP
+    } else {
+        PHASE_MEASURE
+    });
     let live: Vec<CachePadded<Live>> = (0..threads)
         .map(|_| CachePadded::new(Live::default()))
         .collect();
-    let mut workers = Vec::with_capacity(threads);
-    for _ in 0..threads {
-        workers.push(db.worker()?);
-    }
-    let mut measured = 0.0;
-    let results: Vec<Result<Vec<TypeStats>, Error>> = std::thread::scope(|s| {
+    let workers = (0..threads)
+        .map(|_| db.worker())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(DriverError::Worker)?;
+
+    let mut measured = 0.0f64;
+    let results: Vec<Result<Vec<TypeStats>, DriverError>> = std::thread::scope(|s| {
+        let _stop = StopOnDrop(&phase);
+        let start = Instant::now();
         let handles: Vec<_> = workers
             .into_iter()
             .enumerate()
-            .map(|(i, mut w)| {
-                let (phase, stop, live) = (&phase, &stop, &*live[i]);
-                s.spawn(move || {
-                    let mut st = wl.thread_state(i, cfg.seed.wrapping_add(i as u64 * 0x9E37_79B9));
-                    let mut stats: Vec<TypeStats> = (0..ntypes).map(|_| TypeStats::new()).collect();
-                    let (mut commits, mut aborts) = (0u64, 0u64);
-                    while !stop.load(Ordering::Relaxed) {
-                        let ty = wl.next(&mut st);
-                        let start = Instant::now();
-                        let measuring = phase.load(Ordering::Relaxed) == PHASE_MEASURE;
-                        loop {
-                            match wl.execute(&mut st, &mut w) {
-                                Ok(()) => {
-                                    commits += 1;
-                                    if measuring {
-                                        let s = &mut stats[ty];
-                                        s.committed += 1;
-                                        let ns = start.elapsed().as_nanos() as u64;
-                                        s.hist.saturating_record(ns.max(1));
-                                    }
-                                    break;
-                                }
-                                Err(TxError::Conflict(r)) => {
-                                    aborts += 1;
-                                    if measuring {
-                                        stats[ty].aborts[r.index()] += 1;
-                                    }
-                                    if stop.load(Ordering::Relaxed) {
-                                        break;
-                                    }
-                                }
-                                Err(TxError::UserAbort) => {
-                                    if measuring {
-                                        stats[ty].user_aborts += 1;
-                                    }
-                                    break;
-                                }
-                                Err(TxError::Error(e)) => {
-                                    stop.store(true, Ordering::Relaxed);
-                                    return Err(e);
-                                }
-                            }
-                        }
-                        live.commits.store(commits, Ordering::Relaxed);
-                        live.aborts.store(aborts, Ordering::Relaxed);
-                    }
-                    Ok(stats)
-                })
+            .map(|(i, w)| {
+                let (phase, live) = (&phase, &*live[i]);
+                std::thread::Builder::new()
+                    .name(format!("driver-{i}"))
+                    .spawn_scoped(s, move || worker_loop(wl, cfg, i, w, phase, live))
+                    .expect("spawn a driver thread")
             })
             .collect();
 
-        // Progress and phase control on this thread.
+        // This thread switches the phases and shows the progress.
+        let show = !cfg.quiet;
         let tty = std::io::stderr().is_terminal();
-        let warm_end = Instant::now() + Duration::from_secs_f64(cfg.warmup);
-        let mut measure_start = None;
-        let mut last = (Instant::now(), 0u64, 0u64);
+        let second = Duration::from_secs(1);
+        let warm_end = start + Duration::from_secs_f64(cfg.warmup);
+        let mut measure_start = (cfg.warmup <= 0.0).then_some(start);
+        let mut next_tick = start + second;
+        let mut last = (start, 0u64, 0u64);
         loop {
             let now = Instant::now();
+            if phase.load(Ordering::Relaxed) == PHASE_STOP {
+                // A worker failed.
+                if let Some(ms) = measure_start {
+                    measured = now.duration_since(ms).as_secs_f64();
+                }
+                break;
+            }
+            // Progress first, so the second that ends the warm-up is
+            // labelled as warm-up.
+            if now >= next_tick {
+                if show {
+                    let c: u64 = live.iter().map(|l| l.commits.load(Ordering::Relaxed)).sum();
+                    let a: u64 = live.iter().map(|l| l.aborts.load(Ordering::Relaxed)).sum();
+                    let dt = now.duration_since(last.0).as_secs_f64().max(1e-9);
+                    let (dc, da) = (c.saturating_sub(last.1), a.saturating_sub(last.2));
+                    let line = match measure_start {
+                        Some(ms) => progress_line(
+                            "run",
+                            now.duration_since(ms).as_secs_f64(),
+                            cfg.seconds,
+                            dc as f64 / dt,
+                            da as f64 / ((dc + da) as f64).max(1.0),
+                        ),
+                        None => progress_line(
+                            "warmup",
+                            now.duration_since(start).as_secs_f64(),
+                            cfg.warmup,
+                            dc as f64 / dt,
+                            da as f64 / ((dc + da) as f64).max(1.0),
+                        ),
+                    };
+                    let mut err = std::io::stderr().lock();
+                    let _ = if tty {
+                        write!(err, "\r{line}\x1b[K")
+                    } else {
+                        writeln!(err, "{line}")
+                    };
+                    let _ = err.flush();
+                    last = (now, c, a);
+                }
+                while next_tick <= now {
+                    next_tick += second;
+                }
+            }
             if measure_start.is_none() && now >= warm_end {
                 phase.store(PHASE_MEASURE, Ordering::Relaxed);
                 measure_start = Some(now);
             }
-            if let Some(ms) = measure_start {
-                if now.duration_since(ms).as_secs_f64() >= cfg.seconds
-                    || stop.load(Ordering::Relaxed)
-                {
+            let end = measure_start.map(|ms| ms + Duration::from_secs_f64(cfg.seconds));
+            if let (Some(ms), Some(end)) = (measure_start, end) {
+                if now >= end {
+                    phase.store(PHASE_STOP, Ordering::Relaxed);
                     measured = now.duration_since(ms).as_secs_f64();
-                    stop.store(true, Ordering::Relaxed);
                     break;
                 }
             }
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-            let now = Instant::now();
-            if !cfg.quiet && now.duration_since(last.0) >= Duration::from_secs(1) {
-                let c: u64 = live.iter().map(|l| l.commits.load(Ordering::Relaxed)).sum();
-                let a: u64 = live.iter().map(|l| l.aborts.load(Ordering::Relaxed)).sum();
-                let dt = now.duration_since(last.0).as_secs_f64();
-                let (dc, da) = (c - last.1, a - last.2);
-                let label = if measure_start.is_some() {
-                    "run"
-                } else {
-                    "warmup"
-                };
-                let elapsed = match measure_start {
-                    Some(ms) => now.duration_since(ms).as_secs_f64(),
-                    None => cfg.warmup - warm_end.saturating_duration_since(now).as_secs_f64(),
-                };
-                let line = format!(
-                    "{label} {elapsed:5.1}s  {:>12.0} txn/s  abort rate {:5.2}%",
-                    dc as f64 / dt,
-                    100.0 * da as f64 / ((dc + da) as f64).max(1.0)
-                );
-                let mut err = std::io::stderr().lock();
-                if tty {
-                    let _ = write!(err, "\r{line}   ");
-                } else {
-                    let _ = writeln!(err, "{line}");
-                }
-                let _ = err.flush();
-                last = (now, c, a);
-            }
+            let deadline = next_tick.min(end.unwrap_or(warm_end));
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
         }
-        if !cfg.quiet && tty {
+        if show && tty {
             eprintln!();
         }
         handles
             .into_iter()
-            .map(|h| h.join().expect("driver thread panicked"))
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
 
-    let mut per_thread_stats = Vec::new();
+    let mut per_thread_stats = Vec::with_capacity(threads);
     for r in results {
         per_thread_stats.push(r?);
     }
-    let mut by_type: Vec<TypeStats> = (0..ntypes).map(|_| TypeStats::new()).collect();
+    Ok(merge(db, wl, cfg, load, measured, &per_thread_stats))
+}
+
+/// Merge the threads' counters and histograms into the report.
+fn merge<W: Workload>(
+    db: &Database,
+    wl: &W,
+    cfg: &RunConfig,
+    load: LoadReport,
+    measured: f64,
+    per_thread_stats: &[Vec<TypeStats>],
+) -> Report {
+    let types = wl.txn_types();
+    let mut by_type: Vec<TypeStats> = types.iter().map(|_| TypeStats::new()).collect();
     let mut total = TypeStats::new();
-    let mut per_thread = Vec::new();
-    for ts in &per_thread_stats {
+    let mut per_thread = Vec::with_capacity(per_thread_stats.len());
+    for ts in per_thread_stats {
         per_thread.push(ts.iter().map(|s| s.committed).sum());
         for (i, s) in ts.iter().enumerate() {
             by_type[i].merge(s);
@@ -406,118 +725,408 @@ pub fn run<W: Workload>(
         }
     }
     let secs = measured.max(1e-9);
-    let transactions = wl
-        .txn_types()
-        .iter()
-        .zip(&by_type)
-        .map(|(name, s)| {
-            (
-                name.to_string(),
-                TypeReport {
-                    committed: s.committed,
-                    aborted: Aborts::of(s),
-                    user_aborts: s.user_aborts,
-                    throughput_txn_per_s: s.committed as f64 / secs,
-                    latency_us: Latency::of(&s.hist),
-                },
-            )
-        })
-        .collect();
-    let aborted = Aborts::of(&total);
-    Ok(Report {
+    let rate = |s: &TypeStats| {
+        let a: u64 = s.aborts.iter().sum();
+        a as f64 / ((s.committed + a) as f64).max(1.0)
+    };
+    let transactions = TypeReports(
+        types
+            .iter()
+            .zip(&by_type)
+            .map(|(name, s)| {
+                (
+                    name.to_string(),
+                    TypeReport {
+                        committed: s.committed,
+                        aborted: Aborts::of(s),
+                        user_aborts: s.user_aborts,
+                        abort_rate: rate(s),
+                        throughput_txn_per_s: round2(s.committed as f64 / secs),
+                        latency_us: Latency::of(&s.hist),
+                    },
+                )
+            })
+            .collect(),
+    );
+    Report {
         protocol: db.protocol().name().to_string(),
         workload: wl.name().to_string(),
-        threads,
+        threads: cfg.threads,
         seconds: (measured * 1000.0).round() / 1000.0,
         warmup_seconds: cfg.warmup,
         committed: total.committed,
-        abort_rate: aborted.total as f64 / ((total.committed + aborted.total) as f64).max(1.0),
-        aborted,
-        throughput_txn_per_s: total.committed as f64 / secs,
+        aborted: Aborts::of(&total),
+        abort_rate: rate(&total),
+        throughput_txn_per_s: round2(total.committed as f64 / secs),
         latency_us: Latency::of(&total.hist),
         transactions,
         per_thread,
+        backoff: cfg.backoff,
+        seed: cfg.seed,
+        engine: serde_json::json!({}),
         config: wl.config(),
         load,
-    })
+    }
 }
 
 impl Report {
-    /// The human-readable results table.
+    /// The human-readable results: a summary, aborts by reason, one row per
+    /// transaction type plus the total, and the per-thread spread.
     pub fn table(&self) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{} on {}: {} thread(s), {:.1} s measured after {:.1} s warm-up",
-            self.workload, self.protocol, self.threads, self.seconds, self.warmup_seconds
+            "{} on {}: {} thread(s), {:.2} s measured after {:.1} s warm-up; {} rows loaded in {:.2} s",
+            self.workload,
+            self.protocol,
+            self.threads,
+            self.seconds,
+            self.warmup_seconds,
+            self.load.records,
+            self.load.seconds
         );
         let _ = writeln!(
             s,
-            "committed {:>12}   throughput {:>12.0} txn/s   conflict aborts {} ({:.2}%)   user aborts {}",
-            self.committed,
+            "throughput {:.0} txn/s: {} committed, {} conflict aborts ({:.3}% of attempts), {} user aborts",
             self.throughput_txn_per_s,
+            self.committed,
             self.aborted.total,
             100.0 * self.abort_rate,
             self.aborted.user
         );
-        let reasons: Vec<String> = self
-            .aborted
-            .by_reason
-            .iter()
-            .filter(|(_, &n)| n > 0)
-            .map(|(r, n)| format!("{r} {n}"))
-            .collect();
-        if !reasons.is_empty() {
-            let _ = writeln!(s, "aborts by reason: {}", reasons.join(", "));
+        if self.aborted.total > 0 {
+            let reasons: Vec<String> = self
+                .aborted
+                .by_reason
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect();
+            let _ = writeln!(s, "conflict aborts by reason: {}", reasons.join(", "));
         }
         let _ = writeln!(
             s,
-            "\n{:<14} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "\n{:<12} {:>12} {:>12} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
             "type",
             "committed",
             "txn/s",
             "aborts",
+            "abort%",
             "user",
             "p50 us",
             "p95 us",
             "p99 us",
-            "p99.9 us"
+            "p99.9 us",
+            "max us"
         );
-        let mut row = |name: &str, c: u64, tps: f64, a: u64, u: u64, l: &Latency| {
+        let mut row = |name: &str, t: &TypeReport| {
+            let l = &t.latency_us;
             let _ = writeln!(
                 s,
-                "{name:<14} {c:>12} {tps:>12.0} {a:>9} {u:>9} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-                l.p50, l.p95, l.p99, l.p999
-            );
-        };
-        for (name, t) in &self.transactions {
-            row(
-                name,
+                "{name:<12} {:>12} {:>12.0} {:>10} {:>8.3} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
                 t.committed,
                 t.throughput_txn_per_s,
                 t.aborted.total,
+                100.0 * t.abort_rate,
                 t.user_aborts,
-                &t.latency_us,
+                l.p50,
+                l.p95,
+                l.p99,
+                l.p999,
+                l.max
+            );
+        };
+        for (name, t) in self.transactions.iter() {
+            row(name, t);
+        }
+        if self.transactions.0.len() > 1 {
+            row(
+                "all",
+                &TypeReport {
+                    committed: self.committed,
+                    aborted: self.aborted.clone(),
+                    user_aborts: self.aborted.user,
+                    abort_rate: self.abort_rate,
+                    throughput_txn_per_s: self.throughput_txn_per_s,
+                    latency_us: self.latency_us.clone(),
+                },
             );
         }
-        row(
-            "all",
-            self.committed,
-            self.throughput_txn_per_s,
-            self.aborted.total,
-            self.aborted.user,
-            &self.latency_us,
-        );
         let mut pt = self.per_thread.clone();
         pt.sort_unstable();
         if let (Some(min), Some(max)) = (pt.first(), pt.last()) {
             let _ = writeln!(
                 s,
                 "\nper-thread committed: min {min}  median {}  max {max}",
-                pt[pt.len() / 2]
+                (pt[(pt.len() - 1) / 2] + pt[pt.len() / 2]) / 2
             );
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera::{Options, Protocol, TableId};
+
+    /// A test workload: each transaction increments one of 64 counters.
+    /// Every attempt-0 of a transaction whose number is divisible by 3
+    /// reports a conflict (so it is retried), every 10th transaction user
+    /// aborts, and the first attempt sleeps so latency includes it.
+    struct Counter {
+        table: std::sync::OnceLock<TableId>,
+        types: [&'static str; 2],
+        /// Transactions abandoned after a conflict (must stay 0 while the
+        /// run is on).
+        abandoned: AtomicU64,
+    }
+
+    struct CounterThread {
+        n: u64,
+        attempt: u32,
+        key: u8,
+    }
+
+    impl Workload for Counter {
+        type Thread = CounterThread;
+        fn name(&self) -> &'static str {
+            "counter"
+        }
+        fn txn_types(&self) -> &[&'static str] {
+            &self.types
+        }
+        fn rows_to_load(&self) -> u64 {
+            64
+        }
+        fn load(
+            &self,
+            db: &Database,
+            _threads: usize,
+            progress: &(dyn Fn(u64) + Sync),
+        ) -> Result<u64, Error> {
+            let t = db.create_table("counter")?;
+            self.table.set(t).unwrap();
+            let mut w = db.worker()?;
+            w.run(|tx| {
+                for k in 0..64u8 {
+                    tx.put(t, &[k], &0u64.to_le_bytes())?;
+                }
+                Ok(())
+            })?;
+            progress(64);
+            Ok(64)
+        }
+        fn thread_state(&self, thread: usize, _threads: usize, _seed: u64) -> CounterThread {
+            CounterThread {
+                n: 0,
+                attempt: 0,
+                key: thread as u8,
+            }
+        }
+        fn next(&self, st: &mut CounterThread) -> usize {
+            if st.n % 3 == 0 && st.n > 0 && st.attempt < 2 {
+                // The driver drew new inputs instead of retrying.
+                self.abandoned.fetch_add(1, Ordering::Relaxed);
+            }
+            st.n += 1;
+            st.attempt = 0;
+            st.key = st.key.wrapping_add(7) % 64;
+            (st.n % 2) as usize
+        }
+        fn execute(&self, st: &mut CounterThread, w: &mut Worker) -> TxResult<()> {
+            let t = *self.table.get().unwrap();
+            st.attempt += 1;
+            if st.attempt == 1 {
+                std::thread::sleep(Duration::from_micros(100));
+                if st.n % 3 == 0 {
+                    return Err(TxError::Conflict(ConflictReason::ReadValidation));
+                }
+            }
+            let (key, n) = (st.key, st.n);
+            w.try_run(|tx| {
+                let v = u64::from_le_bytes(tx.get(t, &[key])?.unwrap().try_into().unwrap());
+                tx.put(t, &[key], &(v + 1).to_le_bytes())?;
+                if n % 10 == 0 {
+                    return tx.user_abort();
+                }
+                Ok(())
+            })
+        }
+        fn config(&self) -> serde_json::Value {
+            serde_json::json!({"counters": 64})
+        }
+    }
+
+    fn counter() -> Counter {
+        Counter {
+            table: std::sync::OnceLock::new(),
+            types: ["even", "odd"],
+            abandoned: AtomicU64::new(0),
+        }
+    }
+
+    #[test]
+    fn report_json_has_the_documented_shape() {
+        let db = Database::open(Options::in_memory().protocol(Protocol::Silo).workers(2)).unwrap();
+        let wl = counter();
+        let cfg = RunConfig {
+            threads: 2,
+            load_threads: 0,
+            seconds: 0.3,
+            warmup: 0.1,
+            quiet: true,
+            seed: 1,
+            backoff: true,
+        };
+        let mut rep = bench(&db, &wl, &cfg).unwrap();
+        rep.engine = serde_json::json!({"epoch_ms": 40});
+        let text = serde_json::to_string(&rep).unwrap();
+        // The types come out in the workload's order.
+        assert!(text.find("\"even\"").unwrap() < text.find("\"odd\"").unwrap());
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for k in [
+            "protocol",
+            "workload",
+            "threads",
+            "seconds",
+            "warmup_seconds",
+            "committed",
+            "aborted",
+            "abort_rate",
+            "throughput_txn_per_s",
+            "latency_us",
+            "transactions",
+            "per_thread",
+            "config",
+            "load",
+            "engine",
+            "seed",
+            "backoff",
+        ] {
+            assert!(v.get(k).is_some(), "missing {k} in {text}");
+        }
+        assert_eq!(v["protocol"], "silo");
+        assert_eq!(v["workload"], "counter");
+        assert_eq!(v["threads"], 2);
+        assert_eq!(v["warmup_seconds"], 0.1);
+        assert!(v["committed"].as_u64().unwrap() > 0);
+        assert!(v["throughput_txn_per_s"].as_f64().unwrap() > 0.0);
+        for r in ConflictReason::ALL {
+            assert!(v["aborted"]["by_reason"][r.name()].is_u64());
+        }
+        assert!(v["aborted"]["total"].is_u64());
+        assert!(v["aborted"]["user"].as_u64().unwrap() > 0);
+        for k in ["p50", "p95", "p99", "p999", "max", "mean"] {
+            assert!(v["latency_us"][k].is_f64(), "latency_us.{k}");
+        }
+        for ty in ["even", "odd"] {
+            let t = &v["transactions"][ty];
+            assert!(t["committed"].as_u64().unwrap() > 0, "{ty}");
+            assert!(t["aborted"]["by_reason"].is_object());
+            assert!(t["user_aborts"].is_u64());
+            assert!(t["throughput_txn_per_s"].is_f64());
+            assert!(t["latency_us"]["p99"].is_f64());
+        }
+        assert_eq!(v["per_thread"].as_array().unwrap().len(), 2);
+        assert_eq!(v["config"]["counters"], 64);
+        assert_eq!(v["load"]["records"], 64);
+        assert!(v["load"]["seconds"].is_f64());
+        assert_eq!(v["engine"]["epoch_ms"], 40);
+        let sum: u64 = v["per_thread"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, rep.committed);
+        // The table mentions every type and the spread.
+        let t = rep.table();
+        assert!(t.contains("even") && t.contains("odd") && t.contains("per-thread"));
+    }
+
+    #[test]
+    fn conflicts_are_retried_with_the_same_inputs_and_user_aborts_are_not() {
+        let db = Database::open(Options::in_memory().workers(1)).unwrap();
+        let wl = counter();
+        let cfg = RunConfig {
+            threads: 1,
+            load_threads: 1,
+            seconds: 0.3,
+            warmup: 0.0,
+            quiet: true,
+            seed: 1,
+            backoff: false,
+        };
+        let l = load(&db, &wl, &cfg).unwrap();
+        let rep = run(&db, &wl, &cfg, l).unwrap();
+        let conflicts = rep.aborted.by_reason["read_validation"];
+        assert_eq!(rep.aborted.total, conflicts);
+        // Every third transaction conflicts once, then commits or user-aborts.
+        let finished = rep.committed + rep.aborted.user;
+        assert!(
+            conflicts.abs_diff(finished / 3) <= 2,
+            "{conflicts} conflicts for {finished} transactions"
+        );
+        // A tenth of the transactions user-abort.
+        assert!(rep.aborted.user.abs_diff(finished / 10) <= 2);
+        // Latency includes the first attempt's 100 us sleep.
+        assert!(rep.latency_us.p50 >= 100.0, "{:?}", rep.latency_us);
+        // Counted per type: both types saw some of each.
+        let even = rep.transactions.get("even").unwrap();
+        let odd = rep.transactions.get("odd").unwrap();
+        assert_eq!(even.committed + odd.committed, rep.committed);
+        assert_eq!(even.aborted.total + odd.aborted.total, rep.aborted.total);
+        // The driver never drew new inputs for a conflict-aborted one.
+        assert_eq!(wl.abandoned.load(Ordering::Relaxed), 0);
+        // User aborts are only on n % 10 == 0, i.e. even transactions.
+        assert_eq!(odd.user_aborts, 0);
+        assert!(even.user_aborts > 0);
+    }
+
+    #[test]
+    fn worker_loop_stops_and_publishes_its_counts() {
+        // Drive the loop by hand through the same code path the threads use.
+        let db = Database::open(Options::in_memory().workers(1)).unwrap();
+        let wl = counter();
+        wl.load(&db, 1, &|_| {}).unwrap();
+        let w = db.worker().unwrap();
+        let phase = AtomicU8::new(PHASE_MEASURE);
+        let live = Live::default();
+        let cfg = RunConfig {
+            threads: 1,
+            backoff: false,
+            ..RunConfig::default()
+        };
+        // Stop after a short while from another thread.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                phase.store(PHASE_STOP, Ordering::Relaxed);
+            });
+            let stats = worker_loop(&wl, &cfg, 0, w, &phase, &live).unwrap();
+            let c: u64 = stats.iter().map(|s| s.committed).sum();
+            assert!(c > 0);
+            // The live total also has the commit (if any) that finished
+            // after the stop, which the stats leave out.
+            let l = live.commits.load(Ordering::Relaxed);
+            assert!(l == c || l == c + 1, "live {l}, counted {c}");
+        });
+    }
+
+    #[test]
+    fn bad_run_config_is_rejected() {
+        let mut c = RunConfig {
+            threads: 0,
+            ..RunConfig::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("threads"));
+        c.threads = 1;
+        c.seconds = 0.0;
+        assert!(c.validate().unwrap_err().to_string().contains("seconds"));
+        c.seconds = 1.0;
+        c.warmup = -1.0;
+        assert!(c.validate().unwrap_err().to_string().contains("warmup"));
     }
 }

@@ -1,22 +1,67 @@
-//! YCSB (Cooper et al., SoCC 2010) with the knobs CCBench and the Silo/ERMIA
-//! drivers expose: record count, value size, operations per transaction,
-//! read ratio, read-modify-write or blind writes, zipfian skew, scans and
-//! inserts, and the standard workloads A-F.
+//! YCSB (Cooper et al., SoCC 2010) in the multi-operation form that CCBench
+//! and the Silo/ERMIA drivers use, with their knobs: record count, value
+//! size, operations per transaction, read ratio, read-modify-write or blind
+//! writes, zipfian skew, scans and inserts, and the standard workloads A-F.
 //!
-//! * Keys are 8 bytes: the big-endian value of a bijective 64-bit mix of the
-//!   record number (YCSB's `insertorder=hashed`), so hot records are spread
-//!   over the tree instead of clustering in a few leaves.
-//! * A transaction draws `ops_per_txn` operations up front (so a retry after a
-//!   conflict repeats the same ones). Each is a read (probability
-//!   `read_ratio`), a scan (`scan_ratio`), an insert (`insert_ratio`) or else
-//!   an update; an update is a blind write, or a read then a write with
-//!   `rmw`. As in CCBench, one transaction may touch the same key twice.
-//! * Record numbers are drawn uniformly (`theta = 0`) or from the zipfian
-//!   distribution of Gray et al. ("Quickly generating billion-record synthetic
-//!   databases", SIGMOD 1994), which YCSB uses; workload D reads the latest
-//!   records instead.
+//! # Data
+//!
+//! One table, `ycsb`, of `records` rows. Record `i`'s key is 8 bytes: the
+//! big-endian value of [`scramble`]`(i)`, a bijective 64-bit mix (YCSB's
+//! `insertorder=hashed`), so that the hot records of a skewed distribution
+//! (record 0, 1, 2, ...) are spread over the whole tree instead of sharing a
+//! few leaves, and scans start at unrelated places. Being a bijection, it
+//! never maps two records to one key. Values are `value_size` bytes. The
+//! loader runs on every driver thread, 1000 inserts per transaction.
+//!
+//! # Transactions
+//!
+//! Each transaction is one of three types, drawn with the probabilities
+//! below, and performs `ops_per_txn` operations:
+//!
+//! * **`ycsb`** (probability `1 - scan_ratio - insert_ratio`): the usual
+//!   CCBench-style transaction. Each operation is a *read* with probability
+//!   `read_ratio / (1 - scan_ratio - insert_ratio)`, else an *update*. An
+//!   update is a blind write of a fresh value, or with `rmw` a
+//!   read-modify-write: read the record, change a byte of the value read,
+//!   write it back.
+//! * **`scan`** (probability `scan_ratio`): each operation is a forward scan
+//!   of `1..=scan_length` rows (uniform) from a key drawn like a read's.
+//! * **`insert`** (probability `insert_ratio`): each operation inserts a new
+//!   record. Thread `t`'s `k`-th insert is record `2^48 + t * 2^40 + k`, so
+//!   inserts never collide and no shared counter is needed.
+//!
+//! So `read_ratio`, `scan_ratio` and `insert_ratio` are fractions of all
+//! operations, as in YCSB, and the rest are updates; each type is reported
+//! separately. With `ops_per_txn = 1` this is exactly YCSB's one-operation
+//! mix.
+//!
+//! A transaction draws all its operations before its first attempt, so a
+//! retry after a conflict abort repeats exactly the same ones. As in CCBench,
+//! the operations of one transaction are drawn independently and may touch
+//! the same key more than once (the engine reads its own writes and keeps one
+//! write per record); nothing is deduplicated.
+//!
+//! # Request distribution
+//!
+//! Record numbers are drawn uniformly (`theta = 0`) or from the zipfian
+//! distribution of Gray et al. ("Quickly generating billion-record synthetic
+//! databases", SIGMOD 1994), YCSB's `ZipfianGenerator`, with skew `theta`
+//! (YCSB's default is 0.99); see [`Zipf`]. With `read_latest` (workload D)
+//! reads draw a zipfian *distance back* from the newest record instead:
+//! from the thread's own inserts, newest first, then from the end of the
+//! loaded records (a per-thread notion of "latest", which keeps the hot
+//! path free of shared counters; YCSB's is global).
+//!
+//! # Presets
+//!
+//! [`Preset`] A-F set the operation mix and request distribution of YCSB's
+//! core workloads (zipfian with `theta = 0.99`; D reads the latest records);
+//! explicit knobs ([`YcsbOverrides`]) override them. `records`, `value_size`,
+//! `ops_per_txn` and `scan_length` keep their defaults (1,000,000 records of
+//! 100 bytes, 10 operations, scans up to 100 rows) unless given.
 
 use std::ops::Bound;
+use std::sync::OnceLock;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -24,7 +69,23 @@ use tessera::{Database, Error, ScanOptions, TableId, TxResult, Worker};
 
 use crate::driver::Workload;
 
-/// A bijective 64-bit mix (the splitmix64 finalizer): record number -> key.
+/// The table's name.
+pub const TABLE: &str = "ycsb";
+
+/// Rows per loading transaction.
+pub const LOAD_BATCH: u64 = 1000;
+
+/// Most records a run may load (record numbers of inserts start above).
+pub const MAX_RECORDS: u64 = 1 << 40;
+
+/// Record numbers of records inserted while running start here; thread `t`
+/// uses `INSERT_BASE + t * 2^40 ..`.
+const INSERT_BASE: u64 = 1 << 48;
+
+/// A bijective 64-bit mix of a record number (the splitmix64 / MurmurHash3
+/// finalizer: xor-shifts and multiplications by odd constants, each
+/// invertible), used as the key so that consecutive or hot record numbers
+/// land far apart in key order.
 #[inline]
 pub fn scramble(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -32,107 +93,206 @@ pub fn scramble(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The key of record `i`.
+/// The 8-byte key of record `i`: big-endian [`scramble`]`(i)`.
 #[inline]
 pub fn key_of(i: u64) -> [u8; 8] {
     scramble(i).to_be_bytes()
 }
 
-/// Zipfian generator over `0..n` (Gray et al.; item 0 is the hottest).
+/// Records up to this count get an exact zeta sum; beyond, the tail is
+/// summed in closed form (Euler-Maclaurin).
+const ZETA_EXACT: u64 = 1 << 22;
+
+fn zeta_exact(from: u64, to: u64, theta: f64) -> f64 {
+    // Smallest terms first, for accuracy.
+    (from..=to).rev().map(|i| (i as f64).powf(-theta)).sum()
+}
+
+/// `zeta(n, theta) = sum_{i=1..=n} 1 / i^theta`, the normalizing constant
+/// of the zipfian distribution. Exact up to 2^22 items; for more, the first
+/// 2^22 terms are summed and the rest approximated by the Euler-Maclaurin
+/// formula (relative error below 1e-12), so a billion records cost no more
+/// than four million.
+pub fn zeta(n: u64, theta: f64) -> f64 {
+    if n <= ZETA_EXACT {
+        return zeta_exact(1, n, theta);
+    }
+    let m = ZETA_EXACT;
+    let (mf, nf) = (m as f64, n as f64);
+    let f = |x: f64| x.powf(-theta);
+    let d1 = |x: f64| -theta * x.powf(-theta - 1.0);
+    let d3 = |x: f64| -theta * (theta + 1.0) * (theta + 2.0) * x.powf(-theta - 3.0);
+    let integral = if theta == 1.0 {
+        (nf / mf).ln()
+    } else {
+        (nf.powf(1.0 - theta) - mf.powf(1.0 - theta)) / (1.0 - theta)
+    };
+    // sum_{i=m}^{n} f(i) by Euler-Maclaurin, minus f(m).
+    let tail = integral + (f(mf) + f(nf)) / 2.0 + (d1(nf) - d1(mf)) / 12.0
+        - (d3(nf) - d3(mf)) / 720.0
+        - f(mf);
+    zeta_exact(1, m, theta) + tail
+}
+
+/// Zipfian generator over `0..n`, item 0 the most popular: Gray et al.'s
+/// method as in YCSB's `ZipfianGenerator`, with zeta and every other
+/// constant precomputed, so a draw is one uniform `f64`, two comparisons
+/// and (for all but the two hottest items) one `powf`. `theta = 0` draws
+/// uniformly.
+///
+/// P(item 0) = 1 / zeta(n, theta), P(item 1) = 2^-theta / zeta(n, theta);
+/// the rest follow the continuous approximation of the zipfian law.
 #[derive(Clone, Debug)]
 pub struct Zipf {
     n: u64,
     theta: f64,
+    nf: f64,
     alpha: f64,
     zetan: f64,
     eta: f64,
-    half_pow_theta: f64,
-}
-
-fn zeta(n: u64, theta: f64) -> f64 {
-    (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum()
+    one_minus_eta: f64,
+    /// `u` below this draws item 0.
+    p0: f64,
+    /// `u` below this (and not below `p0`) draws item 1.
+    p01: f64,
 }
 
 impl Zipf {
-    /// A generator for `n` items with skew `theta` in `[0, 1)`.
+    /// A generator for `n >= 1` items with skew `theta` in `[0, 1)`.
+    ///
+    /// # Panics
+    /// If `n` is 0 or `theta` is outside `[0, 1)`.
     pub fn new(n: u64, theta: f64) -> Zipf {
-        assert!(n > 0 && (0.0..1.0).contains(&theta));
-        let zetan = zeta(n, theta);
+        assert!(n > 0, "Zipf needs at least one item");
+        assert!(
+            (0.0..1.0).contains(&theta),
+            "Zipf theta must be in [0, 1), got {theta}"
+        );
+        let zetan = if theta == 0.0 {
+            n as f64
+        } else {
+            zeta(n, theta)
+        };
         let zeta2 = zeta(2.min(n), theta);
         let alpha = 1.0 / (1.0 - theta);
-        let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
+        let eta = if n > 2 {
+            (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan)
+        } else {
+            1.0
+        };
         Zipf {
             n,
             theta,
+            nf: n as f64,
             alpha,
             zetan,
             eta,
-            half_pow_theta: 0.5f64.powf(theta),
+            one_minus_eta: 1.0 - eta,
+            p0: 1.0 / zetan,
+            p01: (1.0 + 0.5f64.powf(theta)) / zetan,
         }
     }
 
-    /// Draw an item.
+    /// Number of items.
+    pub fn n(&self) -> u64 {
+        self.n
+    }
+
+    /// The skew.
+    pub fn theta(&self) -> f64 {
+        self.theta
+    }
+
+    /// zeta(n, theta) (n for theta = 0).
+    pub fn zetan(&self) -> f64 {
+        self.zetan
+    }
+
+    /// Draw an item in `0..n`.
     #[inline]
     pub fn sample<R: Rng>(&self, rng: &mut R) -> u64 {
         if self.theta == 0.0 {
             return rng.gen_range(0..self.n);
         }
         let u: f64 = rng.gen();
-        let uz = u * self.zetan;
-        if uz < 1.0 {
+        if u < self.p0 {
             return 0;
         }
-        if uz < 1.0 + self.half_pow_theta {
+        if u < self.p01 {
             return 1.min(self.n - 1);
         }
-        let v = (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
-        v.min(self.n - 1)
+        let v = self.nf * (self.eta * u + self.one_minus_eta).powf(self.alpha);
+        (v as u64).min(self.n - 1)
     }
 }
 
-/// The standard YCSB workloads.
+/// The standard YCSB core workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {
-    /// 50% read, 50% update.
+    /// A, update heavy: 50% read, 50% update; zipfian.
     A,
-    /// 95% read, 5% update.
+    /// B, read mostly: 95% read, 5% update; zipfian.
     B,
-    /// 100% read.
+    /// C, read only: 100% read; zipfian.
     C,
-    /// 95% read of the latest records, 5% insert.
+    /// D, read latest: 95% read of the newest records, 5% insert.
     D,
-    /// 95% short scans, 5% insert.
+    /// E, short ranges: 95% scan, 5% insert; zipfian scan starts.
     E,
-    /// 50% read, 50% read-modify-write.
+    /// F, read-modify-write: 50% read, 50% read-modify-write; zipfian.
     F,
-    /// Only the explicit knobs.
+    /// Only the explicit knobs (defaults: 50% read, 50% blind update,
+    /// uniform).
     Custom,
+}
+
+impl Preset {
+    /// Every preset.
+    pub const ALL: [Preset; 7] = [
+        Preset::A,
+        Preset::B,
+        Preset::C,
+        Preset::D,
+        Preset::E,
+        Preset::F,
+        Preset::Custom,
+    ];
+
+    /// The name on the command line and in reports (`a` .. `f`, `custom`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::A => "a",
+            Preset::B => "b",
+            Preset::C => "c",
+            Preset::D => "d",
+            Preset::E => "e",
+            Preset::F => "f",
+            Preset::Custom => "custom",
+        }
+    }
 }
 
 impl std::str::FromStr for Preset {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "a" => Preset::A,
-            "b" => Preset::B,
-            "c" => Preset::C,
-            "d" => Preset::D,
-            "e" => Preset::E,
-            "f" => Preset::F,
-            "custom" => Preset::Custom,
-            o => {
-                return Err(format!(
-                    "unknown YCSB workload '{o}' (a, b, c, d, e, f or custom)"
-                ))
-            }
-        })
+        let l = s.to_ascii_lowercase();
+        Preset::ALL
+            .into_iter()
+            .find(|p| p.name() == l)
+            .ok_or_else(|| format!("unknown YCSB workload '{s}' (a, b, c, d, e, f or custom)"))
     }
 }
 
-/// YCSB knobs.
+impl std::fmt::Display for Preset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// YCSB knobs (see the module documentation for their meaning).
 #[derive(Clone, Debug, PartialEq)]
 pub struct YcsbConfig {
-    /// Preset the ratios came from.
+    /// The preset the mix came from.
     pub preset: Preset,
     /// Records loaded.
     pub records: u64,
@@ -140,23 +300,26 @@ pub struct YcsbConfig {
     pub value_size: usize,
     /// Operations per transaction.
     pub ops_per_txn: usize,
-    /// Fraction of reads.
+    /// Fraction of operations that read.
     pub read_ratio: f64,
-    /// Fraction of scans.
+    /// Fraction of operations that scan.
     pub scan_ratio: f64,
-    /// Fraction of inserts.
+    /// Fraction of operations that insert.
     pub insert_ratio: f64,
-    /// Updates read the record first (read-modify-write).
+    /// Updates read the record first (read-modify-write) instead of writing
+    /// blindly.
     pub rmw: bool,
-    /// Zipfian skew (0 = uniform).
+    /// Zipfian skew in `[0, 1)`; 0 is uniform.
     pub theta: f64,
-    /// Maximum scan length (uniform in 1..=max).
+    /// Longest scan; lengths are uniform in `1..=scan_length`.
     pub scan_length: usize,
-    /// Reads pick the latest records (workload D).
+    /// Reads pick the newest records (workload D).
     pub read_latest: bool,
 }
 
 impl Default for YcsbConfig {
+    /// The `custom` defaults: 1,000,000 records of 100 bytes, 10 operations
+    /// per transaction, 50% reads and 50% blind updates, uniform.
     fn default() -> Self {
         YcsbConfig {
             preset: Preset::Custom,
@@ -174,11 +337,41 @@ impl Default for YcsbConfig {
     }
 }
 
+/// Knobs given explicitly (on the command line); each one that is set
+/// overrides the preset's value.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct YcsbOverrides {
+    /// Records loaded.
+    pub records: Option<u64>,
+    /// Value size in bytes.
+    pub value_size: Option<usize>,
+    /// Operations per transaction.
+    pub ops_per_txn: Option<usize>,
+    /// Fraction of reads.
+    pub read_ratio: Option<f64>,
+    /// Fraction of scans.
+    pub scan_ratio: Option<f64>,
+    /// Fraction of inserts.
+    pub insert_ratio: Option<f64>,
+    /// Read-modify-write updates.
+    pub rmw: Option<bool>,
+    /// Zipfian skew.
+    pub theta: Option<f64>,
+    /// Longest scan.
+    pub scan_length: Option<usize>,
+    /// Reads pick the newest records.
+    pub read_latest: Option<bool>,
+}
+
 impl YcsbConfig {
-    /// Apply a preset's ratios and zipfian skew 0.99 (explicit knobs are
-    /// applied after, by the caller, and win).
-    pub fn with_preset(mut self, p: Preset) -> Self {
-        self.preset = p;
+    /// The defaults with preset `p`'s mix and request distribution applied
+    /// (YCSB's core workloads use zipfian requests with theta 0.99).
+    pub fn preset(p: Preset) -> Self {
+        let mut c = YcsbConfig {
+            preset: p,
+            ..YcsbConfig::default()
+        };
+        // (read, scan, insert, rmw, read latest); the rest are updates.
         let (r, s, i, rmw, latest) = match p {
             Preset::A => (0.5, 0.0, 0.0, false, false),
             Preset::B => (0.95, 0.0, 0.0, false, false),
@@ -186,37 +379,87 @@ impl YcsbConfig {
             Preset::D => (0.95, 0.0, 0.05, false, true),
             Preset::E => (0.0, 0.95, 0.05, false, false),
             Preset::F => (0.5, 0.0, 0.0, true, false),
-            Preset::Custom => return self,
+            Preset::Custom => return c,
         };
-        self.read_ratio = r;
-        self.scan_ratio = s;
-        self.insert_ratio = i;
-        self.rmw = rmw;
-        self.read_latest = latest;
-        // YCSB's presets use zipfian requests (0.99).
-        self.theta = 0.99;
-        self
+        c.read_ratio = r;
+        c.scan_ratio = s;
+        c.insert_ratio = i;
+        c.rmw = rmw;
+        c.read_latest = latest;
+        c.theta = 0.99;
+        c
+    }
+
+    /// Preset `p` with the explicit knobs `o` applied on top, validated.
+    pub fn with_overrides(p: Preset, o: &YcsbOverrides) -> Result<Self, String> {
+        let mut c = YcsbConfig::preset(p);
+        if let Some(v) = o.records {
+            c.records = v;
+        }
+        if let Some(v) = o.value_size {
+            c.value_size = v;
+        }
+        if let Some(v) = o.ops_per_txn {
+            c.ops_per_txn = v;
+        }
+        if let Some(v) = o.read_ratio {
+            c.read_ratio = v;
+        }
+        if let Some(v) = o.scan_ratio {
+            c.scan_ratio = v;
+        }
+        if let Some(v) = o.insert_ratio {
+            c.insert_ratio = v;
+        }
+        if let Some(v) = o.rmw {
+            c.rmw = v;
+        }
+        if let Some(v) = o.theta {
+            c.theta = v;
+        }
+        if let Some(v) = o.scan_length {
+            c.scan_length = v;
+        }
+        if let Some(v) = o.read_latest {
+            c.read_latest = v;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Fraction of operations that update (what the other ratios leave).
+    pub fn update_ratio(&self) -> f64 {
+        let u = 1.0 - self.read_ratio - self.scan_ratio - self.insert_ratio;
+        // Rounded to 9 decimals: the ratios are decimal fractions.
+        ((u * 1e9).round() / 1e9).max(0.0)
     }
 
     /// Check the knobs; the message names the offending option.
     pub fn validate(&self) -> Result<(), String> {
-        if self.records == 0 {
-            return Err("--records must be at least 1".into());
+        if self.records == 0 || self.records > MAX_RECORDS {
+            return Err(format!(
+                "--records must be in 1..={MAX_RECORDS}, got {}",
+                self.records
+            ));
         }
         if self.ops_per_txn == 0 {
             return Err("--ops-per-txn must be at least 1".into());
         }
         if self.value_size > tessera::MAX_VALUE_LEN {
             return Err(format!(
-                "--value-size must be at most {}",
-                tessera::MAX_VALUE_LEN
+                "--value-size must be at most {} bytes, got {}",
+                tessera::MAX_VALUE_LEN,
+                self.value_size
             ));
         }
-        if !(0.0..=1.0).contains(&self.read_ratio) {
-            return Err(format!(
-                "--read-ratio must be in [0, 1], got {}",
-                self.read_ratio
-            ));
+        for (flag, v) in [
+            ("--read-ratio", self.read_ratio),
+            ("--scan-ratio", self.scan_ratio),
+            ("--insert-ratio", self.insert_ratio),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("{flag} must be in [0, 1], got {v}"));
+            }
         }
         if !(0.0..1.0).contains(&self.theta) {
             return Err(format!("--theta must be in [0, 1), got {}", self.theta));
@@ -224,13 +467,37 @@ impl YcsbConfig {
         if self.scan_length == 0 {
             return Err("--scan-length must be at least 1".into());
         }
-        if self.read_ratio + self.scan_ratio + self.insert_ratio > 1.0 + 1e-9 {
-            return Err("read, scan and insert ratios add up to more than 1".into());
+        let sum = self.read_ratio + self.scan_ratio + self.insert_ratio;
+        if sum > 1.0 + 1e-9 {
+            return Err(format!(
+                "--read-ratio ({}) + --scan-ratio ({}) + --insert-ratio ({}) add up to {sum} > 1 \
+                 (the rest of the operations are updates; a preset's ratios may need overriding too)",
+                self.read_ratio, self.scan_ratio, self.insert_ratio
+            ));
         }
         Ok(())
     }
 }
 
+/// The transaction types (the names in reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Ycsb,
+    Scan,
+    Insert,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Ycsb => "ycsb",
+            Kind::Scan => "scan",
+            Kind::Insert => "insert",
+        }
+    }
+}
+
+/// One operation of the current transaction (record numbers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
     Read(u64),
@@ -243,30 +510,67 @@ enum Op {
 pub struct Ycsb {
     cfg: YcsbConfig,
     zipf: Zipf,
-    table: std::sync::OnceLock<TableId>,
+    /// The types this mix runs, with the cumulative probability that ends
+    /// each one's interval.
+    kinds: Vec<(Kind, f64)>,
+    names: Vec<&'static str>,
+    /// P(read) within a `ycsb` transaction.
+    read_in_rw: f64,
+    table: OnceLock<TableId>,
 }
 
-/// Per-thread YCSB state.
+/// Per-thread YCSB state: RNG, the current transaction's operations, the
+/// value buffers and the insert counter.
 pub struct YcsbThread {
     rng: SmallRng,
     ops: Vec<Op>,
+    /// The value written by blind updates and inserts (refreshed per
+    /// transaction).
     value: Vec<u8>,
+    /// Scratch for read-modify-write.
+    buf: Vec<u8>,
     thread: u64,
     inserted: u64,
 }
 
-/// Record numbers of inserted records start here (per thread: `+ thread << 40`).
-const INSERT_BASE: u64 = 1 << 48;
-
 impl Ycsb {
-    /// A YCSB workload with these knobs (validated).
+    /// The workload for these knobs (validated).
     pub fn new(cfg: YcsbConfig) -> Result<Ycsb, String> {
         cfg.validate()?;
         let zipf = Zipf::new(cfg.records, cfg.theta);
+        // Ratios are decimal fractions; treat float dust (1 - 0.95 - 0.05)
+        // as zero.
+        let clean = |x: f64| if x < 1e-9 { 0.0 } else { x };
+        let rw = clean(1.0 - cfg.scan_ratio - cfg.insert_ratio);
+        let mut kinds = Vec::new();
+        let mut acc = 0.0;
+        for (k, p) in [
+            (Kind::Ycsb, rw),
+            (Kind::Scan, cfg.scan_ratio),
+            (Kind::Insert, cfg.insert_ratio),
+        ] {
+            if p > 0.0 {
+                acc += p;
+                kinds.push((k, acc));
+            }
+        }
+        // Rounding: the last type takes whatever is left.
+        if let Some(last) = kinds.last_mut() {
+            last.1 = f64::INFINITY;
+        }
+        let names = kinds.iter().map(|(k, _)| k.name()).collect();
+        let read_in_rw = if rw > 0.0 {
+            (cfg.read_ratio / rw).min(1.0)
+        } else {
+            0.0
+        };
         Ok(Ycsb {
             cfg,
             zipf,
-            table: std::sync::OnceLock::new(),
+            kinds,
+            names,
+            read_in_rw,
+            table: OnceLock::new(),
         })
     }
 
@@ -275,8 +579,29 @@ impl Ycsb {
         &self.cfg
     }
 
+    /// The table, once loaded.
+    pub fn table_id(&self) -> Option<TableId> {
+        self.table.get().copied()
+    }
+
     fn table(&self) -> TableId {
-        *self.table.get().expect("YCSB used before load")
+        *self.table.get().expect("YCSB run before it was loaded")
+    }
+
+    /// A record number for a read: zipfian (or uniform), or with
+    /// `read_latest` a zipfian distance back from the newest record.
+    #[inline]
+    fn read_record(&self, st: &mut YcsbThread) -> u64 {
+        let back = self.zipf.sample(&mut st.rng);
+        if !self.cfg.read_latest {
+            return back;
+        }
+        if back < st.inserted {
+            INSERT_BASE + (st.thread << 40) + (st.inserted - 1 - back)
+        } else {
+            let n = self.cfg.records;
+            n - 1 - (back - st.inserted).min(n - 1)
+        }
     }
 }
 
@@ -287,8 +612,8 @@ impl Workload for Ycsb {
         "ycsb"
     }
 
-    fn txn_types(&self) -> &'static [&'static str] {
-        &["ycsb"]
+    fn txn_types(&self) -> &[&'static str] {
+        &self.names
     }
 
     fn rows_to_load(&self) -> u64 {
@@ -301,16 +626,20 @@ impl Workload for Ycsb {
         threads: usize,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<u64, Error> {
-        let t = match db.table("ycsb") {
+        let t = match db.table(TABLE) {
             Ok(t) => t,
-            Err(_) => db.create_table("ycsb")?,
+            Err(_) => db.create_table(TABLE)?,
         };
-        let _ = self.table.set(t);
+        let t = *self.table.get_or_init(|| t);
         let n = self.cfg.records;
-        let per = n.div_ceil(threads as u64);
-        let value = vec![b'v'; self.cfg.value_size];
+        let threads = (threads.max(1) as u64).min(n.div_ceil(LOAD_BATCH)).max(1);
+        let per = n.div_ceil(threads);
+        let mut value = vec![0u8; self.cfg.value_size];
+        for (i, b) in value.iter_mut().enumerate() {
+            *b = b'a' + (i % 26) as u8;
+        }
         std::thread::scope(|s| {
-            let hs: Vec<_> = (0..threads as u64)
+            let hs: Vec<_> = (0..threads)
                 .map(|th| {
                     let value = &value;
                     s.spawn(move || -> Result<(), Error> {
@@ -318,13 +647,20 @@ impl Workload for Ycsb {
                         let (lo, hi) = (th * per, ((th + 1) * per).min(n));
                         let mut i = lo;
                         while i < hi {
-                            let end = (i + 1000).min(hi);
-                            w.run(|tx| {
+                            let end = (i + LOAD_BATCH).min(hi);
+                            let dup = w.run(|tx| {
                                 for r in i..end {
-                                    tx.put(t, &key_of(r), value)?;
+                                    if !tx.insert(t, &key_of(r), value)? {
+                                        return Ok(Some(r));
+                                    }
                                 }
-                                Ok(())
+                                Ok(None)
                             })?;
+                            if let Some(r) = dup {
+                                return Err(Error::InvalidArgument(format!(
+                                    "table '{TABLE}' already holds record {r}: load into an empty database"
+                                )));
+                            }
                             progress(end - i);
                             i = end;
                         }
@@ -333,16 +669,19 @@ impl Workload for Ycsb {
                 })
                 .collect();
             hs.into_iter()
-                .try_for_each(|h| h.join().expect("loader thread panicked"))
+                .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
         })?;
         Ok(n)
     }
 
-    fn thread_state(&self, thread: usize, seed: u64) -> YcsbThread {
+    fn thread_state(&self, thread: usize, _threads: usize, seed: u64) -> YcsbThread {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let value = (0..self.cfg.value_size).map(|_| rng.gen()).collect();
         YcsbThread {
-            rng: SmallRng::seed_from_u64(seed ^ 0x5DEE_CE66_D1CE_5EED),
+            rng,
             ops: Vec::with_capacity(self.cfg.ops_per_txn),
-            value: vec![b'x'; self.cfg.value_size],
+            value,
+            buf: Vec::with_capacity(self.cfg.value_size),
             thread: thread as u64,
             inserted: 0,
         }
@@ -351,46 +690,54 @@ impl Workload for Ycsb {
     fn next(&self, st: &mut YcsbThread) -> usize {
         st.ops.clear();
         let c = &self.cfg;
-        for _ in 0..c.ops_per_txn {
+        let ty = if self.kinds.len() == 1 {
+            0
+        } else {
             let p: f64 = st.rng.gen();
-            let op = if p < c.read_ratio {
-                if c.read_latest {
-                    // The newest records: this thread's inserts, then the load's tail.
-                    let back = self.zipf.sample(&mut st.rng);
-                    if back < st.inserted {
-                        Op::Read(INSERT_BASE + (st.thread << 40) + st.inserted - 1 - back)
+            self.kinds.iter().position(|&(_, end)| p < end).unwrap_or(0)
+        };
+        match self.kinds[ty].0 {
+            Kind::Ycsb => {
+                for _ in 0..c.ops_per_txn {
+                    let op = if st.rng.gen::<f64>() < self.read_in_rw {
+                        Op::Read(self.read_record(st))
                     } else {
-                        Op::Read(c.records - 1 - (back - st.inserted).min(c.records - 1))
-                    }
-                } else {
-                    Op::Read(self.zipf.sample(&mut st.rng))
+                        Op::Update(self.zipf.sample(&mut st.rng))
+                    };
+                    st.ops.push(op);
                 }
-            } else if p < c.read_ratio + c.scan_ratio {
-                let len = st.rng.gen_range(1..=c.scan_length);
-                Op::Scan(self.zipf.sample(&mut st.rng), len)
-            } else if p < c.read_ratio + c.scan_ratio + c.insert_ratio {
-                let r = INSERT_BASE + (st.thread << 40) + st.inserted;
-                st.inserted += 1;
-                Op::Insert(r)
-            } else {
-                Op::Update(self.zipf.sample(&mut st.rng))
-            };
-            st.ops.push(op);
+                // A fresh value for blind updates: vary its first 8 bytes.
+                let stamp = st.rng.gen::<u64>().to_le_bytes();
+                let k = st.value.len().min(8);
+                st.value[..k].copy_from_slice(&stamp[..k]);
+            }
+            Kind::Scan => {
+                for _ in 0..c.ops_per_txn {
+                    let start = self.zipf.sample(&mut st.rng);
+                    let len = st.rng.gen_range(1..=c.scan_length);
+                    st.ops.push(Op::Scan(start, len));
+                }
+            }
+            Kind::Insert => {
+                for _ in 0..c.ops_per_txn {
+                    st.ops
+                        .push(Op::Insert(INSERT_BASE + (st.thread << 40) + st.inserted));
+                    st.inserted += 1;
+                }
+            }
         }
-        // A fresh value per transaction (first byte varies).
-        if let Some(b) = st.value.first_mut() {
-            *b = b'a' + (st.rng.gen::<u8>() % 26);
-        }
-        0
+        ty
     }
 
     fn execute(&self, st: &mut YcsbThread, w: &mut Worker) -> TxResult<()> {
         let t = self.table();
         let rmw = self.cfg.rmw;
-        let (ops, value) = (&st.ops, &st.value);
+        let YcsbThread {
+            ops, value, buf, ..
+        } = st;
         w.try_run(|tx| {
             let mut sink = 0u64;
-            for op in ops {
+            for op in ops.iter() {
                 match *op {
                     Op::Read(r) => {
                         if let Some(v) = tx.get(t, &key_of(r))? {
@@ -400,10 +747,22 @@ impl Workload for Ycsb {
                     Op::Update(r) => {
                         let k = key_of(r);
                         if rmw {
-                            let old = tx.get(t, &k)?.and_then(|v| v.first().copied());
-                            sink = sink.wrapping_add(old.unwrap_or(0) as u64);
+                            // Read, modify one byte of what was read, write back.
+                            let new: &[u8] = match tx.get(t, &k)? {
+                                Some(old) => {
+                                    buf.clear();
+                                    buf.extend_from_slice(old);
+                                    if let Some(b) = buf.first_mut() {
+                                        *b = b.wrapping_add(1);
+                                    }
+                                    buf
+                                }
+                                None => value,
+                            };
+                            tx.put(t, &k, new)?;
+                        } else {
+                            tx.put(t, &k, value)?;
                         }
-                        tx.put(t, &k, value)?;
                     }
                     Op::Scan(r, len) => {
                         tx.scan(
@@ -418,7 +777,8 @@ impl Workload for Ycsb {
                         )?;
                     }
                     Op::Insert(r) => {
-                        tx.insert(t, &key_of(r), value)?;
+                        let fresh = tx.insert(t, &key_of(r), value)?;
+                        debug_assert!(fresh, "insert of record {r} found it present");
                     }
                 }
             }
@@ -429,19 +789,34 @@ impl Workload for Ycsb {
 
     fn config(&self) -> serde_json::Value {
         let c = &self.cfg;
+        let mix: serde_json::Map<String, serde_json::Value> = {
+            let mut prev = 0.0;
+            self.kinds
+                .iter()
+                .map(|&(k, end)| {
+                    let end = if end.is_finite() { end } else { 1.0 };
+                    let p = ((end - prev) * 1e9).round() / 1e9;
+                    prev = end;
+                    (k.name().to_string(), serde_json::json!(p))
+                })
+                .collect()
+        };
         serde_json::json!({
-            "preset": format!("{:?}", c.preset).to_lowercase(),
+            "preset": c.preset.name(),
             "records": c.records,
             "value_size": c.value_size,
             "ops_per_txn": c.ops_per_txn,
             "read_ratio": c.read_ratio,
+            "update_ratio": c.update_ratio(),
             "scan_ratio": c.scan_ratio,
             "insert_ratio": c.insert_ratio,
-            "update_ratio": (1.0 - c.read_ratio - c.scan_ratio - c.insert_ratio).max(0.0),
             "rmw": c.rmw,
             "theta": c.theta,
-            "scan_length": c.scan_length,
+            "distribution": if c.read_latest { "latest" } else if c.theta > 0.0 { "zipfian" } else { "uniform" },
             "read_latest": c.read_latest,
+            "scan_length": c.scan_length,
+            "key_order": "hashed",
+            "txn_mix": mix,
         })
     }
 }
@@ -449,25 +824,75 @@ impl Workload for Ycsb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera::{Options, Protocol, TxError};
 
-    #[test]
-    fn scramble_is_a_bijection_on_a_sample() {
-        let mut seen = std::collections::HashSet::new();
-        for i in 0..200_000u64 {
-            assert!(seen.insert(scramble(i)));
+    /// Inverse of `x ^= x >> s`.
+    fn unxorshift(y: u64, s: u32) -> u64 {
+        let mut x = y;
+        for _ in 0..64 / s {
+            x = y ^ (x >> s);
         }
+        x
+    }
+
+    /// Multiplicative inverse of an odd number mod 2^64 (Newton's method).
+    fn inv(c: u64) -> u64 {
+        let mut x = c;
+        for _ in 0..6 {
+            x = x.wrapping_mul(2u64.wrapping_sub(c.wrapping_mul(x)));
+        }
+        x
+    }
+
+    fn unscramble(mut x: u64) -> u64 {
+        x = unxorshift(x, 31);
+        x = unxorshift(x.wrapping_mul(inv(0x94d0_49bb_1331_11eb)), 27);
+        unxorshift(x.wrapping_mul(inv(0xbf58_476d_1ce4_e5b9)), 30)
     }
 
     #[test]
-    fn uniform_zipf_covers_the_range() {
+    fn scramble_is_a_bijection() {
+        // Injective on a dense sample ...
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..200_000u64 {
+            assert!(seen.insert(scramble(i)), "collision at {i}");
+        }
+        // ... and invertible everywhere (checked on a spread of values).
+        let mut rng = SmallRng::seed_from_u64(3);
+        for i in (0..100_000u64).chain((0..100_000).map(|_| rng.gen())) {
+            assert_eq!(unscramble(scramble(i)), i);
+        }
+        // Neighbours land far apart.
+        assert!(scramble(0).abs_diff(scramble(1)) > 1 << 40);
+        assert_eq!(key_of(5), scramble(5).to_be_bytes());
+    }
+
+    #[test]
+    fn zeta_closed_form_tail_matches_the_exact_sum() {
+        for theta in [0.5, 0.9, 0.99] {
+            let n = ZETA_EXACT * 2 + 12345;
+            let exact = zeta_exact(1, n, theta);
+            let fast = zeta(n, theta);
+            assert!(
+                ((exact - fast) / exact).abs() < 1e-12,
+                "theta {theta}: {exact} vs {fast}"
+            );
+        }
+        assert_eq!(zeta(1, 0.99), 1.0);
+        assert!((zeta(2, 0.5) - (1.0 + 1.0 / 2f64.sqrt())).abs() < 1e-15);
+    }
+
+    #[test]
+    fn uniform_zipf_covers_the_range_evenly() {
         let z = Zipf::new(100, 0.0);
         let mut rng = SmallRng::seed_from_u64(1);
         let mut counts = [0u32; 100];
         for _ in 0..100_000 {
             counts[z.sample(&mut rng) as usize] += 1;
         }
+        // Expected 1000 each; 5 sigma is about 160.
         assert!(
-            counts.iter().all(|&c| (700..1300).contains(&c)),
+            counts.iter().all(|&c| (840..1160).contains(&c)),
             "{counts:?}"
         );
     }
@@ -477,62 +902,352 @@ mod tests {
         let n = 100_000;
         let z = Zipf::new(n, 0.99);
         let mut rng = SmallRng::seed_from_u64(2);
-        let draws = 200_000;
-        let mut top = 0;
+        let draws = 400_000u64;
+        let mut counts = vec![0u64; n as usize];
         for _ in 0..draws {
             let v = z.sample(&mut rng);
             assert!(v < n);
-            if v == 0 {
-                top += 1;
+            counts[v as usize] += 1;
+        }
+        // P(0) = 1 / zeta(1e5, 0.99), about 1 / 11.8.
+        let p0 = counts[0] as f64 / draws as f64;
+        let want0 = 1.0 / z.zetan();
+        assert!((0.075..0.095).contains(&want0), "zeta {}", z.zetan());
+        assert!((p0 - want0).abs() < want0 * 0.05, "p(0) {p0} vs {want0}");
+        // P(1) = 2^-0.99 / zeta.
+        let p1 = counts[1] as f64 / draws as f64;
+        let want1 = 0.5f64.powf(0.99) / z.zetan();
+        assert!((p1 - want1).abs() < want1 * 0.07, "p(1) {p1} vs {want1}");
+        // Heavily skewed: the hottest 1% of the items draw most requests,
+        // yet the tail is reached.
+        let top: u64 = counts[..(n / 100) as usize].iter().sum();
+        assert!(top as f64 / draws as f64 > 0.55, "top 1%: {top}");
+        assert!(counts[(n / 2) as usize..].iter().sum::<u64>() > 0);
+    }
+
+    /// Speed of a draw (run with `--release -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn zipf_sample_speed() {
+        for theta in [0.0, 0.5, 0.99] {
+            let z = Zipf::new(1_000_000, theta);
+            let mut rng = SmallRng::seed_from_u64(5);
+            let n = 50_000_000u64;
+            let t = std::time::Instant::now();
+            let mut acc = 0u64;
+            for _ in 0..n {
+                acc = acc.wrapping_add(z.sample(&mut rng));
+            }
+            std::hint::black_box(acc);
+            let ns = t.elapsed().as_nanos() as f64 / n as f64;
+            println!("theta {theta}: {ns:.2} ns per draw");
+        }
+        let t = std::time::Instant::now();
+        std::hint::black_box(Zipf::new(1_000_000, 0.99));
+        println!("Zipf::new(1e6, 0.99): {:?}", t.elapsed());
+        let t = std::time::Instant::now();
+        std::hint::black_box(Zipf::new(1_000_000_000, 0.99));
+        println!("Zipf::new(1e9, 0.99): {:?}", t.elapsed());
+    }
+
+    #[test]
+    fn tiny_zipf_domains_work() {
+        let mut rng = SmallRng::seed_from_u64(4);
+        for n in 1..=3 {
+            let z = Zipf::new(n, 0.99);
+            for _ in 0..1000 {
+                assert!(z.sample(&mut rng) < n);
             }
         }
-        // P(item 0) = 1 / zeta(n, 0.99) ~ 1/12.5 for n = 1e5.
-        let p = top as f64 / draws as f64;
-        assert!((0.06..0.10).contains(&p), "p(top) = {p}");
     }
 
     #[test]
-    fn presets_and_overrides() {
-        let c = YcsbConfig::default().with_preset(Preset::B);
-        assert_eq!(c.read_ratio, 0.95);
-        assert_eq!(c.theta, 0.99);
-        let c = YcsbConfig::default().with_preset(Preset::E);
-        assert_eq!(c.scan_ratio, 0.95);
-        assert_eq!(c.insert_ratio, 0.05);
-        assert!("g".parse::<Preset>().is_err());
-        assert!(YcsbConfig {
-            read_ratio: 1.5,
-            ..YcsbConfig::default()
+    fn presets_parse_and_set_their_mix() {
+        for p in Preset::ALL {
+            assert_eq!(p.name().parse::<Preset>().unwrap(), p);
+            assert_eq!(p.name().to_uppercase().parse::<Preset>().unwrap(), p);
         }
-        .validate()
-        .unwrap_err()
-        .contains("--read-ratio"));
+        assert!("g".parse::<Preset>().unwrap_err().contains("'g'"));
+        let b = YcsbConfig::preset(Preset::B);
+        assert_eq!((b.read_ratio, b.theta, b.rmw), (0.95, 0.99, false));
+        assert!((b.update_ratio() - 0.05).abs() < 1e-12);
+        let c = YcsbConfig::preset(Preset::C);
+        assert_eq!(c.update_ratio(), 0.0);
+        let d = YcsbConfig::preset(Preset::D);
+        assert!(d.read_latest && d.insert_ratio == 0.05 && d.read_ratio == 0.95);
+        let e = YcsbConfig::preset(Preset::E);
+        assert_eq!(
+            (e.scan_ratio, e.insert_ratio, e.read_ratio),
+            (0.95, 0.05, 0.0)
+        );
+        let f = YcsbConfig::preset(Preset::F);
+        assert!(f.rmw && f.read_ratio == 0.5);
+        assert_eq!(YcsbConfig::preset(Preset::Custom), YcsbConfig::default());
     }
 
     #[test]
-    fn runs_every_preset_briefly() {
-        for p in [
-            Preset::A,
-            Preset::B,
-            Preset::C,
-            Preset::D,
-            Preset::E,
+    fn explicit_knobs_override_the_preset() {
+        let o = YcsbOverrides {
+            theta: Some(0.5),
+            read_ratio: Some(0.8),
+            records: Some(5000),
+            rmw: Some(true),
+            ..Default::default()
+        };
+        let c = YcsbConfig::with_overrides(Preset::A, &o).unwrap();
+        assert_eq!(c.preset, Preset::A);
+        assert_eq!(
+            (c.theta, c.read_ratio, c.records, c.rmw),
+            (0.5, 0.8, 5000, true)
+        );
+        assert_eq!(c.value_size, 100);
+        // F's rmw can be switched off.
+        let c = YcsbConfig::with_overrides(
             Preset::F,
-        ] {
-            let db = Database::open(tessera::Options::in_memory()).unwrap();
-            let wl = Ycsb::new(YcsbConfig {
-                records: 2000,
-                ..YcsbConfig::default().with_preset(p)
+            &YcsbOverrides {
+                rmw: Some(false),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(!c.rmw);
+        // No overrides: the preset as is.
+        assert_eq!(
+            YcsbConfig::with_overrides(Preset::E, &YcsbOverrides::default()).unwrap(),
+            YcsbConfig::preset(Preset::E)
+        );
+    }
+
+    #[test]
+    fn bad_knobs_name_their_flag() {
+        let bad = |o: YcsbOverrides| YcsbConfig::with_overrides(Preset::Custom, &o).unwrap_err();
+        assert!(bad(YcsbOverrides {
+            read_ratio: Some(1.5),
+            ..Default::default()
+        })
+        .contains("--read-ratio"));
+        assert!(bad(YcsbOverrides {
+            theta: Some(1.0),
+            ..Default::default()
+        })
+        .contains("--theta"));
+        assert!(bad(YcsbOverrides {
+            theta: Some(-0.1),
+            ..Default::default()
+        })
+        .contains("--theta"));
+        assert!(bad(YcsbOverrides {
+            records: Some(0),
+            ..Default::default()
+        })
+        .contains("--records"));
+        assert!(bad(YcsbOverrides {
+            ops_per_txn: Some(0),
+            ..Default::default()
+        })
+        .contains("--ops-per-txn"));
+        assert!(bad(YcsbOverrides {
+            scan_length: Some(0),
+            ..Default::default()
+        })
+        .contains("--scan-length"));
+        assert!(bad(YcsbOverrides {
+            read_ratio: Some(0.6),
+            scan_ratio: Some(0.6),
+            ..Default::default()
+        })
+        .contains("add up to"));
+        // E has 95% scans: raising reads needs lowering scans.
+        assert!(YcsbConfig::with_overrides(
+            Preset::E,
+            &YcsbOverrides {
+                read_ratio: Some(0.5),
+                ..Default::default()
+            }
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn transaction_types_follow_the_mix() {
+        let names = |p| {
+            Ycsb::new(YcsbConfig::preset(p))
+                .unwrap()
+                .txn_types()
+                .to_vec()
+        };
+        assert_eq!(names(Preset::A), ["ycsb"]);
+        assert_eq!(names(Preset::C), ["ycsb"]);
+        assert_eq!(names(Preset::D), ["ycsb", "insert"]);
+        assert_eq!(names(Preset::E), ["scan", "insert"]);
+        // Mix of E: about 5% insert transactions of ops_per_txn inserts each.
+        let wl = Ycsb::new(YcsbConfig {
+            records: 1000,
+            ..YcsbConfig::preset(Preset::E)
+        })
+        .unwrap();
+        let mut st = wl.thread_state(3, 4, 9);
+        let mut inserts = 0;
+        for _ in 0..10_000 {
+            if wl.next(&mut st) == 1 {
+                inserts += 1;
+                assert!(st.ops.iter().all(|o| matches!(o, Op::Insert(_))));
+                assert_eq!(st.ops.len(), 10);
+            } else {
+                for o in &st.ops {
+                    match *o {
+                        Op::Scan(r, len) => assert!(r < 1000 && (1..=100).contains(&len)),
+                        _ => panic!("{o:?} in a scan transaction"),
+                    }
+                }
+            }
+        }
+        assert!((400..600).contains(&inserts), "{inserts}");
+        // Inserted record numbers are this thread's and fresh.
+        assert_eq!(st.inserted, inserts * 10);
+        // Reads in a custom 30% read mix.
+        let wl = Ycsb::new(YcsbConfig {
+            records: 1000,
+            read_ratio: 0.3,
+            ..YcsbConfig::default()
+        })
+        .unwrap();
+        let mut st = wl.thread_state(0, 1, 1);
+        let (mut reads, mut ops) = (0, 0);
+        for _ in 0..2000 {
+            assert_eq!(wl.next(&mut st), 0);
+            ops += st.ops.len();
+            reads += st.ops.iter().filter(|o| matches!(o, Op::Read(_))).count();
+        }
+        let frac = reads as f64 / ops as f64;
+        assert!((0.28..0.32).contains(&frac), "{frac}");
+    }
+
+    #[test]
+    fn read_latest_reads_recent_records() {
+        let wl = Ycsb::new(YcsbConfig {
+            records: 10_000,
+            ..YcsbConfig::preset(Preset::D)
+        })
+        .unwrap();
+        let mut st = wl.thread_state(2, 4, 5);
+        let mut reads = Vec::new();
+        for _ in 0..5000 {
+            wl.next(&mut st);
+            for o in &st.ops {
+                if let Op::Read(r) = *o {
+                    reads.push(r);
+                }
+            }
+        }
+        assert!(st.inserted > 0);
+        let own = INSERT_BASE + (2 << 40);
+        for &r in &reads {
+            assert!(
+                r < 10_000 || (own..own + st.inserted).contains(&r),
+                "read of record {r}"
+            );
+        }
+        // Most reads hit this thread's inserts or the loaded tail.
+        let recent = reads
+            .iter()
+            .filter(|&&r| r >= own || r >= 10_000 - 1000)
+            .count();
+        assert!(recent * 2 > reads.len());
+    }
+
+    fn run_briefly(p: Preset, protocol: Protocol) {
+        let db = Database::open(Options::in_memory().protocol(protocol).workers(2)).unwrap();
+        let wl = Ycsb::new(YcsbConfig {
+            records: 2000,
+            value_size: 16,
+            ..YcsbConfig::preset(p)
+        })
+        .unwrap();
+        assert_eq!(wl.load(&db, 2, &|_| {}).unwrap(), 2000);
+        let mut w = db.worker().unwrap();
+        let mut st = wl.thread_state(0, 1, 7);
+        for _ in 0..200 {
+            wl.next(&mut st);
+            loop {
+                match wl.execute(&mut st, &mut w) {
+                    Ok(()) => break,
+                    Err(TxError::Conflict(_)) => continue,
+                    Err(e) => panic!("{p:?}: {e}"),
+                }
+            }
+        }
+        assert_eq!(w.stats().commits, 200, "{p:?}");
+        // Every loaded record is there, with the value size asked for.
+        let t = wl.table_id().unwrap();
+        let rows = w
+            .run(|tx| {
+                let mut n = 0u64;
+                for i in 0..2000 {
+                    let v = tx.get(t, &key_of(i))?.expect("loaded record");
+                    assert_eq!(v.len(), 16);
+                    n += 1;
+                }
+                Ok(n)
             })
             .unwrap();
-            wl.load(&db, 2, &|_| {}).unwrap();
-            let mut w = db.worker().unwrap();
-            let mut st = wl.thread_state(0, 7);
-            for _ in 0..200 {
-                wl.next(&mut st);
-                while wl.execute(&mut st, &mut w).is_err() {}
-            }
-            assert_eq!(w.stats().commits, 200);
+        assert_eq!(rows, 2000);
+    }
+
+    #[test]
+    fn every_preset_runs_on_silo() {
+        for p in Preset::ALL {
+            run_briefly(p, Protocol::Silo);
         }
+    }
+
+    #[test]
+    fn every_preset_runs_on_nocc() {
+        for p in Preset::ALL {
+            run_briefly(p, Protocol::NoCc);
+        }
+    }
+
+    #[test]
+    fn rmw_changes_what_it_read() {
+        let db = Database::open(Options::in_memory().workers(2)).unwrap();
+        let wl = Ycsb::new(YcsbConfig {
+            records: 1,
+            value_size: 4,
+            ops_per_txn: 3,
+            read_ratio: 0.0,
+            rmw: true,
+            ..YcsbConfig::default()
+        })
+        .unwrap();
+        wl.load(&db, 1, &|_| {}).unwrap();
+        let t = wl.table_id().unwrap();
+        let mut w = db.worker().unwrap();
+        let before = w
+            .run(|tx| Ok(tx.get(t, &key_of(0))?.unwrap().to_vec()))
+            .unwrap();
+        let mut st = wl.thread_state(0, 1, 1);
+        wl.next(&mut st);
+        wl.execute(&mut st, &mut w).unwrap();
+        let after = w
+            .run(|tx| Ok(tx.get(t, &key_of(0))?.unwrap().to_vec()))
+            .unwrap();
+        // Three read-modify-writes of the same record in one transaction,
+        // each reading the previous one's write.
+        assert_eq!(after[0], before[0].wrapping_add(3));
+        assert_eq!(after[1..], before[1..]);
+    }
+
+    #[test]
+    fn loading_twice_is_an_error() {
+        let db = Database::open(Options::in_memory().workers(2)).unwrap();
+        let wl = Ycsb::new(YcsbConfig {
+            records: 10,
+            ..YcsbConfig::default()
+        })
+        .unwrap();
+        wl.load(&db, 1, &|_| {}).unwrap();
+        let e = wl.load(&db, 1, &|_| {}).unwrap_err();
+        assert!(e.to_string().contains("already holds"), "{e}");
     }
 }

@@ -75,11 +75,15 @@
 //!
 //! A scan does not follow sibling pointers. It descends to the leaf holding the
 //! current bound, remembering the leaf's fences (the nearest separators on
-//! either side of the path), copies the leaf's in-range entries to a stack
-//! buffer, validates the leaf, hands them out, and descends again from the
-//! upper fence (forward) or to just below the lower fence (reverse). The
-//! leaves reported therefore cover the whole range examined, and keys come
-//! out strictly ordered even while the tree changes underneath.
+//! either side of the path), copies the leaf's entries that are in range *and
+//! within the fences* to a stack buffer, validates the leaf, hands them out,
+//! and descends again from the upper fence (forward) or to just below the
+//! lower fence (reverse). The leaves reported therefore cover the whole range
+//! examined, and keys come out strictly ordered, each once, even while the
+//! tree changes underneath. (Clamping to the fences matters: a fence read from
+//! a higher ancestor may be stale by the time the leaf is read, because a
+//! leaf's range grows without a version change when its neighbour is
+//! unlinked, and keys inserted into the grown part belong to the next step.)
 
 mod node;
 #[cfg(test)]
@@ -922,10 +926,17 @@ impl BTree {
         let mut fence_lo: *const u8 = ptr::null();
         let mut fence_hi: *const u8 = ptr::null();
         let (mut node, mut v) = self.root_begin()?;
+        #[cfg(test)]
+        let mut depth = 0;
         loop {
             // SAFETY: `node` was reached from the root while pinned.
             if unsafe { hdr(node) }.is_leaf {
                 break;
+            }
+            #[cfg(test)]
+            {
+                tests::scan_descent_hook(depth, fence_lo, fence_hi);
+                depth += 1;
             }
             // SAFETY: live inner node.
             let inner = unsafe { as_inner(node) };
@@ -955,7 +966,7 @@ impl BTree {
         // SAFETY: live leaf.
         let leaf = unsafe { as_leaf(node) };
         let n = leaf.h.count(LEAF_MAX);
-        let start = match lower {
+        let mut start = match lower {
             Bound::Unbounded => 0,
             Bound::Included(k) => leaf.s.lower_bound(n, &SKey::new(k)).0,
             Bound::Excluded(k) => {
@@ -963,7 +974,7 @@ impl BTree {
                 i + eq as usize
             }
         };
-        let end = match upper {
+        let mut end = match upper {
             Bound::Unbounded => n,
             Bound::Included(k) => {
                 let (i, eq) = leaf.s.lower_bound(n, &SKey::new(k));
@@ -971,6 +982,22 @@ impl BTree {
             }
             Bound::Excluded(k) => leaf.s.lower_bound(n, &SKey::new(k)).0,
         };
+        // Hand out only keys within the fences we descended by. The leaf's
+        // range may have grown past a fence read from a higher ancestor since
+        // (a neighbour was unlinked) and received keys there; those keys
+        // belong to the scan's next step, which starts at that fence, and
+        // would otherwise come out twice.
+        if !fence_lo.is_null() {
+            // SAFETY: a separator copy read from a validated inner node while
+            // pinned: allocated and immutable.
+            let f = SKey::new(unsafe { key_bytes(fence_lo) });
+            start = start.max(leaf.s.lower_bound(n, &f).0);
+        }
+        if !fence_hi.is_null() {
+            // SAFETY: as above.
+            let f = SKey::new(unsafe { key_bytes(fence_hi) });
+            end = end.min(leaf.s.lower_bound(n, &f).0);
+        }
         let mut cnt = 0;
         for i in start..end.max(start) {
             buf[cnt] = (leaf.s.key_ptr(i), leaf.val[i].load(Relaxed));

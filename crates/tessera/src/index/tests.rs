@@ -6,6 +6,25 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+type ScanHook = Box<dyn FnMut(usize, *const u8, *const u8) -> bool>;
+
+thread_local! {
+    /// A one-shot hook run by a scan's descent on this thread before it reads
+    /// each inner node (depth, lower and upper fence so far); it stays installed until
+    /// it returns true.
+    static SCAN_HOOK: std::cell::RefCell<Option<ScanHook>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Called by `BTree::scan_leaf` in test builds.
+pub(super) fn scan_descent_hook(depth: usize, fence_lo: *const u8, fence_hi: *const u8) {
+    let Some(mut f) = SCAN_HOOK.with(|h| h.borrow_mut().take()) else {
+        return;
+    };
+    if !f(depth, fence_lo, fence_hi) {
+        SCAN_HOOK.with(|h| *h.borrow_mut() = Some(f));
+    }
+}
+
 fn epoch() -> (Arc<Epochs>, LocalEpoch) {
     let ep = Epochs::new(1, 25);
     let local = ep.register().unwrap();
@@ -485,6 +504,106 @@ fn scan_leaves_cover_the_range() {
         }
     }
     t.check_invariants(&g);
+}
+
+/// A leaf's key range can grow after a scan read the fences above it (its
+/// neighbour is unlinked), and keys can be inserted into the grown part
+/// before the scan reads the leaf. The scan must still hand out only the keys
+/// within the fences it descended by, or it repeats them in the next step.
+/// The hook makes that interleaving happen in the middle of the descent.
+fn stale_fence_case(reverse: bool) {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    let mut triggered = 0;
+    let stride = if cfg!(miri) { 23 } else { 1 };
+    for start in (0..160u64).step_by(stride) {
+        // Sequential inserts: full leaves of 4, inner nodes of fan-out 2..4.
+        let t = BTree::with_node_capacity(4, 3);
+        for k in 0..160u64 {
+            t.insert(&k.to_be_bytes(), k + 1, &g);
+        }
+        let leaf_parent_depth = height(&t) - 2;
+        // Raw pointers: the hook must be 'static.
+        let (tr, gr) = (&t as *const BTree, &g as *const Guard<'_> as *const u8);
+        let fired = std::rc::Rc::new(std::cell::Cell::new(false));
+        let fired2 = fired.clone();
+        SCAN_HOOK.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |depth, fence_lo, fence_hi| {
+                let fence = if reverse { fence_lo } else { fence_hi };
+                if depth != leaf_parent_depth || fence.is_null() {
+                    return depth >= leaf_parent_depth;
+                }
+                // SAFETY: the tree and the guard outlive the scan that runs
+                // this hook; the fence is a separator copy, live while pinned.
+                let (t, g, f) =
+                    unsafe { (&*tr, &*(gr as *const Guard<'_>), key_bytes(fence).to_vec()) };
+                // Unlink everything beyond the fence, so that the leaf
+                // parent's first (last) child now covers down to -inf (up to
+                // +inf); make room in that child, then insert a key beyond
+                // the old fence into it.
+                let (beyond, within, extreme) = if reverse {
+                    (
+                        collect(t, Bound::Unbounded, Bound::Excluded(&f), false, g),
+                        collect(t, Bound::Included(&f), Bound::Unbounded, false, g),
+                        vec![],
+                    )
+                } else {
+                    (
+                        collect(t, Bound::Included(&f), Bound::Unbounded, false, g),
+                        collect(t, Bound::Unbounded, Bound::Excluded(&f), true, g),
+                        vec![0xff; 8],
+                    )
+                };
+                for (k, v) in beyond {
+                    assert!(t.remove(&k, v, g));
+                }
+                assert!(t.remove(&within[0].0, within[0].1, g));
+                assert!(matches!(
+                    t.insert(&extreme, 999, g),
+                    Insert::Inserted { split: false, .. }
+                ));
+                fired2.set(true);
+                true
+            }));
+        });
+        let at = start.to_be_bytes();
+        let got = if reverse {
+            collect(&t, Bound::Unbounded, Bound::Included(&at), true, &g)
+        } else {
+            collect(&t, Bound::Included(&at), Bound::Unbounded, false, &g)
+        };
+        SCAN_HOOK.with(|h| h.borrow_mut().take());
+        if fired.get() {
+            triggered += 1;
+        }
+        for w in got.windows(2) {
+            assert!(
+                if reverse {
+                    w[0].0 > w[1].0
+                } else {
+                    w[0].0 < w[1].0
+                },
+                "scan from {start} (reverse: {reverse}): {:?} then {:?}",
+                w[0].0,
+                w[1].0
+            );
+        }
+        t.check_invariants(&g);
+    }
+    assert!(
+        triggered * stride > 10,
+        "the hook fired only {triggered} times"
+    );
+}
+
+#[test]
+fn scan_ignores_keys_beyond_stale_fences() {
+    stale_fence_case(false);
+}
+
+#[test]
+fn reverse_scan_ignores_keys_beyond_stale_fences() {
+    stale_fence_case(true);
 }
 
 #[derive(Clone, Debug)]

@@ -1,0 +1,355 @@
+//! `tessera bench <workload>`: load a workload into an in-memory database,
+//! run it with the shared driver, print the results.
+
+use std::ffi::OsStr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{ArgAction, Args, Subcommand, ValueEnum};
+use tessera::{Database, Options, Protocol};
+use tessera_workloads::driver::{self, RunConfig, Workload};
+use tessera_workloads::ycsb::{Preset, Ycsb, YcsbConfig, YcsbOverrides, MAX_RECORDS};
+
+/// The benchmarks.
+#[derive(Subcommand, Debug)]
+pub enum BenchCmd {
+    /// YCSB: key-value transactions with a configurable mix and skew (a
+    /// --workload preset sets the mix; knobs given explicitly override it).
+    #[command(after_long_help = YCSB_HELP)]
+    Ycsb(YcsbArgs),
+}
+
+const YCSB_HELP: &str = "\
+Presets: --workload a..f sets the operation mix and a zipfian request
+distribution with --theta 0.99 (d reads the latest records instead); every
+knob given explicitly overrides the preset's value, e.g.
+`--workload a --theta 0.5` or `--workload f --rmw=false`. Without a preset
+(custom): 50% reads, 50% blind updates, uniform.
+
+Transactions: each performs --ops-per-txn operations and is of one type,
+reported separately: `ycsb` (reads and updates, the usual mix; an operation
+reads with probability read/(1 - scan - insert)), `scan` (scans of
+1..=--scan-length rows) or `insert` (new records), drawn so that the ratios
+are fractions of all operations, as in YCSB. Operations of one transaction may
+repeat a key (as in CCBench). A conflict-aborted transaction is retried with
+the same operations until it commits; its latency runs from the first attempt.
+
+Keys: 8-byte big-endian values of a bijective hash of the record number
+(YCSB's insertorder=hashed), so hot records spread over the whole tree.
+
+Output: a table on stdout, or with --json one JSON object; progress and the
+load bar go to stderr (none with --quiet). Exit status 2 for bad arguments,
+1 if the run fails.";
+
+/// Parses a protocol name with the engine's own parser and lists
+/// [`Protocol::ALL`] in help texts and errors (so new protocols need no
+/// change here).
+#[derive(Clone, Debug)]
+struct ProtocolParser;
+
+impl ProtocolParser {
+    fn names() -> PossibleValuesParser {
+        PossibleValuesParser::new(Protocol::ALL.map(|p| p.name()))
+    }
+}
+
+impl TypedValueParser for ProtocolParser {
+    type Value = Protocol;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<Protocol, clap::Error> {
+        if let Some(p) = value.to_str().and_then(|s| s.parse::<Protocol>().ok()) {
+            return Ok(p);
+        }
+        // Not a protocol: let clap word the error (value, flag, the list).
+        Self::names().parse_ref(cmd, arg, value)?;
+        Err(clap::Error::raw(
+            clap::error::ErrorKind::InvalidValue,
+            format!("unknown protocol {value:?}\n"),
+        ))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            Protocol::ALL
+                .into_iter()
+                .map(|p| PossibleValue::new(p.name())),
+        ))
+    }
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| "not a number".to_string())?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err("must be in [0, 1]".into())
+    }
+}
+
+fn parse_theta(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| "not a number".to_string())?;
+    if (0.0..1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err("must be in [0, 1) (0 is uniform; YCSB uses 0.99)".into())
+    }
+}
+
+fn parse_positive_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| "not a number".to_string())?;
+    if v > 0.0 && v <= 1e7 {
+        Ok(v)
+    } else {
+        Err("must be a positive number of seconds".into())
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| "not a number".to_string())?;
+    if (0.0..=1e7).contains(&v) {
+        Ok(v)
+    } else {
+        Err("must be zero or a positive number of seconds".into())
+    }
+}
+
+/// Options every benchmark has.
+#[derive(Args, Debug)]
+pub struct Common {
+    /// Concurrency-control protocol.
+    #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = ProtocolParser)]
+    pub cc: Protocol,
+    /// Driver threads, each with its own worker (loading uses at least as
+    /// many threads as there are cores).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096), allow_negative_numbers = true)]
+    pub threads: usize,
+    /// Length of the measured period in seconds.
+    #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = parse_positive_seconds, allow_negative_numbers = true)]
+    pub seconds: f64,
+    /// Warm-up seconds before measuring (results discarded).
+    #[arg(long, value_name = "S", default_value_t = 2.0, value_parser = parse_seconds, allow_negative_numbers = true)]
+    pub warmup: f64,
+    /// Epoch interval in milliseconds (Silo uses 40).
+    #[arg(long = "epoch-ms", value_name = "MS", default_value_t = 40,
+          value_parser = clap::value_parser!(u64).range(1..=10_000), allow_negative_numbers = true)]
+    pub epoch_ms: u64,
+    /// Print one JSON object on stdout instead of the table (progress stays
+    /// on stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar or progress lines on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Base RNG seed (each thread derives its own).
+    #[arg(long, value_name = "N", default_value_t = 42)]
+    pub seed: u64,
+    /// Retry conflict-aborted transactions at once instead of after a
+    /// randomized exponential backoff.
+    #[arg(long = "no-backoff")]
+    pub no_backoff: bool,
+}
+
+/// YCSB presets for the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PresetArg {
+    /// 50% read, 50% update, zipfian
+    A,
+    /// 95% read, 5% update, zipfian
+    B,
+    /// 100% read, zipfian
+    C,
+    /// 95% read of the latest records, 5% insert
+    D,
+    /// 95% scan, 5% insert, zipfian
+    E,
+    /// 50% read, 50% read-modify-write, zipfian
+    F,
+    /// Only the knobs given (default: 50% read, 50% blind update, uniform)
+    Custom,
+}
+
+impl From<PresetArg> for Preset {
+    fn from(p: PresetArg) -> Preset {
+        match p {
+            PresetArg::A => Preset::A,
+            PresetArg::B => Preset::B,
+            PresetArg::C => Preset::C,
+            PresetArg::D => Preset::D,
+            PresetArg::E => Preset::E,
+            PresetArg::F => Preset::F,
+            PresetArg::Custom => Preset::Custom,
+        }
+    }
+}
+
+/// `tessera bench ycsb`: YCSB knobs. A preset sets the mix; knobs given
+/// explicitly override it.
+#[derive(Args, Debug)]
+pub struct YcsbArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// YCSB core workload preset; explicit knobs below override its values.
+    #[arg(
+        long,
+        value_name = "PRESET",
+        default_value = "custom",
+        ignore_case = true
+    )]
+    pub workload: PresetArg,
+    /// Records loaded [default: 1000000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_RECORDS), allow_negative_numbers = true)]
+    pub records: Option<u64>,
+    /// Value size in bytes [default: 100].
+    #[arg(long = "value-size", value_name = "BYTES",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=tessera::MAX_VALUE_LEN as u64), allow_negative_numbers = true)]
+    pub value_size: Option<usize>,
+    /// Operations per transaction [default: 10].
+    #[arg(long = "ops-per-txn", value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000), allow_negative_numbers = true)]
+    pub ops_per_txn: Option<usize>,
+    /// Fraction of operations that read, in [0, 1] [default: 0.5, or the
+    /// preset's]; what reads, scans and inserts leave are updates.
+    #[arg(long = "read-ratio", value_name = "R", value_parser = parse_ratio, allow_negative_numbers = true)]
+    pub read_ratio: Option<f64>,
+    /// Fraction of operations that scan, in [0, 1] [default: 0, or the
+    /// preset's].
+    #[arg(long = "scan-ratio", value_name = "R", value_parser = parse_ratio, allow_negative_numbers = true)]
+    pub scan_ratio: Option<f64>,
+    /// Fraction of operations that insert new records, in [0, 1] [default:
+    /// 0, or the preset's].
+    #[arg(long = "insert-ratio", value_name = "R", value_parser = parse_ratio, allow_negative_numbers = true)]
+    pub insert_ratio: Option<f64>,
+    /// Updates read the record first and write back a modified copy
+    /// (read-modify-write) instead of writing blindly; `--rmw=false` turns
+    /// it off (e.g. for workload f).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = ArgAction::Set)]
+    pub rmw: Option<bool>,
+    /// Zipfian skew in [0, 1); 0 is uniform [default: 0, presets 0.99].
+    #[arg(long, value_name = "THETA", value_parser = parse_theta, allow_negative_numbers = true)]
+    pub theta: Option<f64>,
+    /// Longest scan; scan lengths are uniform in 1..=N [default: 100].
+    #[arg(long = "scan-length", value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000_000), allow_negative_numbers = true)]
+    pub scan_length: Option<usize>,
+    /// Reads pick the newest records (zipfian distance back from the latest
+    /// insert) [default: off, workload d on].
+    #[arg(long = "read-latest", value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = ArgAction::Set)]
+    pub read_latest: Option<bool>,
+}
+
+impl YcsbArgs {
+    /// The YCSB configuration: the preset with the explicit knobs on top.
+    pub fn ycsb_config(&self) -> Result<YcsbConfig, String> {
+        let o = YcsbOverrides {
+            records: self.records,
+            value_size: self.value_size,
+            ops_per_txn: self.ops_per_txn,
+            read_ratio: self.read_ratio,
+            scan_ratio: self.scan_ratio,
+            insert_ratio: self.insert_ratio,
+            rmw: self.rmw,
+            theta: self.theta,
+            scan_length: self.scan_length,
+            read_latest: self.read_latest,
+        };
+        YcsbConfig::with_overrides(self.workload.into(), &o)
+    }
+}
+
+/// A usage error found after parsing: same exit status as clap's.
+fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}\n\nFor more information, try '--help'.");
+    ExitCode::from(2)
+}
+
+/// A failed run.
+fn run_error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(1)
+}
+
+/// Run `tessera bench ...`.
+pub fn main(cmd: BenchCmd) -> ExitCode {
+    match cmd {
+        BenchCmd::Ycsb(a) => {
+            let cfg = match a.ycsb_config() {
+                Ok(c) => c,
+                Err(e) => return usage_error(e),
+            };
+            let wl = match Ycsb::new(cfg) {
+                Ok(w) => w,
+                Err(e) => return usage_error(e),
+            };
+            if !a.common.quiet {
+                let c = wl.config_ref();
+                eprintln!(
+                    "ycsb (workload {}) on {}: {} thread(s), {} records of {} B, {} ops/txn, \
+                     read {} / update {} / scan {} / insert {}{}, theta {}{}",
+                    c.preset,
+                    a.common.cc,
+                    a.common.threads,
+                    c.records,
+                    c.value_size,
+                    c.ops_per_txn,
+                    c.read_ratio,
+                    (c.update_ratio() * 1e9).round() / 1e9,
+                    c.scan_ratio,
+                    c.insert_ratio,
+                    if c.rmw { " (rmw)" } else { "" },
+                    c.theta,
+                    if c.read_latest { ", read latest" } else { "" },
+                );
+            }
+            bench(&wl, &a.common)
+        }
+    }
+}
+
+/// Open the database, load, run, print. Shared by every workload.
+fn bench<W: Workload>(wl: &W, c: &Common) -> ExitCode {
+    // Load with every core even when measuring fewer threads.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let load_threads = c.threads.max(cores);
+    let db = match Database::open(
+        Options::in_memory()
+            .protocol(c.cc)
+            .workers(load_threads)
+            .epoch_interval(Duration::from_millis(c.epoch_ms)),
+    ) {
+        Ok(db) => db,
+        Err(e) => return usage_error(e),
+    };
+    let cfg = RunConfig {
+        threads: c.threads,
+        load_threads,
+        seconds: c.seconds,
+        warmup: c.warmup,
+        quiet: c.quiet,
+        seed: c.seed,
+        backoff: !c.no_backoff,
+    };
+    let mut report = match driver::bench(&db, wl, &cfg) {
+        Ok(r) => r,
+        Err(driver::DriverError::Config(e)) => return usage_error(e),
+        Err(e) => return run_error(e),
+    };
+    report.engine = serde_json::json!({ "epoch_ms": c.epoch_ms });
+    if c.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => return run_error(e),
+        }
+    } else {
+        print!("{}", report.table());
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,228 @@
+//! Runs the built `tessera` binary end to end.
+
+use std::process::{Command, Output};
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("run tessera")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A tiny YCSB run of `seconds` with `--json`; returns the parsed report.
+fn tiny_json(seconds: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "bench",
+        "ycsb",
+        "--records",
+        "2000",
+        "--seconds",
+        seconds,
+        "--warmup",
+        "0",
+        "--threads",
+        "2",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let o = tessera(&args);
+    assert!(o.status.success(), "{args:?} failed: {}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON object ({e}): {out}"))
+}
+
+fn check_report(v: &serde_json::Value, protocol: &str) {
+    assert_eq!(v["protocol"], protocol);
+    assert_eq!(v["workload"], "ycsb");
+    assert_eq!(v["threads"], 2);
+    assert_eq!(v["warmup_seconds"], 0.0);
+    let secs = v["seconds"].as_f64().unwrap();
+    assert!((0.9..3.0).contains(&secs), "seconds {secs}");
+    let committed = v["committed"].as_u64().unwrap();
+    assert!(committed > 0);
+    let tps = v["throughput_txn_per_s"].as_f64().unwrap();
+    assert!((tps - committed as f64 / secs).abs() <= 0.01 * tps + 1.0);
+    assert!(v["aborted"]["total"].is_u64());
+    assert!(v["aborted"]["user"].is_u64());
+    for r in tessera::ConflictReason::ALL {
+        assert!(v["aborted"]["by_reason"][r.name()].is_u64(), "{}", r.name());
+    }
+    assert!(v["abort_rate"].is_f64());
+    for k in ["p50", "p95", "p99", "p999", "max", "mean"] {
+        assert!(v["latency_us"][k].as_f64().unwrap() > 0.0, "latency_us.{k}");
+    }
+    let t = &v["transactions"]["ycsb"];
+    assert_eq!(t["committed"], v["committed"]);
+    assert!(t["aborted"]["by_reason"].is_object());
+    assert!(t["user_aborts"].is_u64());
+    assert!(t["throughput_txn_per_s"].as_f64().unwrap() > 0.0);
+    assert!(t["latency_us"]["p99"].as_f64().unwrap() > 0.0);
+    let pt = v["per_thread"].as_array().unwrap();
+    assert_eq!(pt.len(), 2);
+    assert_eq!(
+        pt.iter().map(|x| x.as_u64().unwrap()).sum::<u64>(),
+        committed
+    );
+    let c = &v["config"];
+    assert_eq!(c["records"], 2000);
+    for k in [
+        "preset",
+        "value_size",
+        "ops_per_txn",
+        "read_ratio",
+        "scan_ratio",
+        "insert_ratio",
+        "rmw",
+        "theta",
+        "scan_length",
+    ] {
+        assert!(c.get(k).is_some(), "config.{k}");
+    }
+    assert_eq!(v["load"]["records"], 2000);
+    assert!(v["load"]["seconds"].is_f64());
+    assert_eq!(v["engine"]["epoch_ms"], 40);
+}
+
+#[test]
+fn ycsb_json_on_silo() {
+    let v = tiny_json("1", &["--cc", "silo"]);
+    check_report(&v, "silo");
+}
+
+#[test]
+fn ycsb_json_on_nocc() {
+    let v = tiny_json("1", &["--cc", "nocc"]);
+    check_report(&v, "nocc");
+    // No concurrency control: nothing ever aborts.
+    assert_eq!(v["aborted"]["total"], 0);
+}
+
+#[test]
+fn ycsb_preset_e_reports_scan_and_insert_separately() {
+    let v = tiny_json("0.5", &["--workload", "e", "--quiet"]);
+    let t = v["transactions"].as_object().unwrap();
+    assert_eq!(t.len(), 2, "{t:?}");
+    assert!(t["scan"]["committed"].as_u64().unwrap() > 0);
+    assert!(t["insert"].is_object());
+    assert_eq!(v["config"]["preset"], "e");
+    assert_eq!(v["config"]["scan_ratio"], 0.95);
+    assert_eq!(v["config"]["theta"], 0.99);
+}
+
+#[test]
+fn explicit_knobs_override_the_preset() {
+    let v = tiny_json(
+        "0.3",
+        &[
+            "--workload",
+            "b",
+            "--theta",
+            "0.5",
+            "--ops-per-txn",
+            "4",
+            "--value-size",
+            "8",
+            "--quiet",
+        ],
+    );
+    let c = &v["config"];
+    assert_eq!(c["preset"], "b");
+    assert_eq!(c["read_ratio"], 0.95);
+    assert_eq!(c["theta"], 0.5);
+    assert_eq!(c["ops_per_txn"], 4);
+    assert_eq!(c["value_size"], 8);
+}
+
+#[test]
+fn table_output_and_progress_on_stderr() {
+    let o = tessera(&[
+        "bench",
+        "ycsb",
+        "--records",
+        "2000",
+        "--seconds",
+        "1.3",
+        "--warmup",
+        "0.2",
+        "--threads",
+        "2",
+        "--workload",
+        "f",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout.clone()).unwrap();
+    for s in [
+        "txn/s",
+        "p50 us",
+        "p99.9 us",
+        "per-thread committed",
+        "ycsb on silo",
+    ] {
+        assert!(out.contains(s), "missing {s:?} in\n{out}");
+    }
+    // Not a terminal: plain progress lines, one per second.
+    let err = stderr(&o);
+    assert!(err.contains("txn/s") && err.contains("abort rate"), "{err}");
+    assert!(!err.contains('\r'));
+}
+
+#[test]
+fn quiet_prints_nothing_on_stderr() {
+    let o = tessera(&[
+        "bench",
+        "ycsb",
+        "--records",
+        "1000",
+        "--seconds",
+        "1.1",
+        "--warmup",
+        "0",
+        "--quiet",
+    ]);
+    assert!(o.status.success());
+    assert_eq!(stderr(&o), "");
+}
+
+#[test]
+fn bad_arguments_exit_non_zero_naming_the_flag() {
+    for (args, flag) in [
+        (&["--threads", "0"][..], "--threads"),
+        (&["--read-ratio", "1.5"], "--read-ratio"),
+        (&["--theta", "1"], "--theta"),
+        (&["--theta", "-0.1"], "--theta"),
+        (&["--cc", "bogus"], "--cc"),
+        (&["--records", "0"], "--records"),
+        (&["--workload", "z"], "--workload"),
+        (&["--seconds", "-1"], "--seconds"),
+        (
+            &["--read-ratio", "0.7", "--scan-ratio", "0.7"],
+            "--scan-ratio",
+        ),
+    ] {
+        let mut all = vec!["bench", "ycsb"];
+        all.extend_from_slice(args);
+        let o = tessera(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(flag), "{args:?}: {err}");
+        assert!(o.stdout.is_empty());
+    }
+}
+
+#[test]
+fn help_lists_every_protocol_and_preset() {
+    let o = tessera(&["bench", "ycsb", "--help"]);
+    assert!(o.status.success());
+    let out = String::from_utf8(o.stdout).unwrap();
+    for p in tessera::Protocol::ALL {
+        assert!(out.contains(p.name()), "{} missing from help", p.name());
+    }
+    assert!(out.contains("override"));
+    for p in ["a:", "b:", "c:", "d:", "e:", "f:", "custom:"] {
+        assert!(out.contains(p));
+    }
+}
