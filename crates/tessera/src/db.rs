@@ -296,7 +296,6 @@ impl Database {
                 stats: WorkerStats::default(),
                 rng: seed,
                 pending_unlinks: VecDeque::new(),
-                leftovers: Vec::new(),
             },
         })
     }
@@ -339,7 +338,6 @@ pub(crate) struct WorkerState {
     pub stats: WorkerStats,
     pub rng: u64,
     pub pending_unlinks: VecDeque<PendingUnlink>,
-    pub leftovers: Vec<cc::Leftover>,
 }
 
 /// A per-thread handle that runs transactions.
@@ -428,9 +426,6 @@ impl Worker {
         match &out {
             Ok(_) => {
                 self.st.stats.commits += 1;
-                if !self.st.leftovers.is_empty() {
-                    cc::clean_leftovers(&mut self.st, &g);
-                }
             }
             Err(TxError::Conflict(r)) => self.st.stats.conflicts[r.index()] += 1,
             Err(TxError::UserAbort) => self.st.stats.user_aborts += 1,

@@ -48,10 +48,24 @@ pub(crate) struct WriteEntry {
     pub observed: u64,
     /// This transaction inserted the (absent) record into the index.
     pub created: bool,
-    /// Inserting it split a leaf (see `silo::abort`).
-    pub split: bool,
     /// TID word found when the commit locked the record.
     pub locked_tid: u64,
+}
+
+impl WriteEntry {
+    /// A write of `rec` that has not locked anything yet.
+    pub fn new(rec: *const Record, table: TableId, kind: WriteKind, val: (u32, u32)) -> Self {
+        WriteEntry {
+            rec,
+            table,
+            kind,
+            val,
+            key: (0, 0),
+            observed: BLIND,
+            created: false,
+            locked_tid: 0,
+        }
+    }
 }
 
 /// An entry of the node set (Silo section 4.6): a leaf and its version.
@@ -159,25 +173,6 @@ pub(crate) fn unlink(t: &Table, g: &Guard<'_>, key: &[u8], rec: *const Record, t
         }
     } else {
         r.unlock();
-    }
-}
-
-/// An absent record left behind by an aborted insert (see `silo::abort`).
-pub(crate) struct Leftover {
-    pub table: TableId,
-    pub key: Box<[u8]>,
-    pub rec: *const Record,
-}
-
-// SAFETY: as for PendingUnlink.
-unsafe impl Send for Leftover {}
-
-/// After a commit: remove absent records that aborted inserts left behind and
-/// no transaction committed into.
-pub(crate) fn clean_leftovers(st: &mut WorkerState, g: &Guard<'_>) {
-    for l in std::mem::take(&mut st.leftovers) {
-        let t = std::sync::Arc::clone(&st.tables[l.table.0 as usize]);
-        silo::remove_if_uncommitted(&t, &l.key, l.rec, g);
     }
 }
 

@@ -75,19 +75,37 @@ fn create_absent(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> boo
             let val = sets.stash(val);
             let k = sets.stash(key);
             sets.push_write(WriteEntry {
-                rec,
-                table: table.id,
-                kind: WriteKind::Put,
-                val,
                 key: k,
                 observed: ABSENT | LATEST,
                 created: true,
-                split: matches!(ins, Insert::Inserted { split: true, .. }),
-                locked_tid: 0,
+                ..WriteEntry::new(rec, table.id, WriteKind::Put, val)
             });
             true
         }
     }
+}
+
+/// Before a write operation reports "no such key" or "key exists", check that
+/// what this transaction read so far is still current. Silo, like any OCC,
+/// lets a transaction's body see a state that commit-time validation will
+/// reject; such answers are most confusing exactly here, where they
+/// contradict an earlier read of the same key (a `get` saw the key missing,
+/// then `insert` finds it). These paths are rare, so paying for an early
+/// validation of the read and node sets on them is cheap; a stale transaction
+/// aborts at once with the reason commit would have given.
+fn confirm_reads(sets: &TxnSets) -> TxResult<()> {
+    for r in &sets.reads {
+        // SAFETY: read while pinned; reclaimed only through the epoch.
+        if unsafe { &*r.rec }.tid_word() & !LOCK != r.tid {
+            return conflict(ConflictReason::ReadValidation);
+        }
+    }
+    for n in &sets.nodes {
+        if n.leaf.version() != n.version {
+            return conflict(ConflictReason::NodeValidation);
+        }
+    }
+    Ok(())
 }
 
 /// Replace the value of an existing write-set entry.
@@ -168,17 +186,7 @@ pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Tx
                     return Ok(());
                 }
                 let val = sets.stash(val);
-                sets.push_write(WriteEntry {
-                    rec,
-                    table: table.id,
-                    kind: WriteKind::Put,
-                    val,
-                    key: (0, 0),
-                    observed: BLIND,
-                    created: false,
-                    split: false,
-                    locked_tid: 0,
-                });
+                sets.push_write(WriteEntry::new(rec, table.id, WriteKind::Put, val));
                 return Ok(());
             }
             Lookup::Missing { .. } => {
@@ -211,6 +219,7 @@ pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
                     ReadOutcome::NotLatest => continue,
                     ReadOutcome::Ok(tid) if tid & ABSENT == 0 => {
                         sets.reads.push(ReadEntry { rec, tid });
+                        confirm_reads(sets)?;
                         return Ok(false);
                     }
                     ReadOutcome::Ok(tid) => {
@@ -220,15 +229,9 @@ pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
                         let val = sets.stash(val);
                         let k = sets.stash(key);
                         sets.push_write(WriteEntry {
-                            rec,
-                            table: table.id,
-                            kind: WriteKind::Put,
-                            val,
                             key: k,
                             observed: tid,
-                            created: false,
-                            split: false,
-                            locked_tid: 0,
+                            ..WriteEntry::new(rec, table.id, WriteKind::Put, val)
                         });
                         return Ok(true);
                     }
@@ -288,17 +291,7 @@ pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
         Ok(rec) => {
             let sets = &mut tx.st.sets;
             let val = sets.stash(val);
-            sets.push_write(WriteEntry {
-                rec,
-                table: table.id,
-                kind: WriteKind::Put,
-                val,
-                key: (0, 0),
-                observed: BLIND,
-                created: false,
-                split: false,
-                locked_tid: 0,
-            });
+            sets.push_write(WriteEntry::new(rec, table.id, WriteKind::Put, val));
             Ok(true)
         }
         Err(Some(i)) => {
@@ -309,7 +302,10 @@ pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
             rewrite(sets, i, WriteKind::Put, val);
             Ok(true)
         }
-        Err(None) => Ok(false),
+        Err(None) => {
+            confirm_reads(&tx.st.sets)?;
+            Ok(false)
+        }
     }
 }
 
@@ -320,15 +316,8 @@ pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bo
             let sets = &mut tx.st.sets;
             let k = sets.stash(key);
             sets.push_write(WriteEntry {
-                rec,
-                table: table.id,
-                kind: WriteKind::Delete,
-                val: (0, 0),
                 key: k,
-                observed: BLIND,
-                created: false,
-                split: false,
-                locked_tid: 0,
+                ..WriteEntry::new(rec, table.id, WriteKind::Delete, (0, 0))
             });
             Ok(true)
         }
@@ -343,7 +332,10 @@ pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bo
             sets.writes[i].kind = WriteKind::Delete;
             Ok(true)
         }
-        Err(None) => Ok(false),
+        Err(None) => {
+            confirm_reads(&tx.st.sets)?;
+            Ok(false)
+        }
     }
 }
 
@@ -541,24 +533,16 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
 /// Abort: remove the absent records this transaction inserted, unless some
 /// other transaction has since committed into them.
 ///
-/// Exception: a record whose insert split its leaf stays (absent, never
-/// committed) until this worker's next commit. The index splits a full leaf
-/// at the insertion point when keys arrive at either end, so the new key can
-/// sit alone in a new leaf; removing it would unlink that leaf again, and the
-/// retry would split again and fail node-set validation again, forever (a
-/// livelock we observed with four threads racing to append). Left in place,
-/// the retry reuses the absent record instead of splitting.
+/// A retried insert must not split its leaf again, or node-set validation
+/// could fail on every retry (a livelock we observed with four threads racing
+/// to append: the index used to split a full leaf at the insertion point, so
+/// the new key sat alone in a new leaf that its removal unlinked again). The
+/// index now never gives the new key a leaf of its own (see
+/// `BTree::split_leaf` and the test `retried_insert_does_not_split_again`),
+/// so removing the key here leaves the retry room to insert without a split.
 pub(crate) fn abort(tx: &mut Txn<'_>) {
     let sets = &tx.st.sets;
     for w in sets.writes.iter().filter(|w| w.created) {
-        if w.split {
-            tx.st.leftovers.push(super::Leftover {
-                table: w.table,
-                key: sets.stashed(w.key).into(),
-                rec: w.rec,
-            });
-            continue;
-        }
         remove_if_uncommitted(
             tx.st.tables[w.table.0 as usize].as_ref(),
             sets.stashed(w.key),

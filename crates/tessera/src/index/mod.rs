@@ -510,12 +510,17 @@ impl BTree {
         let right = Leaf::alloc(v + STEP);
         // SAFETY: freshly allocated, not yet shared.
         let r = unsafe { &*right };
-        // Appending at the end keeps the left leaf full (ever-increasing keys
-        // fill leaves completely); prepending keeps the right leaf full.
+        // Appending at the end leaves the left leaf 7/8 full, so that
+        // ever-increasing keys do not leave half-empty leaves behind;
+        // prepending does the same the other way round. The new key never
+        // gets a leaf to itself: a transaction that aborts and takes its
+        // insert back must not unlink the new leaf, or every retry would
+        // split (and change the version of) the same full leaf again.
+        let edge = (n / 8).max(1);
         let (m, new_left) = if i == n {
-            (n, false)
+            (n - edge, false)
         } else if i == 0 {
-            (0, true)
+            (edge, true)
         } else {
             (n / 2, i < n / 2)
         };

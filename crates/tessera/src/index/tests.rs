@@ -317,6 +317,36 @@ fn leaf_versions_track_every_change() {
     assert_eq!(height(&t), 1, "root collapsed back to a leaf");
 }
 
+/// An insert that splits a leaf, is taken back (a transaction aborted) and
+/// is redone must not split again: the engine's retry would otherwise fail
+/// node-set validation forever. Holds at both ends and in the middle.
+#[test]
+fn retried_insert_does_not_split_again() {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    for cap in [2usize, 4, 8, LEAF_MAX] {
+        for (name, key) in [("append", 1000u64), ("prepend", 0), ("middle", 501)] {
+            let t = BTree::with_node_capacity(cap, 3);
+            // One full leaf: keys 1..=cap spread over 10..=990.
+            for i in 0..cap as u64 {
+                let k = 10 + i * 980 / (cap as u64 - 1).max(1);
+                t.insert(&k.to_be_bytes(), k + 1, &g);
+            }
+            let kb = key.to_be_bytes();
+            let Insert::Inserted { split, .. } = t.insert(&kb, 7, &g) else {
+                panic!()
+            };
+            assert!(split, "{name}, cap {cap}: the first insert splits");
+            assert!(t.remove(&kb, 7, &g));
+            let Insert::Inserted { split, .. } = t.insert(&kb, 7, &g) else {
+                panic!()
+            };
+            assert!(!split, "{name}, cap {cap}: the retried insert split again");
+            t.check_invariants(&g);
+        }
+    }
+}
+
 #[test]
 fn splits_at_all_levels_and_remove_to_empty() {
     let (ep, local) = epoch();
