@@ -13,6 +13,9 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "tessera",
