@@ -42,6 +42,21 @@ impl ScanOptions {
 }
 
 /// A transaction in progress. Created by [`crate::Worker::run`].
+///
+/// # What the transaction body sees
+///
+/// Under an optimistic protocol (Silo) the body reads without locks and
+/// validates only at commit, so it can observe a state that no serial
+/// execution produces (OCC gives no *opacity*): two reads may straddle
+/// another transaction's commit. Such a transaction never commits (commit
+/// validation aborts it and `Worker::run` retries it), but its body runs to
+/// the end first. So the body must not treat what it read as an invariant to
+/// `panic!` or loop on; check invariants after `run` returns, or return
+/// `tx.user_abort()`. Two cases are confirmed early, because their answers
+/// would contradict an earlier read of the same key: when `insert` reports
+/// that a key exists, or `update`/`delete` that it is missing, everything the
+/// transaction read so far is validated first, and a stale transaction gets a
+/// conflict instead of the answer.
 pub struct Txn<'a> {
     pub(crate) db: &'a DbInner,
     pub(crate) st: &'a mut WorkerState,
