@@ -3,12 +3,15 @@
 
 use std::ffi::OsStr;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Subcommand, ValueEnum};
 use tessera::{Database, Options, Protocol};
-use tessera_workloads::driver::{self, RunConfig, Workload};
+use tessera_workloads::driver::{self, Report, RunConfig, Workload};
+use tessera_workloads::tpcc::{
+    check_consistency, ConsistencyJson, Tpcc, TpccConfig, TpccReport, MAX_WAREHOUSES,
+};
 use tessera_workloads::ycsb::{Preset, Ycsb, YcsbConfig, YcsbOverrides, MAX_RECORDS};
 
 /// The benchmarks.
@@ -18,6 +21,37 @@ pub enum BenchCmd {
     /// --workload preset sets the mix; knobs given explicitly override it).
     #[command(after_long_help = YCSB_HELP)]
     Ycsb(YcsbArgs),
+    /// TPC-C: the five order-entry transactions on W warehouses, each
+    /// driver thread a terminal of one home warehouse; the consistency
+    /// conditions are checked after the run.
+    #[command(after_long_help = TPCC_HELP)]
+    Tpcc(TpccArgs),
+}
+
+const TPCC_HELP: &str = "\
+Scale: --warehouses W (default: as many as --threads). Driver thread i is a
+terminal of warehouse (i % W) + 1, with no keying or think time; with more
+threads than warehouses several terminals share a warehouse (more contention).
+
+Mix: --mix NO,P,OS,D,SL gives the percentages of NewOrder, Payment,
+OrderStatus, Delivery and StockLevel (default 45,43,4,4,4, the spec's minimum
+mix); they must add up to 100. 1% of NewOrders roll back (an unused item id),
+reported as user aborts. Delivery handles all ten districts in one
+transaction, as Silo and ERMIA do.
+
+Consistency: after the run, TPC-C consistency conditions 3.3.2.1-3.3.2.12 and
+the secondary indexes are checked on the whole database (one line in the
+table, a `consistency` object in the JSON). A failed condition makes the exit
+status 1, except under --cc nocc with more than one thread: without
+concurrency control concurrent terminals are expected to break them, so the
+result is reported (\"enforced\": false) but does not fail the run.
+
+See docs/TPCC.md for the schema and every deviation from the spec.
+Exit status 2 for bad arguments, 1 if the run fails or the database is
+inconsistent.";
+
+fn parse_mix(s: &str) -> Result<[u32; 5], String> {
+    TpccConfig::parse_mix(s)
 }
 
 const YCSB_HELP: &str = "\
@@ -154,6 +188,57 @@ pub struct Common {
     /// randomized exponential backoff.
     #[arg(long = "no-backoff")]
     pub no_backoff: bool,
+}
+
+/// `tessera bench tpcc`: TPC-C knobs.
+#[derive(Args, Debug)]
+pub struct TpccArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Warehouses (the scale factor) [default: --threads].
+    #[arg(long, value_name = "W",
+          value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..=MAX_WAREHOUSES as u64), allow_negative_numbers = true)]
+    pub warehouses: Option<u32>,
+    /// Percentages of NewOrder, Payment, OrderStatus, Delivery and
+    /// StockLevel, adding up to 100.
+    #[arg(long, value_name = "NO,P,OS,D,SL", default_value = "45,43,4,4,4", value_parser = parse_mix, allow_negative_numbers = true)]
+    pub mix: [u32; 5],
+    /// Percentage of NewOrder lines supplied by another warehouse (with
+    /// more than one warehouse).
+    #[arg(long = "remote-item-pct", value_name = "PCT", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(0..=100), allow_negative_numbers = true)]
+    pub remote_item_pct: u32,
+    /// Percentage of Payments for a customer of another warehouse (with
+    /// more than one warehouse).
+    #[arg(long = "remote-payment-pct", value_name = "PCT", default_value_t = 15,
+          value_parser = clap::value_parser!(u32).range(0..=100), allow_negative_numbers = true)]
+    pub remote_payment_pct: u32,
+    /// Percentage of Payments and OrderStatus that select the customer by
+    /// last name.
+    #[arg(long = "by-last-name-pct", value_name = "PCT", default_value_t = 60,
+          value_parser = clap::value_parser!(u32).range(0..=100), allow_negative_numbers = true)]
+    pub by_last_name_pct: u32,
+    /// Percentage of NewOrders rolled back with an unused item id.
+    #[arg(long = "rollback-pct", value_name = "PCT", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(0..=100), allow_negative_numbers = true)]
+    pub rollback_pct: u32,
+}
+
+impl TpccArgs {
+    /// The TPC-C configuration (warehouses default to the thread count).
+    pub fn tpcc_config(&self) -> TpccConfig {
+        TpccConfig {
+            warehouses: self
+                .warehouses
+                .unwrap_or_else(|| self.common.threads.min(MAX_WAREHOUSES as usize) as u32),
+            mix: self.mix,
+            remote_item_pct: self.remote_item_pct,
+            remote_payment_pct: self.remote_payment_pct,
+            by_last_name_pct: self.by_last_name_pct,
+            rollback_pct: self.rollback_pct,
+            ..TpccConfig::new(1)
+        }
+    }
 }
 
 /// YCSB presets for the command line.
@@ -309,13 +394,85 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
                     if c.read_latest { ", read latest" } else { "" },
                 );
             }
-            bench(&wl, &a.common)
+            match load_and_run(&wl, &a.common) {
+                Ok((_, report)) => emit(if a.common.json {
+                    serde_json::to_string_pretty(&report).map(|s| s + "\n")
+                } else {
+                    Ok(report.table())
+                }),
+                Err(code) => code,
+            }
         }
+        BenchCmd::Tpcc(a) => tpcc(&a),
     }
 }
 
-/// Open the database, load, run, print. Shared by every workload.
-fn bench<W: Workload>(wl: &W, c: &Common) -> ExitCode {
+/// `tessera bench tpcc`: load, run, check consistency, print.
+fn tpcc(a: &TpccArgs) -> ExitCode {
+    let cfg = a.tpcc_config();
+    let wl = match Tpcc::new(cfg) {
+        Ok(w) => w,
+        Err(e) => return usage_error(e),
+    };
+    let c = &a.common;
+    if !c.quiet {
+        let cfg = wl.config_ref();
+        eprintln!(
+            "tpcc on {}: {} thread(s), {} warehouse(s), mix {} (new_order/payment/order_status/delivery/stock_level), \
+             remote items {}%, remote payments {}%",
+            c.cc,
+            c.threads,
+            cfg.warehouses,
+            cfg.mix.map(|x| x.to_string()).join("/"),
+            cfg.remote_item_pct,
+            cfg.remote_payment_pct,
+        );
+    }
+    let (db, report) = match load_and_run(&wl, c) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let t0 = Instant::now();
+    let cons = match check_consistency(&db, wl.config_ref()) {
+        Ok(r) => r,
+        Err(e) => return run_error(format!("the consistency check could not run: {e}")),
+    };
+    let seconds = t0.elapsed().as_secs_f64();
+    // Without concurrency control, concurrent terminals race (lost updates
+    // of D_NEXT_O_ID, W_YTD, ...): report, but do not fail the run.
+    let enforced = !(c.cc == Protocol::NoCc && c.threads > 1);
+    let code = emit(if c.json {
+        let out = TpccReport {
+            run: &report,
+            consistency: ConsistencyJson {
+                report: &cons,
+                enforced,
+                seconds: (seconds * 1000.0).round() / 1000.0,
+            },
+        };
+        serde_json::to_string_pretty(&out).map(|s| s + "\n")
+    } else {
+        let mut line = format!("{} [checked in {seconds:.2} s]", cons.summary());
+        if !enforced {
+            line.push_str(" (not enforced: nocc with several threads has no isolation)");
+        }
+        Ok(format!("{}\n{line}\n", report.table()))
+    });
+    if code != ExitCode::SUCCESS {
+        return code;
+    }
+    if !cons.passed && enforced {
+        return run_error(format!(
+            "the database is inconsistent after the run: {}",
+            cons.failed().join(", ")
+        ));
+    }
+    ExitCode::SUCCESS
+}
+
+/// Open the database, load, run. Shared by every workload. Errors are
+/// printed; the exit status is returned.
+fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), ExitCode> {
     // Load with every core even when measuring fewer threads.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load_threads = c.threads.max(cores);
@@ -326,7 +483,7 @@ fn bench<W: Workload>(wl: &W, c: &Common) -> ExitCode {
             .epoch_interval(Duration::from_millis(c.epoch_ms)),
     ) {
         Ok(db) => db,
-        Err(e) => return usage_error(e),
+        Err(e) => return Err(usage_error(e)),
     };
     let cfg = RunConfig {
         threads: c.threads,
@@ -339,17 +496,20 @@ fn bench<W: Workload>(wl: &W, c: &Common) -> ExitCode {
     };
     let mut report = match driver::bench(&db, wl, &cfg) {
         Ok(r) => r,
-        Err(driver::DriverError::Config(e)) => return usage_error(e),
-        Err(e) => return run_error(e),
+        Err(driver::DriverError::Config(e)) => return Err(usage_error(e)),
+        Err(e) => return Err(run_error(e)),
     };
     report.engine = serde_json::json!({ "epoch_ms": c.epoch_ms });
-    if c.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(s) => println!("{s}"),
-            Err(e) => return run_error(e),
+    Ok((db, report))
+}
+
+/// Print the output (one JSON object or the table) produced by `text`.
+fn emit(text: Result<String, serde_json::Error>) -> ExitCode {
+    match text {
+        Ok(s) => {
+            print!("{s}");
+            ExitCode::SUCCESS
         }
-    } else {
-        print!("{}", report.table());
+        Err(e) => run_error(e),
     }
-    ExitCode::SUCCESS
 }

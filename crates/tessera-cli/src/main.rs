@@ -1,7 +1,7 @@
 //! `tessera`: benchmarks and tools for the Tessera engine.
 //!
 //! Subcommands are grouped by purpose so that more can be added beside the
-//! existing ones: `tessera bench <workload>` today (`ycsb`; `tpcc` next),
+//! existing ones: `tessera bench <workload>` today (`ycsb`, `tpcc`),
 //! and later `tessera check`, `tessera recover`, `tessera inspect`.
 //!
 //! Exit status: 0 on success, 2 for bad arguments (clap's errors and ours
@@ -71,7 +71,9 @@ mod tests {
             "10",
         ])
         .unwrap();
-        let Cmd::Bench(bench::BenchCmd::Ycsb(a)) = cli.cmd;
+        let Cmd::Bench(bench::BenchCmd::Ycsb(a)) = cli.cmd else {
+            panic!("not ycsb");
+        };
         assert_eq!(a.common.cc, tessera::Protocol::NoCc);
         assert_eq!(a.common.threads, 3);
         let c = a.ycsb_config().unwrap();
@@ -96,6 +98,46 @@ mod tests {
             ("--epoch-ms", "0"),
         ] {
             let e = Cli::try_parse_from(["tessera", "bench", "ycsb", flag, value]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{flag} {value}");
+            assert!(e.to_string().contains(flag), "{flag} {value}: {e}");
+        }
+    }
+
+    #[test]
+    fn tpcc_flags_parse_and_warehouses_default_to_threads() {
+        let cli = Cli::try_parse_from([
+            "tessera",
+            "bench",
+            "tpcc",
+            "--threads",
+            "3",
+            "--mix",
+            "50,40,4,4,2",
+            "--remote-item-pct",
+            "5",
+        ])
+        .unwrap();
+        let Cmd::Bench(bench::BenchCmd::Tpcc(a)) = cli.cmd else {
+            panic!("not tpcc");
+        };
+        let c = a.tpcc_config();
+        assert_eq!(c.warehouses, 3);
+        assert_eq!(c.mix, [50, 40, 4, 4, 2]);
+        assert_eq!((c.remote_item_pct, c.remote_payment_pct), (5, 15));
+        assert!(c.validate().is_ok());
+        let cli = Cli::try_parse_from(["tessera", "bench", "tpcc", "--warehouses", "2"]).unwrap();
+        let Cmd::Bench(bench::BenchCmd::Tpcc(a)) = cli.cmd else {
+            panic!("not tpcc");
+        };
+        assert_eq!(a.tpcc_config().warehouses, 2);
+        assert_eq!(a.tpcc_config().mix, [45, 43, 4, 4, 4]);
+        for (flag, value) in [
+            ("--mix", "1,2,3,4,5"),
+            ("--warehouses", "0"),
+            ("--remote-payment-pct", "200"),
+            ("--rollback-pct", "-1"),
+        ] {
+            let e = Cli::try_parse_from(["tessera", "bench", "tpcc", flag, value]).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{flag} {value}");
             assert!(e.to_string().contains(flag), "{flag} {value}: {e}");
         }

@@ -30,4 +30,5 @@
 #![warn(missing_docs)]
 
 pub mod driver;
+pub mod tpcc;
 pub mod ycsb;

@@ -1,0 +1,223 @@
+//! TPC-C random-number rules (clauses 2.1.6 and 4.3.2): uniform integers,
+//! NURand with its run-time constants, customer last names, a-strings and
+//! n-strings, zip codes and the "ORIGINAL" data fields.
+
+use rand::Rng;
+
+/// The syllables of customer last names (clause 4.3.2.3), indexed by digit.
+pub const SYLLABLES: [&[u8]; 10] = [
+    b"BAR", b"OUGHT", b"ABLE", b"PRI", b"PRES", b"ESE", b"ANTI", b"CALLY", b"ATION", b"EING",
+];
+
+/// Longest last name: three five-letter syllables.
+pub const MAX_LAST_NAME: usize = 15;
+
+/// A for NURand of C_LAST.
+pub const A_C_LAST: u32 = 255;
+/// A for NURand of C_ID.
+pub const A_C_ID: u32 = 1023;
+/// A for NURand of OL_I_ID.
+pub const A_OL_I_ID: u32 = 8191;
+
+/// `random(x, y)` of the spec: uniform in `x..=y`.
+#[inline]
+pub fn uniform<R: Rng>(rng: &mut R, x: u32, y: u32) -> u32 {
+    rng.gen_range(x..=y)
+}
+
+/// `NURand(A, x, y) = (((random(0, A) | random(x, y)) + C) % (y - x + 1)) + x`
+/// (clause 2.1.6).
+#[inline]
+pub fn nurand<R: Rng>(rng: &mut R, a: u32, c: u32, x: u32, y: u32) -> u32 {
+    (((uniform(rng, 0, a) | uniform(rng, x, y)) + c) % (y - x + 1)) + x
+}
+
+/// The NURand constants C of one phase (load or run): one per field, shared
+/// by every terminal (clause 2.1.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NuRandC {
+    /// C for C_LAST, in `0..=255`.
+    pub c_last: u32,
+    /// C for C_ID, in `0..=1023`.
+    pub c_id: u32,
+    /// C for OL_I_ID, in `0..=8191`.
+    pub ol_i_id: u32,
+}
+
+impl NuRandC {
+    /// Constants for the load.
+    pub fn for_load<R: Rng>(rng: &mut R) -> NuRandC {
+        NuRandC {
+            c_last: uniform(rng, 0, A_C_LAST),
+            c_id: uniform(rng, 0, A_C_ID),
+            ol_i_id: uniform(rng, 0, A_OL_I_ID),
+        }
+    }
+
+    /// Constants for the run, given the load's: C_LAST's must differ from the
+    /// load's by a delta the spec allows ([`c_last_delta_ok`]); C_ID's and
+    /// OL_I_ID's may be anything (they are not used by the load).
+    pub fn for_run<R: Rng>(load: &NuRandC, rng: &mut R) -> NuRandC {
+        let c_last = loop {
+            let c = uniform(rng, 0, A_C_LAST);
+            if c_last_delta_ok(load.c_last, c) {
+                break c;
+            }
+        };
+        NuRandC {
+            c_last,
+            c_id: uniform(rng, 0, A_C_ID),
+            ol_i_id: uniform(rng, 0, A_OL_I_ID),
+        }
+    }
+}
+
+/// Clause 2.1.6.1: with `delta = |C_run - C_load|` for C_LAST, `delta` must
+/// be in `65..=119` and neither 96 nor 112 (so that the run's last names do
+/// not follow the load's distribution exactly).
+pub fn c_last_delta_ok(load: u32, run: u32) -> bool {
+    let delta = load.abs_diff(run);
+    (65..=119).contains(&delta) && delta != 96 && delta != 112
+}
+
+/// Write the last name for `num` in `0..=999` (three syllables, one per
+/// decimal digit) into `out`; returns its length.
+pub fn last_name(num: u32, out: &mut [u8; 16]) -> usize {
+    debug_assert!(num <= 999);
+    let mut len = 0;
+    for digit in [num / 100, (num / 10) % 10, num % 10] {
+        let s = SYLLABLES[digit as usize];
+        out[len..len + s.len()].copy_from_slice(s);
+        len += s.len();
+    }
+    out[len..].fill(0);
+    len
+}
+
+/// The last name for `num` as a `String` (tests and tools).
+pub fn last_name_string(num: u32) -> String {
+    let mut b = [0u8; 16];
+    let n = last_name(num, &mut b);
+    String::from_utf8_lossy(&b[..n]).into_owned()
+}
+
+const ALNUM: &[u8; 62] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+/// Clause 4.3.2.2 "random a-string [x .. y]": a random length in `x..=y`,
+/// then random alphanumeric characters, appended to `out`. (The spec asks
+/// for a character set of at least 128 characters; we keep to 62 printable
+/// ones so that every field is valid UTF-8 and readable. Nothing in the
+/// transactions depends on the characters.)
+pub fn a_string<R: Rng>(rng: &mut R, x: usize, y: usize, out: &mut Vec<u8>) {
+    let len = rng.gen_range(x..=y);
+    out.extend((0..len).map(|_| ALNUM[rng.gen_range(0..ALNUM.len())]));
+}
+
+/// Clause 4.3.2.2 "random n-string [x .. y]": random decimal digits.
+pub fn n_string<R: Rng>(rng: &mut R, x: usize, y: usize, out: &mut Vec<u8>) {
+    let len = rng.gen_range(x..=y);
+    out.extend((0..len).map(|_| b'0' + rng.gen_range(0..10u8)));
+}
+
+/// Clause 4.3.2.7: a zip code is a random n-string of 4 digits followed by
+/// "11111".
+pub fn zip<R: Rng>(rng: &mut R, out: &mut Vec<u8>) {
+    n_string(rng, 4, 4, out);
+    out.extend_from_slice(b"11111");
+}
+
+/// Clause 4.3.3.1 (I_DATA, S_DATA): a random a-string `[x .. y]`; for 10% of
+/// the rows "ORIGINAL" replaces eight characters at a random position.
+pub fn data_field<R: Rng>(rng: &mut R, x: usize, y: usize, out: &mut Vec<u8>) {
+    let start = out.len();
+    a_string(rng, x, y, out);
+    if rng.gen_range(0..10) == 0 {
+        let len = out.len() - start;
+        let at = start + rng.gen_range(0..=len - 8);
+        out[at..at + 8].copy_from_slice(b"ORIGINAL");
+    }
+}
+
+/// Whether `data` contains "ORIGINAL" (the brand-generic test of NewOrder).
+pub fn has_original(data: &[u8]) -> bool {
+    data.windows(8).any(|w| w == b"ORIGINAL")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn nurand_stays_in_range_and_is_skewed() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        for (a, x, y) in [(255, 0, 999), (1023, 1, 3000), (8191, 1, 100_000)] {
+            let c = uniform(&mut rng, 0, a);
+            let mut hits = vec![0u32; (y + 1) as usize];
+            let n = 200_000;
+            for _ in 0..n {
+                let v = nurand(&mut rng, a, c, x, y);
+                assert!((x..=y).contains(&v), "NURand({a}, {x}, {y}) gave {v}");
+                hits[v as usize] += 1;
+            }
+            // Non-uniform: the most popular value is drawn far more often
+            // than the uniform expectation.
+            let max = *hits.iter().max().unwrap() as f64;
+            let uniform_expect = n as f64 / (y - x + 1) as f64;
+            assert!(max > 3.0 * uniform_expect, "A={a}: max {max}");
+        }
+    }
+
+    #[test]
+    fn run_constants_obey_the_delta_rule() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        for _ in 0..1000 {
+            let load = NuRandC::for_load(&mut rng);
+            let run = NuRandC::for_run(&load, &mut rng);
+            let d = load.c_last.abs_diff(run.c_last);
+            assert!((65..=119).contains(&d) && d != 96 && d != 112, "delta {d}");
+            assert!(run.c_last <= 255 && run.c_id <= 1023 && run.ol_i_id <= 8191);
+        }
+        assert!(c_last_delta_ok(0, 65) && c_last_delta_ok(200, 81));
+        assert!(!c_last_delta_ok(0, 64) && !c_last_delta_ok(0, 120));
+        assert!(!c_last_delta_ok(10, 106) && !c_last_delta_ok(150, 38));
+    }
+
+    #[test]
+    fn last_names_follow_the_syllable_table() {
+        assert_eq!(last_name_string(0), "BARBARBAR");
+        assert_eq!(last_name_string(371), "PRICALLYOUGHT");
+        assert_eq!(last_name_string(999), "EINGEINGEING");
+        assert_eq!(last_name_string(40), "BARPRESBAR");
+        let longest = (0..1000).map(|n| last_name_string(n).len()).max().unwrap();
+        assert_eq!(longest, MAX_LAST_NAME);
+        // Every number gives a distinct name.
+        let names: std::collections::HashSet<String> = (0..1000).map(last_name_string).collect();
+        assert_eq!(names.len(), 1000);
+    }
+
+    #[test]
+    fn strings_have_the_requested_lengths_and_alphabets() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut originals = 0;
+        for _ in 0..10_000 {
+            let mut v = Vec::new();
+            a_string(&mut rng, 8, 16, &mut v);
+            assert!((8..=16).contains(&v.len()) && v.iter().all(u8::is_ascii_alphanumeric));
+            v.clear();
+            n_string(&mut rng, 16, 16, &mut v);
+            assert!(v.len() == 16 && v.iter().all(u8::is_ascii_digit));
+            v.clear();
+            zip(&mut rng, &mut v);
+            assert_eq!(v.len(), 9);
+            assert!(v[..4].iter().all(u8::is_ascii_digit) && &v[4..] == b"11111");
+            v.clear();
+            data_field(&mut rng, 26, 50, &mut v);
+            assert!((26..=50).contains(&v.len()));
+            originals += has_original(&v) as u32;
+        }
+        // 10% carry "ORIGINAL" (a random a-string practically never does).
+        assert!((800..1200).contains(&originals), "{originals}");
+    }
+}

@@ -1,0 +1,676 @@
+//! The five TPC-C transactions (clauses 2.4-2.8), each written once against
+//! [`Txn`], so every protocol runs the same code. Each function is one
+//! attempt's body: it reads its inputs (drawn before the first attempt, so a
+//! retry repeats them), performs the spec's reads and writes and returns the
+//! values the terminal would display (only a few, for tests).
+//!
+//! Rows that must exist (a warehouse, the customer an index entry names, the
+//! order a NEW-ORDER row names, ...) are handled in two ways. A `get` that
+//! finds nothing is reported as a conflict ([`ConflictReason::Stale`]):
+//! under an optimistic protocol the body may read a state no serial
+//! execution produces (see [`Txn`]), and such an attempt must be retried,
+//! not stop the run; a database that really lost the row would show up as a
+//! retry storm and in the consistency check. An `update` that finds its row
+//! missing is a real error: the engine validates everything read before it
+//! answers "missing", so the answer is consistent with the earlier read.
+
+use std::ops::Bound;
+
+use tessera::{ConflictReason, Error, ScanOptions, TxError, TxResult, Txn};
+
+use super::random::has_original;
+use super::schema::*;
+use super::MAX_OL_CNT;
+
+/// One line of a NewOrder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LineInput {
+    /// OL_I_ID (an unused id in the last line of a rolled-back order).
+    pub i_id: u32,
+    /// OL_SUPPLY_W_ID.
+    pub supply_w_id: u16,
+    /// OL_QUANTITY, 1..=10.
+    pub quantity: u8,
+}
+
+/// NewOrder inputs (clause 2.4.1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NewOrderInput {
+    /// Home warehouse.
+    pub w_id: u16,
+    /// District.
+    pub d_id: u8,
+    /// Customer.
+    pub c_id: u32,
+    /// O_ENTRY_D (ms since the Unix epoch).
+    pub o_entry_d: u64,
+    /// Number of lines, 5..=15.
+    pub ol_cnt: u8,
+    /// The lines; the first `ol_cnt` are used.
+    pub lines: [LineInput; MAX_OL_CNT],
+}
+
+/// How Payment and OrderStatus select the customer (clauses 2.5.1.2,
+/// 2.6.1.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CustomerSel {
+    /// By C_ID.
+    Id(u32),
+    /// By C_LAST: the customer at position ceil(n/2) of the n with that last
+    /// name in the district, sorted by C_FIRST.
+    LastName(Text<16>),
+}
+
+impl Default for CustomerSel {
+    fn default() -> Self {
+        CustomerSel::Id(1)
+    }
+}
+
+/// Payment inputs (clause 2.5.1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PaymentInput {
+    /// Home warehouse.
+    pub w_id: u16,
+    /// District.
+    pub d_id: u8,
+    /// The customer's warehouse (remote in 15% of Payments).
+    pub c_w_id: u16,
+    /// The customer's district.
+    pub c_d_id: u8,
+    /// The customer.
+    pub customer: CustomerSel,
+    /// H_AMOUNT in cents, 100..=500000.
+    pub h_amount: i64,
+    /// H_DATE (ms since the Unix epoch).
+    pub h_date: u64,
+    /// The HISTORY row's key ([`history_key`]).
+    pub h_key: [u8; 12],
+}
+
+/// OrderStatus inputs (clause 2.6.1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OrderStatusInput {
+    /// Home warehouse.
+    pub w_id: u16,
+    /// District.
+    pub d_id: u8,
+    /// The customer.
+    pub customer: CustomerSel,
+}
+
+/// Delivery inputs (clause 2.7.1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryInput {
+    /// Home warehouse.
+    pub w_id: u16,
+    /// O_CARRIER_ID, 1..=10.
+    pub carrier_id: u8,
+    /// OL_DELIVERY_D (ms since the Unix epoch).
+    pub delivery_d: u64,
+}
+
+/// StockLevel inputs (clause 2.8.1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StockLevelInput {
+    /// Home warehouse.
+    pub w_id: u16,
+    /// The terminal's district.
+    pub d_id: u8,
+    /// Threshold, 10..=20.
+    pub threshold: i32,
+}
+
+/// Buffers reused across transactions (no allocation per transaction once
+/// they have grown).
+#[derive(Default)]
+pub struct Scratch {
+    row: Vec<u8>,
+    /// NewOrder: (I_PRICE, I_DATA has "ORIGINAL") per line.
+    items: Vec<(i64, bool)>,
+    /// Customer ids (by-name selection), item ids (StockLevel).
+    ids: Vec<u32>,
+    /// Delivery: one order's lines.
+    lines: Vec<OrderLine>,
+    /// Payment: the new C_DATA of a bad-credit customer.
+    data: Vec<u8>,
+}
+
+/// What NewOrder displays (part of clause 2.4.3.3).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewOrderOutput {
+    /// The new order's id.
+    pub o_id: u32,
+    /// Sum of OL_AMOUNT * (1 - C_DISCOUNT) * (1 + W_TAX + D_TAX), in cents.
+    pub total_amount: f64,
+    /// Lines whose item and stock data both contain "ORIGINAL" ('B').
+    pub brand: u32,
+}
+
+/// What Payment displays (part of clause 2.5.3.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PaymentOutput {
+    /// The customer paid for.
+    pub c_id: u32,
+    /// Their new balance (cents).
+    pub c_balance: i64,
+}
+
+/// What OrderStatus displays (part of clause 2.6.3.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderStatusOutput {
+    /// The customer.
+    pub c_id: u32,
+    /// Their balance (cents).
+    pub c_balance: i64,
+    /// Their latest order.
+    pub o_id: u32,
+    /// Its carrier (0: not delivered).
+    pub o_carrier_id: u8,
+    /// Its lines.
+    pub lines: u32,
+}
+
+fn missing(what: &str, key: &[u8]) -> TxError {
+    TxError::Error(Error::InvalidArgument(format!(
+        "TPC-C: {what} row with key {key:02x?} is missing"
+    )))
+}
+
+/// A row that must exist was not found by a read: an inconsistent
+/// optimistic read, so retry (see the module documentation).
+fn vanished() -> TxError {
+    TxError::Conflict(ConflictReason::Stale)
+}
+
+/// Read and decode the row `key` of table `t`, which must exist.
+fn must_get<R: Row>(tx: &mut Txn<'_>, t: tessera::TableId, key: &[u8], what: &str) -> TxResult<R> {
+    match tx.get(t, key)? {
+        Some(v) => decode(v, what),
+        None => Err(vanished()),
+    }
+}
+
+/// Update a row that was just read; it must still exist.
+fn must_update<R: Row>(
+    tx: &mut Txn<'_>,
+    t: tessera::TableId,
+    key: &[u8],
+    row: &R,
+    buf: &mut Vec<u8>,
+    what: &str,
+) -> TxResult<()> {
+    row.encode(buf);
+    if tx.update(t, key, buf)? {
+        Ok(())
+    } else {
+        Err(missing(what, key))
+    }
+}
+
+/// Insert a new row. A key that exists already means a concurrent
+/// transaction inserted it first (two NewOrders that read the same
+/// D_NEXT_O_ID): under Silo validation would fail anyway, and under a
+/// protocol without isolation the retry reads a fresh D_NEXT_O_ID, so this
+/// is reported as a conflict.
+fn must_insert(tx: &mut Txn<'_>, t: tessera::TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
+    if tx.insert(t, key, val)? {
+        Ok(())
+    } else {
+        Err(TxError::Conflict(ConflictReason::InsertRace))
+    }
+}
+
+/// Find the customer of a Payment or OrderStatus: by id, or by last name
+/// through the `customer_by_name` index (clause 2.5.2.2: all matching
+/// customers sorted by C_FIRST, the one at position ceil(n/2)).
+fn select_customer(
+    tx: &mut Txn<'_>,
+    t: &Tables,
+    w: u16,
+    d: u8,
+    sel: &CustomerSel,
+    ids: &mut Vec<u32>,
+) -> TxResult<(u32, Customer)> {
+    let c_id = match sel {
+        CustomerSel::Id(c) => *c,
+        CustomerSel::LastName(last) => {
+            let (lo, hi) = customer_name_range(w, d, last);
+            ids.clear();
+            // The index orders one last name's entries by first name (then
+            // c_id), which is the order the spec asks for.
+            tx.scan(
+                t.customer_by_name,
+                Bound::Included(&lo[..]),
+                Bound::Included(&hi[..]),
+                ScanOptions::new(),
+                |k, _| {
+                    ids.push(customer_name_key_c_id(k));
+                    true
+                },
+            )?;
+            // Customers 1..=1000 of every district carry every last name.
+            if ids.is_empty() {
+                return Err(vanished());
+            }
+            // Position ceil(n/2), 1-based.
+            ids[ids.len().div_ceil(2) - 1]
+        }
+    };
+    let key = customer_key(w, d, c_id);
+    let c = must_get(tx, t.customer, &key, "customer")?;
+    Ok((c_id, c))
+}
+
+/// NewOrder (clause 2.4.2).
+///
+/// The items are read first, before any write: the order (and with it the
+/// rollback of clause 2.4.2.3 when the last item id is unused) is then
+/// decided before anything is written, so the user abort leaves nothing
+/// behind even under a protocol that cannot roll back (nocc). Under a
+/// serializable protocol the transaction reads and writes the same rows as
+/// in the spec's order, so the result is the same.
+pub fn new_order(
+    tx: &mut Txn<'_>,
+    t: &Tables,
+    inp: &NewOrderInput,
+    s: &mut Scratch,
+) -> TxResult<NewOrderOutput> {
+    let lines = &inp.lines[..inp.ol_cnt as usize];
+    s.items.clear();
+    for l in lines {
+        match tx.get(t.item, &item_key(l.i_id))? {
+            // Clause 2.4.2.3: an unused item id rolls the transaction back.
+            None => return tx.user_abort(),
+            Some(v) => {
+                let it: Item = decode(v, "item")?;
+                s.items
+                    .push((it.i_price, has_original(it.i_data.as_bytes())));
+            }
+        }
+    }
+
+    let wh: Warehouse = must_get(tx, t.warehouse, &warehouse_key(inp.w_id), "warehouse")?;
+    let dkey = district_key(inp.w_id, inp.d_id);
+    let mut dist: District = must_get(tx, t.district, &dkey, "district")?;
+    let o_id = dist.d_next_o_id;
+    dist.d_next_o_id += 1;
+    must_update(tx, t.district, &dkey, &dist, &mut s.row, "district")?;
+    let cust: Customer = must_get(
+        tx,
+        t.customer,
+        &customer_key(inp.w_id, inp.d_id, inp.c_id),
+        "customer",
+    )?;
+
+    let all_local = lines.iter().all(|l| l.supply_w_id == inp.w_id);
+    let order = Order {
+        o_id,
+        o_d_id: inp.d_id,
+        o_w_id: inp.w_id,
+        o_c_id: inp.c_id,
+        o_entry_d: inp.o_entry_d,
+        o_carrier_id: 0,
+        o_ol_cnt: inp.ol_cnt,
+        o_all_local: all_local as u8,
+    };
+    order.encode(&mut s.row);
+    must_insert(tx, t.order, &order_key(inp.w_id, inp.d_id, o_id), &s.row)?;
+    must_insert(
+        tx,
+        t.order_by_customer,
+        &order_customer_key(inp.w_id, inp.d_id, inp.c_id, o_id),
+        &[],
+    )?;
+    let no = NewOrder {
+        no_o_id: o_id,
+        no_d_id: inp.d_id,
+        no_w_id: inp.w_id,
+    };
+    no.encode(&mut s.row);
+    must_insert(
+        tx,
+        t.new_order,
+        &new_order_key(inp.w_id, inp.d_id, o_id),
+        &s.row,
+    )?;
+
+    let mut sum = 0i64;
+    let mut brand = 0;
+    for (n, (l, &(price, item_original))) in lines.iter().zip(&s.items).enumerate() {
+        let skey = stock_key(l.supply_w_id, l.i_id);
+        let mut st: Stock = must_get(tx, t.stock, &skey, "stock")?;
+        let q = l.quantity as i32;
+        // Clause 2.4.2.2: decrease by the quantity if at least 10 remain,
+        // else restock by 91.
+        st.s_quantity = if st.s_quantity >= q + 10 {
+            st.s_quantity - q
+        } else {
+            st.s_quantity - q + 91
+        };
+        st.s_ytd += l.quantity as u32;
+        st.s_order_cnt += 1;
+        if l.supply_w_id != inp.w_id {
+            st.s_remote_cnt += 1;
+        }
+        must_update(tx, t.stock, &skey, &st, &mut s.row, "stock")?;
+        if item_original && has_original(st.s_data.as_bytes()) {
+            brand += 1;
+        }
+        let amount = l.quantity as i64 * price;
+        sum += amount;
+        let line = OrderLine {
+            ol_o_id: o_id,
+            ol_d_id: inp.d_id,
+            ol_w_id: inp.w_id,
+            ol_number: n as u8 + 1,
+            ol_i_id: l.i_id,
+            ol_supply_w_id: l.supply_w_id,
+            ol_delivery_d: 0,
+            ol_quantity: l.quantity,
+            ol_amount: amount,
+            ol_dist_info: *st.dist(inp.d_id),
+        };
+        line.encode(&mut s.row);
+        must_insert(
+            tx,
+            t.order_line,
+            &order_line_key(inp.w_id, inp.d_id, o_id, n as u8 + 1),
+            &s.row,
+        )?;
+    }
+    let total_amount = sum as f64
+        * (1.0 - cust.c_discount as f64 / 10_000.0)
+        * (1.0 + (wh.w_tax + dist.d_tax) as f64 / 10_000.0);
+    Ok(NewOrderOutput {
+        o_id,
+        total_amount,
+        brand,
+    })
+}
+
+/// Payment (clause 2.5.2).
+pub fn payment(
+    tx: &mut Txn<'_>,
+    t: &Tables,
+    inp: &PaymentInput,
+    s: &mut Scratch,
+) -> TxResult<PaymentOutput> {
+    let wkey = warehouse_key(inp.w_id);
+    let mut wh: Warehouse = must_get(tx, t.warehouse, &wkey, "warehouse")?;
+    wh.w_ytd += inp.h_amount;
+    must_update(tx, t.warehouse, &wkey, &wh, &mut s.row, "warehouse")?;
+
+    let dkey = district_key(inp.w_id, inp.d_id);
+    let mut dist: District = must_get(tx, t.district, &dkey, "district")?;
+    dist.d_ytd += inp.h_amount;
+    must_update(tx, t.district, &dkey, &dist, &mut s.row, "district")?;
+
+    let (c_id, mut c) = select_customer(tx, t, inp.c_w_id, inp.c_d_id, &inp.customer, &mut s.ids)?;
+    c.c_balance -= inp.h_amount;
+    c.c_ytd_payment += inp.h_amount;
+    c.c_payment_cnt += 1;
+    if c.c_credit.as_bytes() == b"BC" {
+        // Clause 2.5.2.2: the payment's ids and amount go in front of C_DATA,
+        // which keeps its first 500 characters.
+        let data = &mut s.data;
+        data.clear();
+        use std::io::Write as _;
+        let _ = write!(
+            data,
+            "{} {} {} {} {} {}.{:02} ",
+            c_id,
+            inp.c_d_id,
+            inp.c_w_id,
+            inp.d_id,
+            inp.w_id,
+            inp.h_amount / 100,
+            inp.h_amount % 100
+        );
+        data.extend_from_slice(c.c_data.as_bytes());
+        c.c_data.set(data);
+    }
+    must_update(
+        tx,
+        t.customer,
+        &customer_key(inp.c_w_id, inp.c_d_id, c_id),
+        &c,
+        &mut s.row,
+        "customer",
+    )?;
+
+    // H_DATA: W_NAME, four spaces, D_NAME.
+    let mut h_data = [0u8; 24];
+    let (wn, dn) = (wh.w_name.as_bytes(), dist.d_name.as_bytes());
+    h_data[..wn.len()].copy_from_slice(wn);
+    h_data[wn.len()..wn.len() + 4].fill(b' ');
+    h_data[wn.len() + 4..wn.len() + 4 + dn.len()].copy_from_slice(dn);
+    let h = History {
+        h_c_id: c_id,
+        h_c_d_id: inp.c_d_id,
+        h_c_w_id: inp.c_w_id,
+        h_d_id: inp.d_id,
+        h_w_id: inp.w_id,
+        h_date: inp.h_date,
+        h_amount: inp.h_amount,
+        h_data: Text::new(&h_data[..wn.len() + 4 + dn.len()]),
+    };
+    h.encode(&mut s.row);
+    must_insert(tx, t.history, &inp.h_key, &s.row)?;
+    Ok(PaymentOutput {
+        c_id,
+        c_balance: c.c_balance,
+    })
+}
+
+/// OrderStatus (clause 2.6.2): read-only.
+pub fn order_status(
+    tx: &mut Txn<'_>,
+    t: &Tables,
+    inp: &OrderStatusInput,
+    s: &mut Scratch,
+) -> TxResult<OrderStatusOutput> {
+    let (c_id, c) = select_customer(tx, t, inp.w_id, inp.d_id, &inp.customer, &mut s.ids)?;
+    // The customer's latest order: the last entry of their range in the
+    // ORDER index.
+    let lo = order_customer_key(inp.w_id, inp.d_id, c_id, 0);
+    let hi = order_customer_key(inp.w_id, inp.d_id, c_id, u32::MAX);
+    let mut o_id = None;
+    tx.scan(
+        t.order_by_customer,
+        Bound::Included(&lo[..]),
+        Bound::Included(&hi[..]),
+        ScanOptions::new().reverse().limit(1),
+        |k, _| {
+            o_id = Some(order_customer_key_o_id(k));
+            false
+        },
+    )?;
+    // Every customer has an order from the load on.
+    let o_id = o_id.ok_or_else(vanished)?;
+    let order: Order = must_get(tx, t.order, &order_key(inp.w_id, inp.d_id, o_id), "order")?;
+    let lo = order_line_key(inp.w_id, inp.d_id, o_id, 0);
+    let hi = order_line_key(inp.w_id, inp.d_id, o_id, u8::MAX);
+    let mut lines = 0;
+    let mut sink = 0i64;
+    let mut bad = false;
+    tx.scan(
+        t.order_line,
+        Bound::Included(&lo[..]),
+        Bound::Included(&hi[..]),
+        ScanOptions::new(),
+        |_, v| {
+            // OL_I_ID, OL_SUPPLY_W_ID, OL_QUANTITY, OL_AMOUNT, OL_DELIVERY_D
+            // are what the terminal shows.
+            match OrderLine::decode(v) {
+                Some(l) => {
+                    sink =
+                        sink.wrapping_add(l.ol_amount + l.ol_i_id as i64 + l.ol_delivery_d as i64);
+                    lines += 1;
+                    true
+                }
+                None => {
+                    bad = true;
+                    false
+                }
+            }
+        },
+    )?;
+    if bad {
+        return Err(TxError::Error(Error::InvalidArgument(
+            "malformed order_line row".into(),
+        )));
+    }
+    std::hint::black_box(sink);
+    Ok(OrderStatusOutput {
+        c_id,
+        c_balance: c.c_balance,
+        o_id,
+        o_carrier_id: order.o_carrier_id,
+        lines,
+    })
+}
+
+/// Delivery (clause 2.7.4), all ten districts in one transaction (as Silo
+/// and ERMIA run it; the spec allows queueing it and delivering per district
+/// in up to ten). Returns the number of orders delivered; a district
+/// without undelivered orders is skipped.
+pub fn delivery(
+    tx: &mut Txn<'_>,
+    t: &Tables,
+    inp: &DeliveryInput,
+    s: &mut Scratch,
+) -> TxResult<u32> {
+    let w = inp.w_id;
+    let mut delivered = 0;
+    for d in 1..=super::DISTRICTS {
+        // The oldest undelivered order: the first NEW-ORDER row of the
+        // district.
+        let lo = new_order_key(w, d, 0);
+        let hi = new_order_key(w, d, u32::MAX);
+        let mut o_id = None;
+        tx.scan(
+            t.new_order,
+            Bound::Included(&lo[..]),
+            Bound::Included(&hi[..]),
+            ScanOptions::new().limit(1),
+            |k, _| {
+                o_id = Some(wd_key_id(k));
+                false
+            },
+        )?;
+        let Some(o_id) = o_id else {
+            continue;
+        };
+        // Without isolation (nocc) a concurrent Delivery may have taken it
+        // meanwhile: skip the district. Under Silo the scan's read fails
+        // validation in that case.
+        if !tx.delete(t.new_order, &new_order_key(w, d, o_id))? {
+            continue;
+        }
+        let okey = order_key(w, d, o_id);
+        let mut order: Order = must_get(tx, t.order, &okey, "order")?;
+        order.o_carrier_id = inp.carrier_id;
+        must_update(tx, t.order, &okey, &order, &mut s.row, "order")?;
+
+        let lo = order_line_key(w, d, o_id, 0);
+        let hi = order_line_key(w, d, o_id, u8::MAX);
+        s.lines.clear();
+        let mut bad = false;
+        let lines = &mut s.lines;
+        tx.scan(
+            t.order_line,
+            Bound::Included(&lo[..]),
+            Bound::Included(&hi[..]),
+            ScanOptions::new(),
+            |_, v| match OrderLine::decode(v) {
+                Some(l) => {
+                    lines.push(l);
+                    true
+                }
+                None => {
+                    bad = true;
+                    false
+                }
+            },
+        )?;
+        if bad {
+            return Err(TxError::Error(Error::InvalidArgument(
+                "malformed order_line row".into(),
+            )));
+        }
+        let mut sum = 0i64;
+        for i in 0..s.lines.len() {
+            let l = &mut s.lines[i];
+            l.ol_delivery_d = inp.delivery_d;
+            sum += l.ol_amount;
+            let key = order_line_key(w, d, o_id, l.ol_number);
+            l.encode(&mut s.row);
+            if !tx.update(t.order_line, &key, &s.row)? {
+                return Err(missing("order_line", &key));
+            }
+        }
+        let ckey = customer_key(w, d, order.o_c_id);
+        let mut c: Customer = must_get(tx, t.customer, &ckey, "customer")?;
+        c.c_balance += sum;
+        c.c_delivery_cnt += 1;
+        must_update(tx, t.customer, &ckey, &c, &mut s.row, "customer")?;
+        delivered += 1;
+    }
+    Ok(delivered)
+}
+
+/// StockLevel (clause 2.8.2): read-only. Returns the number of distinct
+/// items of the district's last 20 orders whose stock is below the
+/// threshold.
+pub fn stock_level(
+    tx: &mut Txn<'_>,
+    t: &Tables,
+    inp: &StockLevelInput,
+    s: &mut Scratch,
+) -> TxResult<u32> {
+    let dist: District = must_get(
+        tx,
+        t.district,
+        &district_key(inp.w_id, inp.d_id),
+        "district",
+    )?;
+    let next = dist.d_next_o_id;
+    // The lines of orders next-20 .. next-1, one range scan.
+    let lo = order_line_key(inp.w_id, inp.d_id, next.saturating_sub(20), 0);
+    let hi = order_line_key(inp.w_id, inp.d_id, next, 0);
+    s.ids.clear();
+    let ids = &mut s.ids;
+    let mut bad = false;
+    tx.scan(
+        t.order_line,
+        Bound::Included(&lo[..]),
+        Bound::Excluded(&hi[..]),
+        ScanOptions::new(),
+        |_, v| match OrderLine::decode(v) {
+            Some(l) => {
+                ids.push(l.ol_i_id);
+                true
+            }
+            None => {
+                bad = true;
+                false
+            }
+        },
+    )?;
+    if bad {
+        return Err(TxError::Error(Error::InvalidArgument(
+            "malformed order_line row".into(),
+        )));
+    }
+    s.ids.sort_unstable();
+    s.ids.dedup();
+    let mut low = 0;
+    for i in 0..s.ids.len() {
+        let st: Stock = must_get(tx, t.stock, &stock_key(inp.w_id, s.ids[i]), "stock")?;
+        if st.s_quantity < inp.threshold {
+            low += 1;
+        }
+    }
+    Ok(low)
+}

@@ -1,0 +1,244 @@
+//! TPC-C end to end: the population satisfies every consistency condition,
+//! the transactions behave as the spec says on the loaded data, and a short
+//! high-contention run under Silo keeps every condition.
+
+use std::time::Instant;
+
+use tessera::{Database, Options, Protocol, TxError};
+use tessera_workloads::driver::{self, RunConfig, Workload};
+use tessera_workloads::tpcc::schema::{self, Customer, District, Row, Tables, Text};
+use tessera_workloads::tpcc::txns::{self, CustomerSel, Scratch};
+use tessera_workloads::tpcc::{check_consistency, random, Tpcc, TpccConfig, TxnType};
+
+fn assert_consistent(db: &Database, cfg: &TpccConfig, when: &str) {
+    let t0 = Instant::now();
+    let rep = check_consistency(db, cfg).expect("consistency check runs");
+    eprintln!(
+        "consistency check {when}: {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        rep.passed,
+        "{when}: {}\n{}",
+        rep.summary(),
+        serde_json::to_string_pretty(&rep).unwrap()
+    );
+    for (name, c) in &rep.conditions.0 {
+        assert!(c.checked > 0, "{when}: condition {name} checked nothing");
+    }
+}
+
+/// The transactions on freshly loaded data, one at a time: NewOrder's
+/// rollback leaves nothing behind, Payment by last name picks the middle
+/// customer, OrderStatus finds the latest order, Delivery delivers the
+/// oldest order of every district, StockLevel counts.
+fn spec_behaviour(db: &Database, wl: &Tpcc) {
+    let t: Tables = wl.tables().unwrap();
+    let mut w = db.worker().unwrap();
+    let mut s = Scratch::default();
+
+    let next_o_id = |w: &mut tessera::Worker, d: u8| {
+        w.run(|tx| {
+            let v = tx.get(t.district, &schema::district_key(1, d))?.unwrap();
+            Ok(District::decode(v).unwrap().d_next_o_id)
+        })
+        .unwrap()
+    };
+    assert_eq!(next_o_id(&mut w, 3), 3001);
+
+    // A rolled-back NewOrder (unused item id last) changes nothing.
+    let mut no = txns::NewOrderInput {
+        w_id: 1,
+        d_id: 3,
+        c_id: 42,
+        o_entry_d: 1,
+        ol_cnt: 5,
+        ..Default::default()
+    };
+    for (i, l) in no.lines[..5].iter_mut().enumerate() {
+        *l = txns::LineInput {
+            i_id: 1000 + i as u32,
+            supply_w_id: 1,
+            quantity: 3,
+        };
+    }
+    no.lines[4].i_id = tessera_workloads::tpcc::ITEMS + 1;
+    let r = w.try_run(|tx| txns::new_order(tx, &t, &no, &mut s));
+    assert!(matches!(r, Err(TxError::UserAbort)), "{r:?}");
+    assert_eq!(next_o_id(&mut w, 3), 3001);
+
+    // A real one takes D_NEXT_O_ID and is the customer's latest order.
+    no.lines[4].i_id = 7;
+    let out = w.run(|tx| txns::new_order(tx, &t, &no, &mut s)).unwrap();
+    assert_eq!(out.o_id, 3001);
+    assert!(out.total_amount > 0.0);
+    assert_eq!(next_o_id(&mut w, 3), 3002);
+    let os = w
+        .run(|tx| {
+            txns::order_status(
+                tx,
+                &t,
+                &txns::OrderStatusInput {
+                    w_id: 1,
+                    d_id: 3,
+                    customer: CustomerSel::Id(42),
+                },
+                &mut s,
+            )
+        })
+        .unwrap();
+    assert_eq!(
+        (os.c_id, os.o_id, os.o_carrier_id, os.lines),
+        (42, 3001, 0, 5)
+    );
+
+    // Payment by last name: the customer at position ceil(n/2) of those
+    // with that name, ordered by first name.
+    let last = Text::<16>::new(random::last_name_string(7).as_bytes());
+    let mut matches: Vec<(Vec<u8>, u32)> = w
+        .run(|tx| {
+            let mut v = Vec::new();
+            tx.scan(
+                t.customer,
+                std::ops::Bound::Included(&schema::customer_key(1, 2, 0)[..]),
+                std::ops::Bound::Included(&schema::customer_key(1, 2, u32::MAX)[..]),
+                tessera::ScanOptions::new(),
+                |_, val| {
+                    let c = Customer::decode(val).unwrap();
+                    if c.c_last == last {
+                        v.push((c.c_first.as_bytes().to_vec(), c.c_id));
+                    }
+                    true
+                },
+            )?;
+            Ok(v)
+        })
+        .unwrap();
+    matches.sort();
+    assert!(!matches.is_empty());
+    let expect = matches[matches.len().div_ceil(2) - 1].1;
+    let pay = txns::PaymentInput {
+        w_id: 1,
+        d_id: 2,
+        c_w_id: 1,
+        c_d_id: 2,
+        customer: CustomerSel::LastName(last),
+        h_amount: 12_345,
+        h_date: 1,
+        h_key: schema::history_key(u32::MAX, 0),
+    };
+    let p = w.run(|tx| txns::payment(tx, &t, &pay, &mut s)).unwrap();
+    assert_eq!(p.c_id, expect, "{} customers named {last:?}", matches.len());
+
+    // Delivery: the oldest undelivered order of each district (2101).
+    let dl = txns::DeliveryInput {
+        w_id: 1,
+        carrier_id: 4,
+        delivery_d: 99,
+    };
+    let n = w.run(|tx| txns::delivery(tx, &t, &dl, &mut s)).unwrap();
+    assert_eq!(n, 10);
+    let o = w
+        .run(|tx| {
+            let v = tx.get(t.order, &schema::order_key(1, 5, 2101))?.unwrap();
+            Ok(schema::Order::decode(v).unwrap())
+        })
+        .unwrap();
+    assert_eq!(o.o_carrier_id, 4);
+
+    let low = w
+        .run(|tx| {
+            txns::stock_level(
+                tx,
+                &t,
+                &txns::StockLevelInput {
+                    w_id: 1,
+                    d_id: 3,
+                    threshold: 20,
+                },
+                &mut s,
+            )
+        })
+        .unwrap();
+    // At most the distinct items of 20 orders of at most 15 lines.
+    assert!(low <= 300);
+}
+
+#[test]
+fn load_check_run_check() {
+    let cfg = TpccConfig::new(1);
+    let wl = Tpcc::new(cfg.clone()).unwrap();
+    let db = Database::open(Options::in_memory().protocol(Protocol::Silo).workers(8)).unwrap();
+    let run = RunConfig {
+        threads: 4,
+        load_threads: 2,
+        seconds: 2.0,
+        warmup: 0.0,
+        quiet: true,
+        seed: 7,
+        backoff: true,
+    };
+    let t0 = Instant::now();
+    let load = driver::load(&db, &wl, &run).unwrap();
+    eprintln!(
+        "loaded 1 warehouse ({} rows) in {:.2} s",
+        load.records,
+        t0.elapsed().as_secs_f64()
+    );
+    assert_eq!(load.records, wl.rows_to_load());
+    assert_consistent(&db, &cfg, "after the load");
+
+    spec_behaviour(&db, &wl);
+    assert_consistent(&db, &cfg, "after single transactions");
+
+    // 4 terminals on one warehouse: maximal contention.
+    let rep = driver::run(&db, &wl, &run, load).unwrap();
+    eprintln!("{}", rep.table());
+    for ty in TxnType::ALL {
+        let r = rep.transactions.get(ty.name()).unwrap();
+        assert!(r.committed > 0, "no {} committed", ty.name());
+    }
+    // About 1% of NewOrders roll back.
+    let no = rep.transactions.get("new_order").unwrap();
+    assert!(no.user_aborts > 0 || no.committed < 300, "{no:?}");
+    assert_consistent(&db, &cfg, "after the run");
+}
+
+/// Load `cfg`, run `threads` terminals for `seconds` under `protocol`, check.
+fn run_and_check(cfg: TpccConfig, protocol: Protocol, threads: usize, seconds: f64) {
+    let wl = Tpcc::new(cfg.clone()).unwrap();
+    let db = Database::open(Options::in_memory().protocol(protocol).workers(4)).unwrap();
+    let run = RunConfig {
+        threads,
+        load_threads: 2,
+        seconds,
+        warmup: 0.0,
+        quiet: true,
+        seed: 11,
+        backoff: true,
+    };
+    let rep = driver::bench(&db, &wl, &run).unwrap();
+    assert!(rep.committed > 0);
+    assert_consistent(
+        &db,
+        &cfg,
+        &format!("{protocol} x{threads}, {} warehouses", cfg.warehouses),
+    );
+}
+
+/// Two warehouses: remote order lines and remote payments cross them.
+#[test]
+fn two_warehouses_with_remote_accesses_stay_consistent() {
+    let mut cfg = TpccConfig::new(2);
+    // More remote work than the spec's, to exercise it in a short run.
+    cfg.remote_item_pct = 20;
+    cfg.remote_payment_pct = 50;
+    run_and_check(cfg, Protocol::Silo, 2, 1.0);
+}
+
+/// Without concurrency control a single terminal is still consistent: the
+/// rolled-back NewOrders write nothing before they abort.
+#[test]
+fn nocc_single_thread_stays_consistent() {
+    run_and_check(TpccConfig::new(1), Protocol::NoCc, 1, 1.0);
+}
