@@ -92,6 +92,52 @@ pub(crate) struct TxnSets {
     pub rbuf: Vec<u8>,
     /// rec -> index into `writes`, once the write set is large.
     pub windex: HashMap<usize, usize>,
+    /// The record the last `get` found, so that a write of the same key
+    /// right after it (read-modify-write, the common case in TPC-C) skips
+    /// the second index descent and record read.
+    pub last: LastFound,
+}
+
+/// See [`TxnSets::last`].
+pub(crate) struct LastFound {
+    pub table: u32,
+    pub key: Vec<u8>,
+    pub rec: *const Record,
+    /// TID word the `get` observed (it is in the read set).
+    pub tid: u64,
+}
+
+impl Default for LastFound {
+    fn default() -> Self {
+        LastFound {
+            table: u32::MAX,
+            key: Vec::new(),
+            rec: std::ptr::null(),
+            tid: 0,
+        }
+    }
+}
+
+impl LastFound {
+    #[inline]
+    pub fn set(&mut self, table: TableId, key: &[u8], rec: *const Record, tid: u64) {
+        self.table = table.0;
+        self.key.clear();
+        self.key.extend_from_slice(key);
+        self.rec = rec;
+        self.tid = tid;
+    }
+
+    /// The record and observed TID if the last `get` was of `key` in `table`.
+    #[inline]
+    pub fn matches(&self, table: TableId, key: &[u8]) -> Option<(*const Record, u64)> {
+        (self.table == table.0 && self.key == key).then_some((self.rec, self.tid))
+    }
+
+    #[inline]
+    pub fn forget(&mut self) {
+        self.table = u32::MAX;
+    }
 }
 
 // SAFETY: the raw record pointers are only dereferenced by the owning worker
@@ -106,6 +152,7 @@ impl TxnSets {
         self.wbuf.clear();
         self.rbuf.clear();
         self.windex.clear();
+        self.last.forget();
     }
 
     /// Index of the write-set entry for `rec`, if any.

@@ -59,15 +59,16 @@ fn own_insert_fixup(sets: &mut TxnSets, ins: &Insert) {
 }
 
 /// Insert a fresh absent record for `key` into the index and add it to the
-/// write set. Returns `false` if another record appeared for the key first.
-fn create_absent(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> bool {
+/// write set. Returns `Err(v)` with the index value if a record for the key
+/// exists.
+fn create_absent(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(), u64> {
     let rec = Record::new(&[], ABSENT | LATEST, val.len());
     let ins = table.index.insert(key, rec as u64, tx.g);
     match ins {
-        Insert::Exists(_) => {
+        Insert::Exists(v) => {
             // SAFETY: never published: the insert failed.
             unsafe { Record::free(rec as *mut u8) };
-            false
+            Err(v)
         }
         Insert::Inserted { .. } => {
             let sets = &mut tx.st.sets;
@@ -80,7 +81,7 @@ fn create_absent(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> boo
                 created: true,
                 ..WriteEntry::new(rec, table.id, WriteKind::Put, val)
             });
-            true
+            Ok(())
         }
     }
 }
@@ -161,6 +162,7 @@ fn get_inner(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
                     ReadOutcome::NotLatest => continue,
                     ReadOutcome::Ok(tid) => {
                         sets.reads.push(ReadEntry { rec, tid });
+                        sets.last.set(table.id, key, rec, tid);
                         return Ok(if tid & ABSENT != 0 {
                             Found::None
                         } else {
@@ -176,8 +178,13 @@ fn get_inner(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
 
 /// `Txn::put` under Silo: a blind upsert.
 pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
-    for _ in 0..STALE_RETRIES {
-        match table.index.get(key, tx.g) {
+    for attempt in 0..STALE_RETRIES {
+        // A put right after a `get` of the same key reuses its lookup.
+        let lookup = match tx.st.sets.last.matches(table.id, key) {
+            Some((rec, _)) if attempt == 0 => Lookup::Found(rec as u64),
+            _ => table.index.get(key, tx.g),
+        };
+        match lookup {
             Lookup::Found(v) => {
                 let rec = v as *const Record;
                 let sets = &mut tx.st.sets;
@@ -190,7 +197,7 @@ pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Tx
                 return Ok(());
             }
             Lookup::Missing { .. } => {
-                if create_absent(tx, table, key, val) {
+                if create_absent(tx, table, key, val).is_ok() {
                     return Ok(());
                 }
             }
@@ -202,7 +209,13 @@ pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Tx
 /// `Txn::insert` under Silo: insert if absent.
 pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
     for _ in 0..STALE_RETRIES {
-        match table.index.get(key, tx.g) {
+        // Inserts usually find no key: try the index insert first, so that
+        // the common case descends the tree once.
+        let lookup = match create_absent(tx, table, key, val) {
+            Ok(()) => return Ok(true),
+            Err(v) => Lookup::Found(v),
+        };
+        match lookup {
             Lookup::Found(v) => {
                 let rec = v as *const Record;
                 let sets = &mut tx.st.sets;
@@ -237,11 +250,8 @@ pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
                     }
                 }
             }
-            Lookup::Missing { .. } => {
-                if create_absent(tx, table, key, val) {
-                    return Ok(true);
-                }
-            }
+            // Not reached: `lookup` is `Found`.
+            Lookup::Missing { .. } => {}
         }
     }
     conflict(ConflictReason::InsertRace)
@@ -254,6 +264,19 @@ fn read_for_write(
     table: &Table,
     key: &[u8],
 ) -> TxResult<Result<*const Record, Option<usize>>> {
+    // A write right after a `get` of the same key: the record and the TID
+    // observed are known (and in the read set already).
+    let sets = &mut tx.st.sets;
+    if let Some((rec, tid)) = sets.last.matches(table.id, key) {
+        if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+            return Ok(Err(Some(i)));
+        }
+        return Ok(if tid & ABSENT == 0 {
+            Ok(rec)
+        } else {
+            Err(None)
+        });
+    }
     for _ in 0..STALE_RETRIES {
         match table.index.get(key, tx.g) {
             Lookup::Missing { leaf, version } => {
@@ -361,6 +384,7 @@ where
         wbuf,
         rbuf,
         windex,
+        ..
     } = &mut tx.st.sets;
     table.index.scan(
         lo,

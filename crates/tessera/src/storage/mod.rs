@@ -112,12 +112,19 @@ impl Version {
         let start = out.len();
         out.reserve(n * 8);
         let w = Version::words(v);
+        // Store the words straight into the reserved tail (one capacity
+        // check for the whole value, not one per word).
+        let dst = out.spare_capacity_mut().as_mut_ptr() as *mut u8;
         for i in 0..n {
-            // SAFETY: i < n <= cap_words, inside the allocation.
-            let x = unsafe { (*w.add(i)).load(Ordering::Relaxed) };
-            out.extend_from_slice(&x.to_ne_bytes());
+            // SAFETY: i < n <= cap_words, inside the allocation; the
+            // destination has room for n * 8 bytes (reserved above).
+            unsafe {
+                let x = (*w.add(i)).load(Ordering::Relaxed);
+                dst.add(i * 8).cast::<u64>().write_unaligned(x);
+            }
         }
-        out.truncate(start + len);
+        // SAFETY: the first n * 8 >= len bytes past `start` were written.
+        unsafe { out.set_len(start + len) };
     }
 
     /// Overwrite the value; `val.len()` must fit the capacity. Only called
