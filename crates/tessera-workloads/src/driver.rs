@@ -365,6 +365,17 @@ pub struct LoadReport {
     pub seconds: f64,
     /// Rows inserted.
     pub records: u64,
+    /// Growth of the process's resident memory over the load, in bytes: the
+    /// memory the loaded database takes (Linux; `None` elsewhere).
+    pub resident_growth_bytes: Option<u64>,
+}
+
+/// Resident set size of this process in bytes (Linux `/proc/self/status`).
+pub fn resident_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// The results of one run; `tessera bench ... --json` prints it as one JSON
@@ -452,6 +463,7 @@ pub fn load<W: Workload>(
         b.set_message(wl.name().to_string());
         b
     };
+    let rss0 = resident_bytes();
     let t0 = Instant::now();
     let threads = if cfg.load_threads > 0 {
         cfg.load_threads
@@ -472,6 +484,7 @@ pub fn load<W: Workload>(
     Ok(LoadReport {
         seconds: (seconds * 1000.0).round() / 1000.0,
         records: rows,
+        resident_growth_bytes: rss0.zip(resident_bytes()).map(|(a, b)| b.saturating_sub(a)),
     })
 }
 
@@ -786,6 +799,9 @@ impl Report {
             self.load.records,
             self.load.seconds
         );
+        if let Some(b) = self.load.resident_growth_bytes {
+            let _ = writeln!(s, "loaded data: {:.1} MiB resident", b as f64 / 1048576.0);
+        }
         let _ = writeln!(
             s,
             "throughput {:.0} txn/s: {} committed, {} conflict aborts ({:.3}% of attempts), {} user aborts",

@@ -534,21 +534,28 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
                 rec.install(w.locked_tid, Some(val), tid | LATEST, keep, tx.g);
             }
             WriteKind::Delete => {
-                let dtid = tid | LATEST | ABSENT;
-                rec.install(w.locked_tid, None, dtid, keep, tx.g);
-                let key = &sets.wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
-                if snapshots {
-                    tx.st.pending_unlinks.push_back(PendingUnlink {
-                        table: w.table,
-                        key: key.into(),
-                        rec: w.rec,
-                        tid: dtid,
-                    });
-                } else {
-                    let t = &tx.st.tables[w.table.0 as usize];
-                    unlink(t, tx.g, key, w.rec, dtid);
-                }
+                rec.install(w.locked_tid, None, tid | LATEST | ABSENT, keep, tx.g);
             }
+        }
+    }
+
+    // Deleted records leave the index only now, with every lock released:
+    // `unlink` takes the record's lock again, and taking it while still
+    // holding later write-set locks (out of the global order) deadlocked two
+    // Deliveries under TPC-C.
+    let dtid = tid | LATEST | ABSENT;
+    for w in sets.writes.iter().filter(|w| w.kind == WriteKind::Delete) {
+        let key = &sets.wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
+        if snapshots {
+            tx.st.pending_unlinks.push_back(PendingUnlink {
+                table: w.table,
+                key: key.into(),
+                rec: w.rec,
+                tid: dtid,
+            });
+        } else {
+            let t = &tx.st.tables[w.table.0 as usize];
+            unlink(t, tx.g, key, w.rec, dtid);
         }
     }
     Ok(())
