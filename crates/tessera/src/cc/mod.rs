@@ -6,6 +6,7 @@
 pub mod nocc;
 pub mod silo;
 pub mod snapshot;
+pub mod xid;
 
 use std::collections::HashMap;
 
