@@ -99,7 +99,7 @@ use crate::epoch::Guard;
 
 use node::{
     key_bytes, key_free, key_new, prefix_of, Header, Inner, Leaf, Restart, SKey, LOCKED, OBSOLETE,
-    STEP,
+    STEP, VACANT,
 };
 pub use node::{INNER_MAX, LEAF_MAX};
 
@@ -1114,6 +1114,13 @@ impl BTree {
                 self.leaf_cap
             );
             assert!(is_root || count > 0, "empty non-root leaf at depth {depth}");
+            for i in count..LEAF_MAX {
+                assert_eq!(
+                    leaf.s.prefix[i].load(Relaxed),
+                    VACANT,
+                    "vacant leaf slot {i}"
+                );
+            }
             let mut prev: Option<&[u8]> = None;
             for i in 0..count {
                 let kp = leaf.s.key_ptr(i);
@@ -1147,6 +1154,13 @@ impl BTree {
         );
         assert!(!is_root || count > 0, "inner root with a single child");
         let mut seps: Vec<&[u8]> = Vec::with_capacity(count);
+        for i in count..INNER_MAX {
+            assert_eq!(
+                inner.s.prefix[i].load(Relaxed),
+                VACANT,
+                "vacant separator slot {i}"
+            );
+        }
         for i in 0..count {
             let kp = inner.s.key_ptr(i);
             assert!(!kp.is_null(), "separator slot {i} of {count} has no key");

@@ -239,6 +239,11 @@ impl Header {
 // ---------------------------------------------------------------------------
 // Key slots shared by both node kinds.
 
+/// Prefix of a vacant slot (at or beyond the count). Vacant slots sort
+/// after every occupied one, so the binary search can always run over all
+/// `N` slots with a fixed, unrolled number of steps.
+pub(super) const VACANT: u64 = u64::MAX;
+
 /// Per slot: inline prefix, length class, and the full key copy.
 #[repr(C)]
 pub(super) struct Slots<const N: usize> {
@@ -250,7 +255,7 @@ pub(super) struct Slots<const N: usize> {
 impl<const N: usize> Slots<N> {
     pub fn new() -> Self {
         Slots {
-            prefix: [const { AtomicU64::new(0) }; N],
+            prefix: [const { AtomicU64::new(VACANT) }; N],
             lc: [const { AtomicU8::new(0) }; N],
             key: [const { AtomicPtr::new(ptr::null_mut()) }; N],
         }
@@ -307,15 +312,29 @@ impl<const N: usize> Slots<N> {
         if n == 0 {
             return (0, false);
         }
-        let (mut base, mut size) = (0usize, n);
-        while size > 1 {
-            let half = size / 2;
+        // Binary search on the prefixes alone (one load per probe) over all
+        // N slots: vacant ones hold VACANT (the largest prefix), so the
+        // prefixes are sorted across the whole array and the search needs no
+        // bounds but N, a constant: the loop unrolls into log2(N) steps of
+        // load, compare, add. Keys that share sk's prefix are settled after.
+        let mut base = 0usize;
+        let mut half = N.next_power_of_two() / 2;
+        while half > 0 {
+            let probe = base + half - 1;
             // Selected arithmetically: the outcome is unpredictable, a
             // branch would mispredict half of the time.
-            base += half * self.inline_less(base + half, sk) as usize;
-            size -= half;
+            let less = probe < N && self.prefix[probe.min(N - 1)].load(Relaxed) < sk.prefix;
+            base += half * less as usize;
+            half /= 2;
         }
-        let i = base + self.inline_less(base, sk) as usize;
+        // A key with prefix VACANT ranks among vacant slots: clamp.
+        let mut i = base.min(n);
+        // Slot i is the first with a prefix >= sk's. Slots with sk's prefix
+        // are ordered by length class: skip the shorter ones (at most eight
+        // distinct lengths below 9 share a prefix).
+        while i < n && self.inline_less(i, sk) {
+            i += 1;
+        }
         if i == n || !self.inline_eq(i, sk) {
             return (i, false);
         }
@@ -364,7 +383,7 @@ impl<const N: usize> Slots<N> {
     /// Vacate slot `i` (lock held): no stale key pointer stays behind.
     #[inline]
     pub fn clear(&self, i: usize) {
-        self.prefix[i].store(0, Relaxed);
+        self.prefix[i].store(VACANT, Relaxed);
         self.lc[i].store(0, Relaxed);
         self.key[i].store(ptr::null_mut(), Release);
     }
