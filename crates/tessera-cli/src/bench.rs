@@ -9,6 +9,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Subcommand, ValueEnum};
 use tessera::{Database, Options, Protocol};
 use tessera_workloads::driver::{self, Report, RunConfig, Workload};
+use tessera_workloads::tpcc::hybrid::{HybridConfig, TpccHybrid, DEFAULT_Q2_SIZE_PCT};
 use tessera_workloads::tpcc::{
     check_consistency, ConsistencyJson, Tpcc, TpccConfig, TpccReport, MAX_WAREHOUSES,
 };
@@ -26,6 +27,11 @@ pub enum BenchCmd {
     /// conditions are checked after the run.
     #[command(after_long_help = TPCC_HELP)]
     Tpcc(TpccArgs),
+    /// TPC-C-hybrid (ERMIA): TPC-C plus TPC-CH Q2*, a read-mostly
+    /// transaction that scans --q2-size percent of SUPPLIER and refills the
+    /// low STOCK rows of one region's suppliers in every warehouse.
+    #[command(name = "tpcc-hybrid", after_long_help = TPCC_HYBRID_HELP)]
+    TpccHybrid(TpccHybridArgs),
 }
 
 const TPCC_HELP: &str = "\
@@ -52,6 +58,31 @@ inconsistent.";
 
 fn parse_mix(s: &str) -> Result<[u32; 5], String> {
     TpccConfig::parse_mix(s)
+}
+
+const TPCC_HYBRID_HELP: &str = "\
+TPC-C-hybrid is ERMIA's (SIGMOD 2016) TPC-C with TPC-CH Q2* added. The load
+adds CH-benCHmark's SUPPLIER (10,000 rows), NATION (62) and REGION (5); STOCK
+row (w, i) is supplied by supplier (w * i) mod 10000.
+
+Q2*: pick a random region; scan --q2-size percent of SUPPLIER (a contiguous
+range of supplier keys from a random start, wrapping from 9999 to 0); for each
+supplier of a nation in the region, read every STOCK row it supplies in every
+warehouse, and add 91 to S_QUANTITY where it is below 15. It is reported as
+`q2_star`.
+
+Mix: --mix NO,P,Q2,OS,D,SL gives the percentages of NewOrder, Payment, Q2*,
+OrderStatus, Delivery and StockLevel (default 40,38,10,4,4,4, ERMIA's); they
+must add up to 100. Everything else (scale, terminals, remote percentages,
+the consistency check and the exit status) is as for `bench tpcc`: Q2* only
+changes S_QUANTITY, which no TPC-C consistency condition reads.
+
+See docs/TPCC.md (TPC-C-hybrid) for what ERMIA specifies and the choices made
+here. Exit status 2 for bad arguments, 1 if the run fails or the database is
+inconsistent.";
+
+fn parse_hybrid_mix(s: &str) -> Result<[u32; 6], String> {
+    HybridConfig::parse_mix(s)
 }
 
 const YCSB_HELP: &str = "\
@@ -203,6 +234,15 @@ pub struct TpccArgs {
     /// StockLevel, adding up to 100.
     #[arg(long, value_name = "NO,P,OS,D,SL", default_value = "45,43,4,4,4", value_parser = parse_mix, allow_negative_numbers = true)]
     pub mix: [u32; 5],
+    #[command(flatten)]
+    pub knobs: TpccKnobs,
+}
+
+/// The TPC-C knobs `bench tpcc` and `bench tpcc-hybrid` share (besides
+/// --warehouses, which each declares before its --mix so that the help
+/// lists scale and mix first).
+#[derive(Args, Debug)]
+pub struct TpccKnobs {
     /// Percentage of NewOrder lines supplied by another warehouse (with
     /// more than one warehouse).
     #[arg(long = "remote-item-pct", value_name = "PCT", default_value_t = 1,
@@ -224,19 +264,69 @@ pub struct TpccArgs {
     pub rollback_pct: u32,
 }
 
-impl TpccArgs {
-    /// The TPC-C configuration (warehouses default to the thread count).
-    pub fn tpcc_config(&self) -> TpccConfig {
+impl TpccKnobs {
+    /// The TPC-C configuration with these knobs; warehouses default to the
+    /// thread count.
+    fn config(&self, warehouses: Option<u32>, threads: usize, mix: [u32; 5]) -> TpccConfig {
         TpccConfig {
-            warehouses: self
-                .warehouses
-                .unwrap_or_else(|| self.common.threads.min(MAX_WAREHOUSES as usize) as u32),
-            mix: self.mix,
+            warehouses: warehouses.unwrap_or_else(|| threads.min(MAX_WAREHOUSES as usize) as u32),
+            mix,
             remote_item_pct: self.remote_item_pct,
             remote_payment_pct: self.remote_payment_pct,
             by_last_name_pct: self.by_last_name_pct,
             rollback_pct: self.rollback_pct,
             ..TpccConfig::new(1)
+        }
+    }
+}
+
+impl TpccArgs {
+    /// The TPC-C configuration (warehouses default to the thread count).
+    pub fn tpcc_config(&self) -> TpccConfig {
+        self.knobs
+            .config(self.warehouses, self.common.threads, self.mix)
+    }
+}
+
+/// `tessera bench tpcc-hybrid`: the TPC-C knobs, a six-way mix and the size
+/// of Q2*.
+#[derive(Args, Debug)]
+pub struct TpccHybridArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Warehouses (the scale factor) [default: --threads].
+    #[arg(long, value_name = "W",
+          value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..=MAX_WAREHOUSES as u64), allow_negative_numbers = true)]
+    pub warehouses: Option<u32>,
+    /// Percentages of NewOrder, Payment, Q2*, OrderStatus, Delivery and
+    /// StockLevel, adding up to 100.
+    #[arg(long, value_name = "NO,P,Q2,OS,D,SL", default_value = "40,38,10,4,4,4", value_parser = parse_hybrid_mix, allow_negative_numbers = true)]
+    pub mix: [u32; 6],
+    /// Percentage of the SUPPLIER table one Q2* scans (1..=100).
+    #[arg(long = "q2-size", value_name = "PCT", default_value_t = DEFAULT_Q2_SIZE_PCT,
+          value_parser = clap::value_parser!(u32).range(1..=100), allow_negative_numbers = true)]
+    pub q2_size: u32,
+    #[command(flatten)]
+    pub knobs: TpccKnobs,
+}
+
+impl TpccHybridArgs {
+    /// The TPC-C-hybrid configuration (warehouses default to the thread
+    /// count).
+    pub fn hybrid_config(&self) -> HybridConfig {
+        let warehouses = self
+            .warehouses
+            .unwrap_or_else(|| self.common.threads.min(MAX_WAREHOUSES as usize) as u32);
+        HybridConfig {
+            // The TPC-C mix is not used by the hybrid; keep TPC-C's default.
+            tpcc: self.knobs.config(
+                Some(warehouses),
+                self.common.threads,
+                TpccConfig::new(1).mix,
+            ),
+            mix: self.mix,
+            q2_size_pct: self.q2_size,
+            ..HybridConfig::new(warehouses)
         }
     }
 }
@@ -404,6 +494,7 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
             }
         }
         BenchCmd::Tpcc(a) => tpcc(&a),
+        BenchCmd::TpccHybrid(a) => tpcc_hybrid(&a),
     }
 }
 
@@ -428,12 +519,45 @@ fn tpcc(a: &TpccArgs) -> ExitCode {
             cfg.remote_payment_pct,
         );
     }
-    let (db, report) = match load_and_run(&wl, c) {
+    run_and_check(&wl, wl.config_ref(), c)
+}
+
+/// `tessera bench tpcc-hybrid`: as `tpcc`, with the hybrid workload.
+fn tpcc_hybrid(a: &TpccHybridArgs) -> ExitCode {
+    let wl = match TpccHybrid::new(a.hybrid_config()) {
+        Ok(w) => w,
+        Err(e) => return usage_error(e),
+    };
+    let c = &a.common;
+    if !c.quiet {
+        let cfg = wl.config_ref();
+        eprintln!(
+            "tpcc-hybrid on {}: {} thread(s), {} warehouse(s), mix {} \
+             (new_order/payment/q2_star/order_status/delivery/stock_level), \
+             Q2* scans {}% of SUPPLIER ({} suppliers), remote items {}%, remote payments {}%",
+            c.cc,
+            c.threads,
+            cfg.tpcc.warehouses,
+            cfg.mix.map(|x| x.to_string()).join("/"),
+            cfg.q2_size_pct,
+            cfg.q2_suppliers(),
+            cfg.tpcc.remote_item_pct,
+            cfg.tpcc.remote_payment_pct,
+        );
+    }
+    run_and_check(&wl, wl.tpcc_config(), c)
+}
+
+/// Load and run a TPC-C workload (plain or hybrid), check the TPC-C
+/// consistency conditions on the result, print the report with them, and
+/// return the exit status.
+fn run_and_check<W: Workload>(wl: &W, tpcc_cfg: &TpccConfig, c: &Common) -> ExitCode {
+    let (db, report) = match load_and_run(wl, c) {
         Ok(r) => r,
         Err(code) => return code,
     };
     let t0 = Instant::now();
-    let cons = match check_consistency(&db, wl.config_ref()) {
+    let cons = match check_consistency(&db, tpcc_cfg) {
         Ok(r) => r,
         Err(e) => return run_error(format!("the consistency check could not run: {e}")),
     };

@@ -1,7 +1,8 @@
 //! `tessera`: benchmarks and tools for the Tessera engine.
 //!
 //! Subcommands are grouped by purpose so that more can be added beside the
-//! existing ones: `tessera bench <workload>` today (`ycsb`, `tpcc`),
+//! existing ones: `tessera bench <workload>` today (`ycsb`, `tpcc`,
+//! `tpcc-hybrid`),
 //! and later `tessera check`, `tessera recover`, `tessera inspect`.
 //!
 //! Exit status: 0 on success, 2 for bad arguments (clap's errors and ours
@@ -138,6 +139,43 @@ mod tests {
             ("--rollback-pct", "-1"),
         ] {
             let e = Cli::try_parse_from(["tessera", "bench", "tpcc", flag, value]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{flag} {value}");
+            assert!(e.to_string().contains(flag), "{flag} {value}: {e}");
+        }
+    }
+
+    #[test]
+    fn tpcc_hybrid_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "tessera",
+            "bench",
+            "tpcc-hybrid",
+            "--threads",
+            "2",
+            "--q2-size",
+            "40",
+            "--remote-payment-pct",
+            "30",
+        ])
+        .unwrap();
+        let Cmd::Bench(bench::BenchCmd::TpccHybrid(a)) = cli.cmd else {
+            panic!("not tpcc-hybrid");
+        };
+        let c = a.hybrid_config();
+        assert_eq!(c.tpcc.warehouses, 2);
+        assert_eq!(c.mix, [40, 38, 10, 4, 4, 4]);
+        assert_eq!((c.q2_size_pct, c.q2_suppliers()), (40, 4000));
+        assert_eq!(c.tpcc.remote_payment_pct, 30);
+        assert!(c.validate().is_ok());
+        for (flag, value) in [
+            ("--q2-size", "0"),
+            ("--q2-size", "101"),
+            ("--mix", "45,43,4,4,4"),
+            ("--mix", "40,38,10,4,4,5"),
+            ("--warehouses", "0"),
+        ] {
+            let e =
+                Cli::try_parse_from(["tessera", "bench", "tpcc-hybrid", flag, value]).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{flag} {value}");
             assert!(e.to_string().contains(flag), "{flag} {value}: {e}");
         }

@@ -13,6 +13,10 @@
 //! Rows are generated outside the transactions and inserted in batches of
 //! [`BATCH`]; a batch retried after a conflict (neighbouring tasks share
 //! index leaves) inserts the same rows again.
+//!
+//! TPC-C-hybrid ([`load_hybrid`]) adds ten SUPPLIER chunks and one task for
+//! NATION and REGION to the same task list (after the TPC-C tasks, which stay
+//! exactly as they are: plain TPC-C loads the same data either way).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -21,6 +25,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use tessera::{Database, Error, TableId, Worker};
 
+use super::hybrid::{nation_region, NATION_KEYS, REGION_NAMES, SUPPLIERS};
 use super::random::{self, nurand, uniform, NuRandC, A_C_LAST};
 use super::schema::*;
 use super::{TpccConfig, CUSTOMERS, DISTRICTS, FIRST_NEW_ORDER, ITEMS, ORDERS};
@@ -45,6 +50,10 @@ enum Task {
     Items(u32),
     /// The WAREHOUSE row and its DISTRICT rows.
     Warehouse(u16),
+    /// Chunk `c` of SUPPLIER (TPC-C-hybrid).
+    Suppliers(u32),
+    /// NATION and REGION (TPC-C-hybrid).
+    NationsRegions,
 }
 
 impl Task {
@@ -55,6 +64,9 @@ impl Task {
             Task::Stock(w, c) => (2 << 60) | ((w as u64) << 8) | c as u64,
             Task::Items(c) => (3 << 60) | c as u64,
             Task::Warehouse(w) => (4 << 60) | w as u64,
+            // 5 << 60 is taken by the O_OL_CNT streams (`ol_cnt_rng`).
+            Task::Suppliers(c) => (6 << 60) | c as u64,
+            Task::NationsRegions => 7 << 60,
         }
     }
 }
@@ -94,6 +106,12 @@ pub fn rows_to_load(cfg: &TpccConfig) -> u64 {
         }
     }
     n
+}
+
+/// Rows [`load_hybrid`] inserts on top of [`rows_to_load`]: SUPPLIER, NATION
+/// and REGION.
+pub fn hybrid_rows_to_load() -> u64 {
+    SUPPLIERS as u64 + NATION_KEYS.len() as u64 + REGION_NAMES.len() as u64
 }
 
 /// A task's RNG and string scratch.
@@ -152,28 +170,37 @@ struct Batch {
     /// `(table, start in bytes, key length, value length)`.
     entries: Vec<(TableId, usize, usize, usize)>,
     row: Vec<u8>,
-    names: [(TableId, &'static str); 11],
+    /// Table names for the error message of a duplicate key.
+    names: Vec<(TableId, &'static str)>,
 }
 
 impl Batch {
-    fn new(t: &Tables) -> Batch {
+    fn new(t: &Tables, h: Option<&HybridTables>) -> Batch {
+        let mut names = vec![
+            (t.warehouse, "warehouse"),
+            (t.district, "district"),
+            (t.customer, "customer"),
+            (t.customer_by_name, "customer_by_name"),
+            (t.history, "history"),
+            (t.new_order, "new_order"),
+            (t.order, "order"),
+            (t.order_by_customer, "order_by_customer"),
+            (t.order_line, "order_line"),
+            (t.item, "item"),
+            (t.stock, "stock"),
+        ];
+        if let Some(h) = h {
+            names.extend([
+                (h.supplier, "supplier"),
+                (h.nation, "nation"),
+                (h.region, "region"),
+            ]);
+        }
         Batch {
             bytes: Vec::with_capacity(BATCH * 128),
             entries: Vec::with_capacity(BATCH + 32),
             row: Vec::with_capacity(1024),
-            names: [
-                (t.warehouse, "warehouse"),
-                (t.district, "district"),
-                (t.customer, "customer"),
-                (t.customer_by_name, "customer_by_name"),
-                (t.history, "history"),
-                (t.new_order, "new_order"),
-                (t.order, "order"),
-                (t.order_by_customer, "order_by_customer"),
-                (t.order_line, "order_line"),
-                (t.item, "item"),
-                (t.stock, "stock"),
-            ],
+            names,
         }
     }
 
@@ -250,6 +277,33 @@ pub fn load(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<u64, Error> {
+    load_all(db, t, None, cfg, c_load, threads, progress)
+}
+
+/// [`load`] plus TPC-C-hybrid's SUPPLIER, NATION and REGION into the (empty)
+/// tables `h`, in the same parallel pass. The TPC-C tables get exactly the
+/// rows [`load`] inserts.
+pub fn load_hybrid(
+    db: &Database,
+    t: &Tables,
+    h: &HybridTables,
+    cfg: &TpccConfig,
+    c_load: &NuRandC,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<u64, Error> {
+    load_all(db, t, Some(h), cfg, c_load, threads, progress)
+}
+
+fn load_all(
+    db: &Database,
+    t: &Tables,
+    h: Option<&HybridTables>,
+    cfg: &TpccConfig,
+    c_load: &NuRandC,
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<u64, Error> {
     let mut tasks = Vec::new();
     // Biggest first, for balance.
     for w in 1..=cfg.warehouses as u16 {
@@ -268,6 +322,12 @@ pub fn load(
     for w in 1..=cfg.warehouses as u16 {
         tasks.push(Task::Warehouse(w));
     }
+    if h.is_some() {
+        for c in 0..CHUNKS {
+            tasks.push(Task::Suppliers(c));
+        }
+        tasks.push(Task::NationsRegions);
+    }
     let next = AtomicUsize::new(0);
     let now = super::now_ms();
     let threads = threads.clamp(1, tasks.len());
@@ -277,7 +337,7 @@ pub fn load(
                 let (tasks, next) = (&tasks, &next);
                 s.spawn(move || -> Result<u64, Error> {
                     let mut w = db.worker()?;
-                    let mut b = Batch::new(t);
+                    let mut b = Batch::new(t, h);
                     let mut n = 0;
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -299,6 +359,17 @@ pub fn load(
                             Task::Warehouse(wid) => {
                                 load_warehouse(&mut w, &mut b, &mut g, t, wid, progress)?
                             }
+                            // Only queued when `h` is set.
+                            Task::Suppliers(c) => match h {
+                                Some(h) => load_suppliers(&mut w, &mut b, &mut g, h, c, progress)?,
+                                None => 0,
+                            },
+                            Task::NationsRegions => match h {
+                                Some(h) => {
+                                    load_nations_regions(&mut w, &mut b, &mut g, h, progress)?
+                                }
+                                None => 0,
+                            },
                         };
                     }
                 })
@@ -408,6 +479,96 @@ fn load_warehouse(
             d_next_o_id: ORDERS + 1,
         };
         b.add(t.district, &district_key(wid, d), &row);
+    }
+    b.flush(w, progress)
+}
+
+/// The supplier keys `chunk` of `CHUNKS` covers in `0..SUPPLIERS`.
+fn supplier_chunk(chunk: u32) -> std::ops::Range<u32> {
+    let per = SUPPLIERS / CHUNKS;
+    chunk * per..if chunk + 1 == CHUNKS {
+        SUPPLIERS
+    } else {
+        (chunk + 1) * per
+    }
+}
+
+/// SUPPLIER rows (CH-benCHmark's columns, TPC-H's value rules where
+/// CH-benCHmark has none; see docs/TPCC.md): the nation is uniform over the
+/// 62 nations.
+fn load_suppliers(
+    w: &mut Worker,
+    b: &mut Batch,
+    g: &mut Gen,
+    h: &HybridTables,
+    chunk: u32,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<u64, Error> {
+    use std::io::Write as _;
+    let mut n = 0;
+    let mut text = Vec::with_capacity(32);
+    for s in supplier_chunk(chunk) {
+        let s = s as u16;
+        let nation_idx = g.u(0, NATION_KEYS.len() as u32 - 1) as usize;
+        text.clear();
+        let _ = write!(text, "Supplier#{s:09}");
+        let name = Text::new(&text);
+        // TPC-H's phone format: a country code from the nation, then
+        // three random groups.
+        text.clear();
+        let _ = write!(
+            text,
+            "{:02}-{:03}-{:03}-{:04}",
+            nation_idx + 10,
+            g.u(100, 999),
+            g.u(100, 999),
+            g.u(1000, 9999)
+        );
+        let row = Supplier {
+            su_suppkey: s,
+            su_name: name,
+            su_address: g.astr(10, 40),
+            su_nationkey: NATION_KEYS[nation_idx],
+            su_phone: Text::new(&text),
+            // -999.99 ..= 9,999.99.
+            su_acctbal: g.u(0, 1_099_998) as i64 - 99_999,
+            su_comment: g.astr(25, 100),
+        };
+        b.add(h.supplier, &supplier_key(s), &row);
+        n += b.maybe_flush(w, progress)?;
+    }
+    Ok(n + b.flush(w, progress)?)
+}
+
+/// The 62 NATION rows and the 5 REGION rows.
+fn load_nations_regions(
+    w: &mut Worker,
+    b: &mut Batch,
+    g: &mut Gen,
+    h: &HybridTables,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<u64, Error> {
+    for (r, name) in REGION_NAMES.iter().enumerate() {
+        let row = Region {
+            r_regionkey: r as u8,
+            r_name: Text::new(name.as_bytes()),
+            r_comment: g.astr(31, 115),
+        };
+        b.add(h.region, &region_key(r as u8), &row);
+    }
+    let mut name = [0u8; 8];
+    for (i, &k) in NATION_KEYS.iter().enumerate() {
+        // "Nation x": x is the key's character (CH-benCHmark keys nations
+        // by these ASCII codes).
+        name[..7].copy_from_slice(b"Nation ");
+        name[7] = k;
+        let row = Nation {
+            n_nationkey: k,
+            n_name: Text::new(&name),
+            n_regionkey: nation_region(i),
+            n_comment: g.astr(31, 114),
+        };
+        b.add(h.nation, &nation_key(k), &row);
     }
     b.flush(w, progress)
 }
@@ -538,6 +699,12 @@ mod tests {
         let mut all: Vec<u32> = (0..CHUNKS).flat_map(chunk_ids).collect();
         all.sort_unstable();
         assert_eq!(all, (1..=ITEMS).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn supplier_chunks_cover_the_suppliers_once() {
+        let all: Vec<u32> = (0..CHUNKS).flat_map(supplier_chunk).collect();
+        assert_eq!(all, (0..SUPPLIERS).collect::<Vec<_>>());
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! * [`load`]: the population of clause 4.3, in parallel;
 //! * [`txns`]: NewOrder, Payment, OrderStatus, Delivery, StockLevel
 //!   (clauses 2.4-2.8);
-//! * [`consistency`]: consistency conditions 3.3.2.1-3.3.2.12.
+//! * [`consistency`]: consistency conditions 3.3.2.1-3.3.2.12;
+//! * [`hybrid`]: TPC-C-hybrid (ERMIA's TPC-C plus TPC-CH Q2\*): the SUPPLIER,
+//!   NATION and REGION tables, the Q2\* transaction and its workload.
 //!
 //! [`Tpcc`] ties them to the shared driver ([`crate::driver::Workload`]).
 //! Each driver thread is a terminal with a home warehouse: thread `i` uses
@@ -19,6 +21,7 @@
 //! lists every deviation from the spec.
 
 pub mod consistency;
+pub mod hybrid;
 pub mod load;
 pub mod random;
 pub mod schema;
@@ -152,12 +155,16 @@ impl TpccConfig {
         Ok(mix)
     }
 
-    fn check_mix(mix: &[u32; 5]) -> Result<(), String> {
+    /// A mix of any length (TPC-C-hybrid has six types) must add up to 100.
+    fn check_mix(mix: &[u32]) -> Result<(), String> {
         let sum: u64 = mix.iter().map(|&x| x as u64).sum();
         if sum != 100 {
             return Err(format!(
                 "the mix percentages must add up to 100, got {} = {sum}",
-                mix.map(|x| x.to_string()).join(" + ")
+                mix.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" + ")
             ));
         }
         Ok(())
@@ -379,6 +386,40 @@ impl Tpcc {
         inp.h_key = schema::history_key(st.origin, st.hist_seq);
         st.hist_seq += 1;
     }
+
+    /// Draw the inputs of a `kind` transaction into `st` (after the type
+    /// was drawn; TPC-C-hybrid draws its own type and calls this for the
+    /// five TPC-C ones).
+    fn draw(&self, st: &mut TpccThread, kind: TxnType) {
+        st.kind = kind;
+        match kind {
+            TxnType::NewOrder => self.draw_new_order(st),
+            TxnType::Payment => self.draw_payment(st),
+            TxnType::OrderStatus => {
+                let d_id = uniform(&mut st.rng, 1, DISTRICTS as u32) as u8;
+                let customer = self.customer_sel(&mut st.rng);
+                st.order_status = OrderStatusInput {
+                    w_id: st.w_id,
+                    d_id,
+                    customer,
+                };
+            }
+            TxnType::Delivery => {
+                st.delivery = DeliveryInput {
+                    w_id: st.w_id,
+                    carrier_id: uniform(&mut st.rng, 1, 10) as u8,
+                    delivery_d: now_ms(),
+                };
+            }
+            TxnType::StockLevel => {
+                st.stock_level = StockLevelInput {
+                    w_id: st.w_id,
+                    d_id: st.sl_d_id,
+                    threshold: uniform(&mut st.rng, 10, 20) as i32,
+                };
+            }
+        }
+    }
 }
 
 impl Workload for Tpcc {
@@ -428,34 +469,7 @@ impl Workload for Tpcc {
     fn next(&self, st: &mut TpccThread) -> usize {
         let x = st.rng.gen_range(0..100u32);
         let ty = self.cum.iter().position(|&c| x < c).unwrap_or(0);
-        st.kind = TxnType::ALL[ty];
-        match st.kind {
-            TxnType::NewOrder => self.draw_new_order(st),
-            TxnType::Payment => self.draw_payment(st),
-            TxnType::OrderStatus => {
-                let d_id = uniform(&mut st.rng, 1, DISTRICTS as u32) as u8;
-                let customer = self.customer_sel(&mut st.rng);
-                st.order_status = OrderStatusInput {
-                    w_id: st.w_id,
-                    d_id,
-                    customer,
-                };
-            }
-            TxnType::Delivery => {
-                st.delivery = DeliveryInput {
-                    w_id: st.w_id,
-                    carrier_id: uniform(&mut st.rng, 1, 10) as u8,
-                    delivery_d: now_ms(),
-                };
-            }
-            TxnType::StockLevel => {
-                st.stock_level = StockLevelInput {
-                    w_id: st.w_id,
-                    d_id: st.sl_d_id,
-                    threshold: uniform(&mut st.rng, 10, 20) as i32,
-                };
-            }
-        }
+        self.draw(st, TxnType::ALL[ty]);
         ty
     }
 

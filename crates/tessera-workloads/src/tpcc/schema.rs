@@ -377,6 +377,45 @@ impl Stock {
     }
 }
 
+// The three TPC-CH tables TPC-C-hybrid adds (CH-benCHmark's SUPPLIER, NATION
+// and REGION, after TPC-H's). Only `tpcc::hybrid` creates and loads them.
+
+row! {
+    /// SUPPLIER (CH-benCHmark; 10,000 rows, keys 0..=9999). Supplies the
+    /// STOCK rows `(w, i)` with `(w * i) mod 10000 = su_suppkey`.
+    pub struct Supplier {
+        pub su_suppkey: u16,
+        pub su_name: Text<25>,
+        pub su_address: Text<40>,
+        /// A [`Nation`]'s `n_nationkey`.
+        pub su_nationkey: u8,
+        pub su_phone: Text<15>,
+        /// Cents.
+        pub su_acctbal: i64,
+        pub su_comment: Text<100>,
+    }
+}
+
+row! {
+    /// NATION (CH-benCHmark; 62 rows keyed by the ASCII codes of `0-9A-Za-z`).
+    pub struct Nation {
+        pub n_nationkey: u8,
+        pub n_name: Text<25>,
+        /// A [`Region`]'s `r_regionkey`.
+        pub n_regionkey: u8,
+        pub n_comment: Text<152>,
+    }
+}
+
+row! {
+    /// REGION (CH-benCHmark, as TPC-H; 5 rows, keys 0..=4).
+    pub struct Region {
+        pub r_regionkey: u8,
+        pub r_name: Text<25>,
+        pub r_comment: Text<152>,
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Keys
 
@@ -524,6 +563,24 @@ pub fn stock_key(w: u16, i: u32) -> [u8; 6] {
     k
 }
 
+/// SUPPLIER: `su_suppkey`.
+#[inline]
+pub fn supplier_key(s: u16) -> [u8; 2] {
+    s.to_be_bytes()
+}
+
+/// NATION: `n_nationkey`.
+#[inline]
+pub fn nation_key(n: u8) -> [u8; 1] {
+    [n]
+}
+
+/// REGION: `r_regionkey`.
+#[inline]
+pub fn region_key(r: u8) -> [u8; 1] {
+    [r]
+}
+
 // ---------------------------------------------------------------------------
 // Tables
 
@@ -602,6 +659,42 @@ impl Tables {
     /// Look up the tables of a loaded database.
     pub fn open(db: &Database) -> Result<Tables, Error> {
         Self::from_fn(|name, _| db.table(name))
+    }
+}
+
+/// Names of the TPC-C-hybrid tables, in creation order.
+pub const HYBRID_TABLE_NAMES: [&str; 3] = ["supplier", "nation", "region"];
+
+/// The ids of the three tables TPC-C-hybrid adds to the TPC-C ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HybridTables {
+    /// SUPPLIER.
+    pub supplier: TableId,
+    /// NATION.
+    pub nation: TableId,
+    /// REGION.
+    pub region: TableId,
+}
+
+impl HybridTables {
+    fn from_fn(
+        mut f: impl FnMut(&'static str) -> Result<TableId, Error>,
+    ) -> Result<HybridTables, Error> {
+        Ok(HybridTables {
+            supplier: f("supplier")?,
+            nation: f("nation")?,
+            region: f("region")?,
+        })
+    }
+
+    /// Create the tables (an error if one exists already).
+    pub fn create(db: &Database) -> Result<HybridTables, Error> {
+        Self::from_fn(|name| db.create_table(name))
+    }
+
+    /// Look up the tables of a loaded database.
+    pub fn open(db: &Database) -> Result<HybridTables, Error> {
+        Self::from_fn(|name| db.table(name))
     }
 }
 

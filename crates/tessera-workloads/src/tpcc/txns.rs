@@ -171,7 +171,7 @@ pub struct OrderStatusOutput {
     pub lines: u32,
 }
 
-fn missing(what: &str, key: &[u8]) -> TxError {
+pub(super) fn missing(what: &str, key: &[u8]) -> TxError {
     TxError::Error(Error::InvalidArgument(format!(
         "TPC-C: {what} row with key {key:02x?} is missing"
     )))
@@ -179,12 +179,17 @@ fn missing(what: &str, key: &[u8]) -> TxError {
 
 /// A row that must exist was not found by a read: an inconsistent
 /// optimistic read, so retry (see the module documentation).
-fn vanished() -> TxError {
+pub(super) fn vanished() -> TxError {
     TxError::Conflict(ConflictReason::Stale)
 }
 
 /// Read and decode the row `key` of table `t`, which must exist.
-fn must_get<R: Row>(tx: &mut Txn<'_>, t: tessera::TableId, key: &[u8], what: &str) -> TxResult<R> {
+pub(super) fn must_get<R: Row>(
+    tx: &mut Txn<'_>,
+    t: tessera::TableId,
+    key: &[u8],
+    what: &str,
+) -> TxResult<R> {
     match tx.get(t, key)? {
         Some(v) => decode(v, what),
         None => Err(vanished()),

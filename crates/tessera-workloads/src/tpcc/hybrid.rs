@@ -1,0 +1,831 @@
+//! TPC-C-hybrid: ERMIA's TPC-C with a read-mostly transaction added, TPC-CH
+//! Q2\* (a modified Query 2 of the CH-benCHmark / TPC-CH).
+//!
+//! ERMIA (SIGMOD 2016, section 4.2) specifies: Q2\* picks a random region
+//! and updates the STOCK rows, supplied by that region's suppliers, whose
+//! quantity is below a threshold; its size is the fraction of SUPPLIER it
+//! scans; the mix is NewOrder 40, Payment 38, Q2\* 10, OrderStatus 4,
+//! Delivery 4, StockLevel 4. It leaves the threshold, the update and the
+//! exact scan open; docs/TPCC.md ("TPC-C-hybrid") lists every choice made
+//! here and why. In short:
+//!
+//! * **Tables**: CH-benCHmark's SUPPLIER (10,000 rows), NATION (62, keyed by
+//!   the ASCII codes of `0-9A-Za-z`) and REGION (5), in
+//!   [`schema`](super::schema); loaded with the TPC-C tables in one parallel
+//!   pass ([`super::load::load_hybrid`]).
+//! * **Stock to supplier**: CH-benCHmark's rule `su_suppkey = (s_w_id *
+//!   s_i_id) mod 10000`. No index: [`SupplyMap`] enumerates a supplier's
+//!   items in a warehouse arithmetically (a linear congruence), so Q2\* reads
+//!   only STOCK rows, never an index that could add reads or go stale.
+//! * **Q2\***: read the REGION row, scan NATION for the region's nations,
+//!   scan a contiguous, wrapping range of `q2_size_pct`% of the supplier keys
+//!   from a random start, keep the suppliers of those nations, and for each
+//!   one read every STOCK row it supplies in every warehouse; rows with
+//!   S_QUANTITY below [`Q2_THRESHOLD`] (15) get [`Q2_REFILL`] (91, NewOrder's
+//!   restock) added. Only S_QUANTITY changes, which no TPC-C consistency
+//!   condition reads, so the conditions still hold after a run.
+//!
+//! [`TpccHybrid`] reuses [`Tpcc`] for the five TPC-C transactions (inputs,
+//! terminals, execution) and adds Q2\*; it is one [`Workload`] for the shared
+//! driver, so every protocol runs it unchanged.
+
+use std::ops::Bound;
+use std::sync::OnceLock;
+
+use rand::Rng;
+use tessera::{Database, Error, ScanOptions, TxError, TxResult, Txn, Worker};
+
+use super::random::uniform;
+use super::schema::{
+    region_key, stock_key, supplier_key, Field, HybridTables, Nation, Region, Row, Stock, Supplier,
+    Tables, Text,
+};
+use super::txns::{missing, must_get, vanished};
+use super::{load, Tpcc, TpccConfig, TpccThread, TxnType, ITEMS};
+use crate::driver::Workload;
+
+/// SUPPLIER rows (CH-benCHmark), keys `0..SUPPLIERS`; also the modulus of
+/// the stock-to-supplier rule.
+pub const SUPPLIERS: u32 = 10_000;
+
+/// NATION keys: the ASCII codes of `0-9`, `A-Z`, `a-z` (62 nations, as in
+/// CH-benCHmark, where a customer's nation is the first character of its
+/// C_STATE; our a-strings use exactly these characters).
+pub const NATION_KEYS: [u8; 62] = nation_keys();
+
+const fn nation_keys() -> [u8; 62] {
+    let mut k = [0u8; 62];
+    let mut i = 0;
+    while i < 62 {
+        k[i] = if i < 10 {
+            b'0' + i as u8
+        } else if i < 36 {
+            b'A' + (i - 10) as u8
+        } else {
+            b'a' + (i - 36) as u8
+        };
+        i += 1;
+    }
+    k
+}
+
+/// REGION names (TPC-H's five), for keys `0..5`.
+pub const REGION_NAMES: [&str; 5] = ["AFRICA", "AMERICA", "ASIA", "EUROPE", "MIDDLE EAST"];
+
+/// The region of the nation at index `i` of [`NATION_KEYS`]: round robin,
+/// so each region has 12 or 13 nations and Q2\* does about the same work
+/// whichever region it picks.
+pub const fn nation_region(i: usize) -> u8 {
+    (i % REGION_NAMES.len()) as u8
+}
+
+/// Default `--q2-size`: percentage of SUPPLIER a Q2\* scans.
+pub const DEFAULT_Q2_SIZE_PCT: u32 = 10;
+/// Q2\* refills the STOCK rows whose S_QUANTITY is below this. The loaded
+/// quantities are uniform in 10..=100 and NewOrder keeps them there, so
+/// about 5.5% of the rows a Q2\* visits qualify.
+pub const Q2_THRESHOLD: i32 = 15;
+/// What Q2\* adds to S_QUANTITY: NewOrder's restock amount (clause 2.4.2.2),
+/// which lifts a refilled row above any threshold up to 101.
+pub const Q2_REFILL: i32 = 91;
+
+/// The six transaction types, in report (and `--mix`) order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HybridTxn {
+    /// One of the five TPC-C transactions.
+    Tpcc(TxnType),
+    /// TPC-CH Q2\*.
+    Q2Star,
+}
+
+impl HybridTxn {
+    /// All of them, in the order of [`HybridConfig::mix`] and of reports:
+    /// the order in which ERMIA lists its mix (40/38/10/4/4/4).
+    pub const ALL: [HybridTxn; 6] = [
+        HybridTxn::Tpcc(TxnType::NewOrder),
+        HybridTxn::Tpcc(TxnType::Payment),
+        HybridTxn::Q2Star,
+        HybridTxn::Tpcc(TxnType::OrderStatus),
+        HybridTxn::Tpcc(TxnType::Delivery),
+        HybridTxn::Tpcc(TxnType::StockLevel),
+    ];
+
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            HybridTxn::Tpcc(t) => t.name(),
+            HybridTxn::Q2Star => "q2_star",
+        }
+    }
+}
+
+/// TPC-C-hybrid knobs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HybridConfig {
+    /// The TPC-C knobs (scale, remote percentages, seed, ...). Its `mix` is
+    /// not used: [`HybridConfig::mix`] replaces it.
+    pub tpcc: TpccConfig,
+    /// Percentages of NewOrder, Payment, Q2\*, OrderStatus, Delivery and
+    /// StockLevel (in that order), adding up to 100. ERMIA: 40/38/10/4/4/4.
+    pub mix: [u32; 6],
+    /// Percentage of SUPPLIER one Q2\* scans, 1..=100.
+    pub q2_size_pct: u32,
+    /// Q2\* refills STOCK rows with S_QUANTITY below this.
+    pub q2_threshold: i32,
+    /// Amount Q2\* adds to such a row's S_QUANTITY.
+    pub q2_refill: i32,
+}
+
+impl HybridConfig {
+    /// ERMIA's mix on `warehouses` warehouses, the spec's TPC-C settings,
+    /// Q2\* at 10%.
+    pub fn new(warehouses: u32) -> HybridConfig {
+        HybridConfig {
+            tpcc: TpccConfig::new(warehouses),
+            mix: [40, 38, 10, 4, 4, 4],
+            q2_size_pct: DEFAULT_Q2_SIZE_PCT,
+            q2_threshold: Q2_THRESHOLD,
+            q2_refill: Q2_REFILL,
+        }
+    }
+
+    /// Parse a mix: six comma-separated percentages (NewOrder, Payment, Q2\*,
+    /// OrderStatus, Delivery, StockLevel) adding up to 100.
+    pub fn parse_mix(s: &str) -> Result<[u32; 6], String> {
+        let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+        if parts.len() != 6 {
+            return Err(format!(
+                "expected six comma-separated percentages (new_order,payment,q2_star,\
+                 order_status,delivery,stock_level), got {} value(s) in '{s}'",
+                parts.len()
+            ));
+        }
+        let mut mix = [0u32; 6];
+        for (m, p) in mix.iter_mut().zip(&parts) {
+            *m = p
+                .parse()
+                .map_err(|_| format!("'{p}' is not a whole percentage in '{s}'"))?;
+        }
+        TpccConfig::check_mix(&mix)?;
+        Ok(mix)
+    }
+
+    /// Suppliers one Q2\* scans.
+    pub fn q2_suppliers(&self) -> u32 {
+        // 1% is 100 suppliers: exact for every whole percentage.
+        SUPPLIERS * self.q2_size_pct / 100
+    }
+
+    /// Check the knobs; the message names the offending option.
+    pub fn validate(&self) -> Result<(), String> {
+        self.tpcc_part().validate()?;
+        TpccConfig::check_mix(&self.mix).map_err(|e| format!("--mix: {e}"))?;
+        if !(1..=100).contains(&self.q2_size_pct) {
+            return Err(format!(
+                "--q2-size must be in 1..=100, got {}",
+                self.q2_size_pct
+            ));
+        }
+        Ok(())
+    }
+
+    /// The TPC-C configuration the five TPC-C transactions run with. Its mix
+    /// is a placeholder that passes validation; the hybrid draws the type.
+    fn tpcc_part(&self) -> TpccConfig {
+        TpccConfig {
+            mix: [100, 0, 0, 0, 0],
+            ..self.tpcc.clone()
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Stock to supplier
+
+/// How warehouse `w` maps its items to suppliers: `(w * i) mod 10000 = s`
+/// has solutions iff `g = gcd(w, 10000)` divides `s`, and then they are
+/// `i = (s / g) * inv (mod m)` with `m = 10000 / g` and `inv` the inverse of
+/// `w / g` modulo `m`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Congruence {
+    g: u32,
+    m: u32,
+    inv: u32,
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The inverse of `a` modulo `m` (`gcd(a, m) = 1`; 0 for `m = 1`).
+fn inverse(a: u64, m: u64) -> u64 {
+    // Extended Euclid on (a mod m, m), tracking a's coefficient.
+    let (mut r0, mut r1) = ((a % m) as i64, m as i64);
+    let (mut x0, mut x1) = (1i64, 0i64);
+    while r1 != 0 {
+        let q = r0 / r1;
+        (r0, r1) = (r1, r0 - q * r1);
+        (x0, x1) = (x1, x0 - q * x1);
+    }
+    x0.rem_euclid(m as i64) as u64
+}
+
+/// The STOCK rows each supplier supplies, by CH-benCHmark's rule
+/// `su_suppkey = (s_w_id * s_i_id) mod 10000`, enumerated arithmetically:
+/// one modular inverse per warehouse, precomputed, then every supplied item
+/// in O(1) with no table, index or allocation. In warehouse `w` a supplier
+/// supplies either no item or `10 * gcd(w, 10000)` of them (10 for every
+/// supplier when `gcd = 1`), spaced `10000 / gcd(w, 10000)` apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SupplyMap {
+    /// Index `w - 1`.
+    per_w: Vec<Congruence>,
+}
+
+impl SupplyMap {
+    /// The map for warehouses `1..=warehouses`.
+    pub fn new(warehouses: u32) -> SupplyMap {
+        let n = SUPPLIERS as u64;
+        let per_w = (1..=warehouses as u64)
+            .map(|w| {
+                let g = gcd(w, n);
+                let m = n / g;
+                Congruence {
+                    g: g as u32,
+                    m: m as u32,
+                    inv: inverse(w / g, m) as u32,
+                }
+            })
+            .collect();
+        SupplyMap { per_w }
+    }
+
+    /// Number of warehouses covered.
+    pub fn warehouses(&self) -> u16 {
+        self.per_w.len() as u16
+    }
+
+    /// The items (ascending) of warehouse `w` (`1..=warehouses`) supplied by
+    /// supplier `s` (`0..SUPPLIERS`).
+    pub fn items(&self, w: u16, s: u16) -> SuppliedItems {
+        let c = self.per_w[w as usize - 1];
+        let s = s as u32;
+        if s % c.g != 0 {
+            return SuppliedItems {
+                next: ITEMS + 1,
+                step: 1,
+            };
+        }
+        let i0 = ((s / c.g) as u64 * c.inv as u64 % c.m as u64) as u32;
+        // Items start at 1: residue 0 is item m (then 2m, ..., 100000).
+        SuppliedItems {
+            next: if i0 == 0 { c.m } else { i0 },
+            step: c.m,
+        }
+    }
+}
+
+/// Iterator of [`SupplyMap::items`].
+#[derive(Clone, Debug)]
+pub struct SuppliedItems {
+    next: u32,
+    step: u32,
+}
+
+impl Iterator for SuppliedItems {
+    type Item = u32;
+
+    #[inline]
+    fn next(&mut self) -> Option<u32> {
+        if self.next > ITEMS {
+            return None;
+        }
+        let i = self.next;
+        self.next += self.step;
+        Some(i)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Q2*
+
+/// Q2\* inputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Q2Input {
+    /// R_REGIONKEY, 0..5.
+    pub region: u8,
+    /// The first supplier key scanned, 0..SUPPLIERS.
+    pub first: u16,
+    /// Suppliers scanned: keys `first, first + 1, ...` wrapping from 9999
+    /// to 0; 1..=SUPPLIERS.
+    pub suppliers: u16,
+    /// Refill rows with S_QUANTITY below this.
+    pub threshold: i32,
+    /// Amount added to S_QUANTITY.
+    pub refill: i32,
+}
+
+/// What Q2\* did (for tests and curiosity).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Q2Output {
+    /// Scanned suppliers whose nation is in the region.
+    pub suppliers_in_region: u32,
+    /// STOCK rows read.
+    pub stock_read: u32,
+    /// STOCK rows refilled.
+    pub stock_updated: u32,
+}
+
+/// Q2\*'s buffers, reused across transactions.
+#[derive(Clone, Debug, Default)]
+pub struct Q2Scratch {
+    /// The region's suppliers among the scanned ones.
+    suppliers: Vec<u16>,
+    /// A STOCK row being rewritten.
+    row: Vec<u8>,
+}
+
+impl Q2Scratch {
+    /// Buffers already at their largest size.
+    pub fn new() -> Q2Scratch {
+        Q2Scratch {
+            suppliers: Vec::with_capacity(SUPPLIERS as usize),
+            row: Vec::with_capacity(Stock::LEN),
+        }
+    }
+}
+
+/// Byte offset of S_QUANTITY in an encoded [`Stock`] row (after S_I_ID and
+/// S_W_ID): Q2\* reads and patches it without decoding the 300-byte row.
+const S_QUANTITY_AT: usize = <u32 as Field>::SIZE + <u16 as Field>::SIZE;
+/// Byte offset of SU_NATIONKEY in an encoded [`Supplier`] row.
+const SU_NATIONKEY_AT: usize =
+    <u16 as Field>::SIZE + <Text<25> as Field>::SIZE + <Text<40> as Field>::SIZE;
+
+fn malformed(table: &str, len: usize, expected: usize) -> TxError {
+    TxError::Error(Error::InvalidArgument(format!(
+        "malformed {table} row of {len} bytes (expected {expected})"
+    )))
+}
+
+/// TPC-CH Q2\* as ERMIA describes it, one attempt (see the module
+/// documentation and docs/TPCC.md):
+///
+/// 1. read the REGION row `inp.region`;
+/// 2. scan NATION and keep the nations of that region;
+/// 3. scan SUPPLIER keys `inp.first ..` (`inp.suppliers` of them, wrapping
+///    past 9999 to 0) and keep the suppliers of those nations;
+/// 4. for each kept supplier, in every warehouse of `supply`, read each
+///    STOCK row it supplies; if S_QUANTITY < `inp.threshold`, add
+///    `inp.refill` to it (the only column written).
+///
+/// REGION, NATION and SUPPLIER are never written, so only the STOCK reads
+/// and writes conflict (with NewOrder and other Q2\*s). No allocation once
+/// `s` has grown.
+pub fn q2_star(
+    tx: &mut Txn<'_>,
+    t: &Tables,
+    h: &HybridTables,
+    supply: &SupplyMap,
+    inp: &Q2Input,
+    s: &mut Q2Scratch,
+) -> TxResult<Q2Output> {
+    // The original query selects the region by R_NAME; reading the row keeps
+    // that access (the name itself is not needed).
+    let _region: Region = must_get(tx, h.region, &region_key(inp.region), "region")?;
+
+    // The region's nations, as a bitmap over the ASCII key space.
+    let mut nations = 0u128;
+    let mut bad = None;
+    tx.scan(
+        h.nation,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        ScanOptions::new(),
+        |_, v| match Nation::decode(v) {
+            Some(n) => {
+                if n.n_regionkey == inp.region && n.n_nationkey < 128 {
+                    nations |= 1 << n.n_nationkey;
+                }
+                true
+            }
+            None => {
+                bad = Some(malformed("nation", v.len(), Nation::LEN));
+                false
+            }
+        },
+    )?;
+    if let Some(e) = bad {
+        return Err(e);
+    }
+
+    // The supplier range, split in two where it wraps.
+    let first = inp.first as u32;
+    let end = first + inp.suppliers as u32;
+    let ranges = if end <= SUPPLIERS {
+        [(first, end), (0, 0)]
+    } else {
+        [(first, SUPPLIERS), (0, end - SUPPLIERS)]
+    };
+    s.suppliers.clear();
+    for (lo, hi) in ranges {
+        if lo >= hi {
+            continue;
+        }
+        let (lo, hi) = (supplier_key(lo as u16), supplier_key(hi as u16));
+        let kept = &mut s.suppliers;
+        tx.scan(
+            h.supplier,
+            Bound::Included(&lo[..]),
+            Bound::Excluded(&hi[..]),
+            ScanOptions::new(),
+            |k, v| {
+                // Only the nation is needed: read its byte, no decoding.
+                if v.len() != Supplier::LEN || k.len() != 2 {
+                    bad = Some(malformed("supplier", v.len(), Supplier::LEN));
+                    return false;
+                }
+                let n = v[SU_NATIONKEY_AT];
+                if n < 128 && nations & (1 << n) != 0 {
+                    kept.push(u16::from_be_bytes([k[0], k[1]]));
+                }
+                true
+            },
+        )?;
+        if let Some(e) = bad {
+            return Err(e);
+        }
+    }
+
+    let mut out = Q2Output {
+        suppliers_in_region: s.suppliers.len() as u32,
+        ..Q2Output::default()
+    };
+    let q_at = S_QUANTITY_AT..S_QUANTITY_AT + 4;
+    for j in 0..s.suppliers.len() {
+        let su = s.suppliers[j];
+        for w in 1..=supply.warehouses() {
+            for i in supply.items(w, su) {
+                let key = stock_key(w, i);
+                // Stock rows are never deleted.
+                let Some(v) = tx.get(t.stock, &key)? else {
+                    return Err(vanished());
+                };
+                if v.len() != Stock::LEN {
+                    return Err(malformed("stock", v.len(), Stock::LEN));
+                }
+                out.stock_read += 1;
+                let q = i32::from_le_bytes(v[q_at.clone()].try_into().expect("4 bytes"));
+                if q >= inp.threshold {
+                    continue;
+                }
+                // Rewrite the row with only S_QUANTITY changed.
+                s.row.clear();
+                s.row.extend_from_slice(v);
+                s.row[q_at.clone()].copy_from_slice(&(q + inp.refill).to_le_bytes());
+                if !tx.update(t.stock, &key, &s.row)? {
+                    return Err(missing("stock", &key));
+                }
+                out.stock_updated += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// The workload
+
+/// The TPC-C-hybrid workload: [`Tpcc`]'s five transactions and terminals,
+/// plus Q2\*, with a six-way mix.
+pub struct TpccHybrid {
+    cfg: HybridConfig,
+    tpcc: Tpcc,
+    names: [&'static str; 6],
+    /// Cumulative mix, as in [`Tpcc`].
+    cum: [u32; 6],
+    supply: SupplyMap,
+    htables: OnceLock<HybridTables>,
+}
+
+/// Per-thread state: a TPC-C terminal's (its RNG draws the hybrid's type and
+/// Q2\*'s inputs too) plus Q2\*'s inputs and buffers.
+pub struct TpccHybridThread {
+    tpcc: TpccThread,
+    /// The current transaction is a Q2\* (else the TPC-C one in `tpcc`).
+    q2_next: bool,
+    q2: Q2Input,
+    q2_scratch: Q2Scratch,
+}
+
+impl TpccHybrid {
+    /// The workload for these knobs (validated).
+    pub fn new(cfg: HybridConfig) -> Result<TpccHybrid, String> {
+        cfg.validate()?;
+        let tpcc = Tpcc::new(cfg.tpcc_part())?;
+        let mut cum = [0u32; 6];
+        let mut acc = 0;
+        for (c, m) in cum.iter_mut().zip(cfg.mix) {
+            acc += m;
+            *c = acc;
+        }
+        Ok(TpccHybrid {
+            supply: SupplyMap::new(cfg.tpcc.warehouses),
+            names: HybridTxn::ALL.map(HybridTxn::name),
+            cum,
+            tpcc,
+            cfg,
+            htables: OnceLock::new(),
+        })
+    }
+
+    /// The knobs.
+    pub fn config_ref(&self) -> &HybridConfig {
+        &self.cfg
+    }
+
+    /// The TPC-C configuration (for [`super::check_consistency`]; its mix is
+    /// not the hybrid's).
+    pub fn tpcc_config(&self) -> &TpccConfig {
+        self.tpcc.config_ref()
+    }
+
+    /// The TPC-C workload running the five TPC-C transactions.
+    pub fn tpcc(&self) -> &Tpcc {
+        &self.tpcc
+    }
+
+    /// The TPC-C tables, once loaded.
+    pub fn tables(&self) -> Option<Tables> {
+        self.tpcc.tables()
+    }
+
+    /// SUPPLIER, NATION and REGION, once loaded.
+    pub fn hybrid_tables(&self) -> Option<HybridTables> {
+        self.htables.get().copied()
+    }
+
+    /// The stock-to-supplier map of this scale.
+    pub fn supply_map(&self) -> &SupplyMap {
+        &self.supply
+    }
+
+    /// Q2\*'s inputs with a random region and start, drawn from `rng`.
+    pub fn draw_q2<R: Rng>(&self, rng: &mut R) -> Q2Input {
+        Q2Input {
+            region: uniform(rng, 0, REGION_NAMES.len() as u32 - 1) as u8,
+            first: uniform(rng, 0, SUPPLIERS - 1) as u16,
+            suppliers: self.cfg.q2_suppliers() as u16,
+            threshold: self.cfg.q2_threshold,
+            refill: self.cfg.q2_refill,
+        }
+    }
+}
+
+impl Workload for TpccHybrid {
+    type Thread = TpccHybridThread;
+
+    fn name(&self) -> &'static str {
+        "tpcc-hybrid"
+    }
+
+    fn txn_types(&self) -> &[&'static str] {
+        &self.names
+    }
+
+    fn rows_to_load(&self) -> u64 {
+        load::rows_to_load(self.tpcc.config_ref()) + load::hybrid_rows_to_load()
+    }
+
+    fn load(
+        &self,
+        db: &Database,
+        threads: usize,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<u64, Error> {
+        let t = Tables::create(db)?;
+        let h = HybridTables::create(db)?;
+        let t = *self.tpcc.tables.get_or_init(|| t);
+        let h = *self.htables.get_or_init(|| h);
+        load::load_hybrid(
+            db,
+            &t,
+            &h,
+            self.tpcc.config_ref(),
+            &self.tpcc.c_load,
+            threads,
+            progress,
+        )
+    }
+
+    fn thread_state(&self, thread: usize, threads: usize, seed: u64) -> TpccHybridThread {
+        TpccHybridThread {
+            tpcc: self.tpcc.thread_state(thread, threads, seed),
+            q2_next: false,
+            q2: Q2Input::default(),
+            q2_scratch: Q2Scratch::new(),
+        }
+    }
+
+    fn next(&self, st: &mut TpccHybridThread) -> usize {
+        let x = st.tpcc.rng.gen_range(0..100u32);
+        let ty = self.cum.iter().position(|&c| x < c).unwrap_or(0);
+        match HybridTxn::ALL[ty] {
+            HybridTxn::Tpcc(kind) => {
+                st.q2_next = false;
+                self.tpcc.draw(&mut st.tpcc, kind);
+            }
+            HybridTxn::Q2Star => {
+                st.q2_next = true;
+                st.q2 = self.draw_q2(&mut st.tpcc.rng);
+            }
+        }
+        ty
+    }
+
+    fn execute(&self, st: &mut TpccHybridThread, w: &mut Worker) -> TxResult<()> {
+        if !st.q2_next {
+            return self.tpcc.execute(&mut st.tpcc, w);
+        }
+        let t = self.tpcc.t();
+        let h = self
+            .htables
+            .get()
+            .expect("TPC-C-hybrid run before it was loaded");
+        let (inp, s) = (&st.q2, &mut st.q2_scratch);
+        w.try_run(|tx| q2_star(tx, t, h, &self.supply, inp, s))
+            .map(drop)
+    }
+
+    fn config(&self) -> serde_json::Value {
+        let c = &self.cfg;
+        let mut v = self.tpcc.config();
+        let mix: serde_json::Map<String, serde_json::Value> = HybridTxn::ALL
+            .iter()
+            .zip(c.mix)
+            .map(|(t, m)| (t.name().to_string(), serde_json::json!(m)))
+            .collect();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("mix_pct".into(), mix.into());
+            o.insert("q2_size_pct".into(), c.q2_size_pct.into());
+            o.insert("q2_suppliers".into(), c.q2_suppliers().into());
+            o.insert("q2_stock_threshold".into(), c.q2_threshold.into());
+            o.insert("q2_refill".into(), c.q2_refill.into());
+            o.insert(
+                "q2_supplier_range".into(),
+                "contiguous keys from a uniform start, wrapping".into(),
+            );
+            o.insert("suppliers".into(), SUPPLIERS.into());
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn nation_keys_are_the_62_alphanumerics_and_regions_balance() {
+        let s: String = NATION_KEYS.iter().map(|&b| b as char).collect();
+        assert_eq!(
+            s,
+            "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+        );
+        let mut per = [0; 5];
+        for i in 0..NATION_KEYS.len() {
+            per[nation_region(i) as usize] += 1;
+        }
+        assert_eq!(per, [13, 13, 12, 12, 12]);
+    }
+
+    #[test]
+    fn inverse_and_gcd() {
+        for m in [1u64, 2, 5, 16, 625, 10_000] {
+            for a in 1..200u64 {
+                if gcd(a, m) == 1 {
+                    assert_eq!(a * inverse(a, m) % m, 1 % m, "{a} mod {m}");
+                }
+            }
+        }
+    }
+
+    /// The arithmetic enumeration finds exactly the items of the rule, for
+    /// every supplier, on warehouses with every kind of gcd with 10000.
+    #[test]
+    fn supply_map_matches_the_rule() {
+        let map = SupplyMap::new(10_000);
+        let mut found = vec![u16::MAX; ITEMS as usize + 1];
+        for w in (1..=64u16).chain([125, 625, 2000, 5000, 9999, 10_000]) {
+            found.fill(u16::MAX);
+            for s in 0..SUPPLIERS as u16 {
+                let mut n = 0;
+                for i in map.items(w, s) {
+                    assert_eq!(found[i as usize], u16::MAX, "w {w} item {i} twice");
+                    found[i as usize] = s;
+                    n += 1;
+                }
+                let g = gcd(w as u64, SUPPLIERS as u64) as u32;
+                assert_eq!(n, if s as u32 % g == 0 { 10 * g } else { 0 }, "w {w} s {s}");
+            }
+            for i in 1..=ITEMS {
+                assert_eq!(
+                    found[i as usize] as u32,
+                    w as u32 * i % SUPPLIERS,
+                    "w {w} item {i}"
+                );
+            }
+        }
+        assert_eq!(map.warehouses(), 10_000);
+    }
+
+    #[test]
+    fn raw_offsets_match_the_encodings() {
+        let mut buf = Vec::new();
+        let st = Stock {
+            s_i_id: 7,
+            s_w_id: 3,
+            s_quantity: -123_456,
+            ..Default::default()
+        };
+        st.encode(&mut buf);
+        assert_eq!(
+            i32::from_le_bytes(buf[S_QUANTITY_AT..S_QUANTITY_AT + 4].try_into().unwrap()),
+            -123_456
+        );
+        let su = Supplier {
+            su_suppkey: 9999,
+            su_nationkey: b'z',
+            su_name: Text::new(b"x"),
+            ..Default::default()
+        };
+        su.encode(&mut buf);
+        assert_eq!(buf[SU_NATIONKEY_AT], b'z');
+    }
+
+    #[test]
+    fn mix_parsing_and_validation() {
+        assert_eq!(
+            HybridConfig::parse_mix("40,38,10,4,4,4").unwrap(),
+            [40, 38, 10, 4, 4, 4]
+        );
+        let e = HybridConfig::parse_mix("45,43,4,4,4").unwrap_err();
+        assert!(e.contains("six"), "{e}");
+        let e = HybridConfig::parse_mix("40,38,10,4,4,5").unwrap_err();
+        assert!(e.contains("add up to 100") && e.contains("101"), "{e}");
+        assert!(HybridConfig::parse_mix("40,38,10,4,4,y").is_err());
+
+        let mut c = HybridConfig::new(1);
+        assert!(c.validate().is_ok());
+        assert_eq!(c.q2_suppliers(), 1000);
+        // The TPC-C mix inside is ignored.
+        c.tpcc.mix = [1, 1, 1, 1, 1];
+        assert!(c.validate().is_ok());
+        for bad in [0, 101] {
+            c.q2_size_pct = bad;
+            assert!(c.validate().unwrap_err().contains("--q2-size"));
+        }
+        c.q2_size_pct = 100;
+        assert_eq!(c.q2_suppliers(), SUPPLIERS);
+        c.mix = [40, 38, 10, 4, 4, 5];
+        assert!(c.validate().unwrap_err().contains("--mix"));
+        assert!(TpccHybrid::new(c).is_err());
+    }
+
+    #[test]
+    fn the_mix_draws_each_type_in_proportion() {
+        let wl = TpccHybrid::new(HybridConfig::new(2)).unwrap();
+        let mut st = wl.thread_state(1, 2, 5);
+        let mut n = [0u32; 6];
+        for _ in 0..100_000 {
+            let ty = wl.next(&mut st);
+            n[ty] += 1;
+            assert_eq!(st.q2_next, HybridTxn::ALL[ty] == HybridTxn::Q2Star);
+            if let HybridTxn::Tpcc(k) = HybridTxn::ALL[ty] {
+                assert_eq!(st.tpcc.kind, k);
+            } else {
+                assert!(st.q2.region < 5 && (st.q2.first as u32) < SUPPLIERS);
+                assert_eq!(st.q2.suppliers, 1000);
+            }
+        }
+        for (i, &p) in wl.cfg.mix.iter().enumerate() {
+            let got = n[i] as f64 / 1000.0;
+            assert!((got - p as f64).abs() < 1.0, "type {i}: {got}% vs {p}%");
+        }
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut regions = [0u32; 5];
+        for _ in 0..10_000 {
+            regions[wl.draw_q2(&mut rng).region as usize] += 1;
+        }
+        assert!(regions.iter().all(|&r| r > 1800), "{regions:?}");
+        let cfg = wl.config();
+        assert_eq!(cfg["q2_size_pct"], 10);
+        assert_eq!(cfg["mix_pct"]["q2_star"], 10);
+        assert_eq!(cfg["mix_pct"].as_object().unwrap().len(), 6);
+    }
+}
