@@ -2,12 +2,15 @@
 //! and the retry loop.
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::catalog::{Table, TableId};
+use crate::cc::ermia::MvState;
+use crate::cc::xid::XidTable;
 use crate::cc::{self, TxnSets};
 use crate::epoch::{Epochs, LocalEpoch, Ticker};
 use crate::error::{ConflictReason, Error, TxError, TxResult};
@@ -23,18 +26,31 @@ pub enum Protocol {
     /// baseline). Not isolated; a user abort does not roll anything back.
     /// For measuring what tracking costs, never for real data.
     NoCc,
+    /// ERMIA's snapshot isolation (Kim et al., SIGMOD 2016, section 3.6.1):
+    /// multi-versioned records, first-updater-wins. Not serializable (write
+    /// skew is possible).
+    Si,
+    /// ERMIA's SI plus the Serial Safety Net (section 3.6.2): serializable.
+    Ssn,
 }
 
 impl Protocol {
     /// Every protocol, for help texts.
-    pub const ALL: [Protocol; 2] = [Protocol::Silo, Protocol::NoCc];
+    pub const ALL: [Protocol; 4] = [Protocol::Silo, Protocol::Si, Protocol::Ssn, Protocol::NoCc];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Silo => "silo",
             Protocol::NoCc => "nocc",
+            Protocol::Si => "si",
+            Protocol::Ssn => "ssn",
         }
+    }
+
+    /// Whether the protocol keeps multi-versioned records (ERMIA's).
+    pub fn is_multiversion(self) -> bool {
+        matches!(self, Protocol::Si | Protocol::Ssn)
     }
 }
 
@@ -44,6 +60,8 @@ impl std::str::FromStr for Protocol {
         match s.to_ascii_lowercase().as_str() {
             "silo" => Ok(Protocol::Silo),
             "nocc" | "none" => Ok(Protocol::NoCc),
+            "si" | "ermia-si" => Ok(Protocol::Si),
+            "ssn" | "ermia-ssn" | "ermia" => Ok(Protocol::Ssn),
             other => Err(Error::InvalidArgument(format!(
                 "unknown protocol '{other}' (known: {})",
                 Protocol::ALL.map(|p| p.name()).join(", ")
@@ -134,6 +152,13 @@ impl Options {
                 self.epoch_interval
             )));
         }
+        if self.snapshots && self.protocol.is_multiversion() {
+            return Err(Error::InvalidArgument(format!(
+                "snapshots(true) enables Silo's read-only snapshots; under {} every \
+                 transaction already reads a snapshot",
+                self.protocol
+            )));
+        }
         if self.snapshot_epochs == 0 {
             return Err(Error::InvalidArgument(
                 "snapshot_epochs must be at least 1".into(),
@@ -171,6 +196,10 @@ pub(crate) struct DbInner {
     pub epochs: Arc<Epochs>,
     pub tables: RwLock<Vec<Arc<Table>>>,
     pub orphan_unlinks: Mutex<Vec<PendingUnlink>>,
+    /// ERMIA's commit clock (the commit LSN counter once the log lands).
+    pub clock: AtomicU64,
+    /// ERMIA's TID table.
+    pub xids: XidTable,
     ticker: Mutex<Option<Ticker>>,
 }
 
@@ -204,6 +233,7 @@ impl Database {
         opts.validate()?;
         // One extra slot for internal use (drop, maintenance).
         let epochs = Epochs::new(opts.workers + 1, opts.snapshot_epochs);
+        let workers = opts.workers;
         let ticker = Ticker::start(Arc::clone(&epochs), opts.epoch_interval);
         Ok(Database {
             inner: Arc::new(DbInner {
@@ -211,6 +241,8 @@ impl Database {
                 epochs,
                 tables: RwLock::new(Vec::new()),
                 orphan_unlinks: Mutex::new(Vec::new()),
+                clock: AtomicU64::new(1),
+                xids: XidTable::new(workers),
                 ticker: Mutex::new(Some(ticker)),
             }),
         })
@@ -285,7 +317,8 @@ impl Database {
             .ok_or(Error::NoWorkerSlot {
                 capacity: self.inner.opts.workers,
             })?;
-        let seed = 0x9E37_79B9_7F4A_7C15u64 ^ ((local.slot() as u64 + 1) << 17);
+        let slot = local.slot();
+        let seed = 0x9E37_79B9_7F4A_7C15u64 ^ ((slot as u64 + 1) << 17);
         Ok(Worker {
             db: Arc::clone(&self.inner),
             local,
@@ -296,6 +329,10 @@ impl Database {
                 stats: WorkerStats::default(),
                 rng: seed,
                 pending_unlinks: VecDeque::new(),
+                mv: MvState {
+                    slot,
+                    ..MvState::default()
+                },
             },
         })
     }
@@ -338,6 +375,8 @@ pub(crate) struct WorkerState {
     pub stats: WorkerStats,
     pub rng: u64,
     pub pending_unlinks: VecDeque<PendingUnlink>,
+    /// ERMIA: the running transaction's stamps.
+    pub mv: MvState,
 }
 
 /// A per-thread handle that runs transactions.
@@ -414,6 +453,9 @@ impl Worker {
         let g = self.local.pin();
         let snapshot = snapshot.map(|_| self.db.epochs.snapshot_boundary());
         let protocol = self.db.opts.protocol;
+        if protocol.is_multiversion() {
+            cc::ermia::begin(&self.db, &mut self.st);
+        }
         let mut tx = Txn::new(&self.db, &mut self.st, &g, protocol, snapshot);
         let out = f(&mut tx);
         let out = match out {
@@ -431,7 +473,11 @@ impl Worker {
             Err(TxError::UserAbort) => self.st.stats.user_aborts += 1,
             Err(TxError::Error(_)) => {}
         }
-        cc::maintain(&self.db, &mut self.st, &g);
+        if protocol.is_multiversion() {
+            cc::ermia::maintain(&self.db, &mut self.st, &g);
+        } else {
+            cc::maintain(&self.db, &mut self.st, &g);
+        }
         drop(g);
         out
     }

@@ -21,15 +21,23 @@ pub enum ConflictReason {
     Stale,
     /// An insert lost a race with a concurrent insert of the same key.
     InsertRace,
+    /// ERMIA first-updater-wins (`si`, `ssn`): the record's newest version
+    /// is uncommitted, or committed after this transaction began.
+    WriteConflict,
+    /// SSN's exclusion-window test failed: π(T) <= η(T), committing could
+    /// close a dependency cycle.
+    SsnExclusion,
 }
 
 impl ConflictReason {
     /// All reasons, in a stable order (for reports).
-    pub const ALL: [ConflictReason; 4] = [
+    pub const ALL: [ConflictReason; 6] = [
         ConflictReason::ReadValidation,
         ConflictReason::NodeValidation,
         ConflictReason::Stale,
         ConflictReason::InsertRace,
+        ConflictReason::WriteConflict,
+        ConflictReason::SsnExclusion,
     ];
 
     /// Short machine-readable name.
@@ -39,6 +47,8 @@ impl ConflictReason {
             ConflictReason::NodeValidation => "node_validation",
             ConflictReason::Stale => "stale_record",
             ConflictReason::InsertRace => "insert_race",
+            ConflictReason::WriteConflict => "write_conflict",
+            ConflictReason::SsnExclusion => "ssn_exclusion",
         }
     }
 

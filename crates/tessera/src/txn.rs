@@ -5,7 +5,7 @@
 use std::ops::Bound;
 
 use crate::catalog::{Table, TableId};
-use crate::cc::{nocc, silo, snapshot};
+use crate::cc::{ermia, nocc, silo, snapshot};
 use crate::db::{DbInner, Protocol, WorkerState};
 use crate::epoch::Guard;
 use crate::error::{Error, TxError, TxResult};
@@ -140,6 +140,7 @@ impl<'a> Txn<'a> {
         match self.protocol {
             Protocol::Silo => silo::get(self, table, key),
             Protocol::NoCc => nocc::get(self, table, key),
+            Protocol::Si | Protocol::Ssn => ermia::get(self, table, key),
         }
     }
 
@@ -154,6 +155,7 @@ impl<'a> Txn<'a> {
         match self.protocol {
             Protocol::Silo => silo::put(self, table, key, val),
             Protocol::NoCc => nocc::put(self, table, key, val),
+            Protocol::Si | Protocol::Ssn => ermia::put(self, table, key, val),
         }
     }
 
@@ -168,6 +170,7 @@ impl<'a> Txn<'a> {
         match self.protocol {
             Protocol::Silo => silo::insert(self, table, key, val),
             Protocol::NoCc => nocc::insert(self, table, key, val),
+            Protocol::Si | Protocol::Ssn => ermia::insert(self, table, key, val),
         }
     }
 
@@ -181,6 +184,7 @@ impl<'a> Txn<'a> {
         match self.protocol {
             Protocol::Silo => silo::update(self, table, key, val),
             Protocol::NoCc => nocc::update(self, table, key, val),
+            Protocol::Si | Protocol::Ssn => ermia::update(self, table, key, val),
         }
     }
 
@@ -193,6 +197,7 @@ impl<'a> Txn<'a> {
         match self.protocol {
             Protocol::Silo => silo::delete(self, table, key),
             Protocol::NoCc => nocc::delete(self, table, key),
+            Protocol::Si | Protocol::Ssn => ermia::delete(self, table, key),
         }
     }
 
@@ -226,6 +231,7 @@ impl<'a> Txn<'a> {
         match self.protocol {
             Protocol::Silo => silo::scan(self, table, lo, hi, opts, f),
             Protocol::NoCc => nocc::scan(self, table, lo, hi, opts, f),
+            Protocol::Si | Protocol::Ssn => ermia::scan(self, table, lo, hi, opts, f),
         }
     }
 
@@ -263,12 +269,18 @@ impl<'a> Txn<'a> {
         match self.protocol {
             Protocol::Silo => silo::commit(self),
             Protocol::NoCc => Ok(()),
+            Protocol::Si | Protocol::Ssn => ermia::commit(self),
         }
     }
 
     pub(crate) fn abort(&mut self) {
-        if self.snapshot.is_none() && self.protocol == Protocol::Silo {
-            silo::abort(self);
+        if self.snapshot.is_some() {
+            return;
+        }
+        match self.protocol {
+            Protocol::Silo => silo::abort(self),
+            Protocol::Si | Protocol::Ssn => ermia::abort(self),
+            Protocol::NoCc => {}
         }
     }
 }

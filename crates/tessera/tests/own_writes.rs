@@ -67,3 +67,13 @@ fn own_writes_silo() {
 fn own_writes_nocc() {
     check(Protocol::NoCc);
 }
+
+#[test]
+fn own_writes_si() {
+    check(Protocol::Si);
+}
+
+#[test]
+fn own_writes_ssn() {
+    check(Protocol::Ssn);
+}

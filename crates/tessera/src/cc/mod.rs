@@ -3,6 +3,7 @@
 //! them. What they share lives here: the per-transaction sets and the
 //! unlinking of deleted records.
 
+pub mod ermia;
 pub mod nocc;
 pub mod silo;
 pub mod snapshot;
@@ -97,6 +98,10 @@ pub(crate) struct TxnSets {
     /// right after it (read-modify-write, the common case in TPC-C) skips
     /// the second index descent and record read.
     pub last: LastFound,
+    /// ERMIA/SSN: versions read and tracked for the commit-time checks.
+    pub vreads: Vec<*const crate::storage::Version>,
+    /// ERMIA: the versions this transaction installed.
+    pub mvw: Vec<ermia::MvWrite>,
 }
 
 /// See [`TxnSets::last`].
@@ -154,6 +159,8 @@ impl TxnSets {
         self.rbuf.clear();
         self.windex.clear();
         self.last.forget();
+        self.vreads.clear();
+        self.mvw.clear();
     }
 
     /// Index of the write-set entry for `rec`, if any.

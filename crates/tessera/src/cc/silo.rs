@@ -42,7 +42,7 @@ fn conflict<T>(r: ConflictReason) -> TxResult<T> {
 /// `after`, update the node-set entries that saw `before` (the change is ours,
 /// not a phantom). A split cannot be accounted for; such entries will fail
 /// validation, as in Silo.
-fn own_insert_fixup(sets: &mut TxnSets, ins: &Insert) {
+pub(crate) fn own_insert_fixup(sets: &mut TxnSets, ins: &Insert) {
     if let Insert::Inserted {
         leaf,
         before,

@@ -63,9 +63,20 @@ struct Context {
     state: AtomicU8,
     /// Begin stamp.
     begin: AtomicU64,
-    /// Commit stamp, once in pre-commit.
+    /// Commit stamp, once in pre-commit (0 until it is known).
     end: AtomicU64,
+    /// SSN: π(T), published before the state becomes `Committed`.
+    sstamp: AtomicU64,
+    /// The begin stamp this slot keeps alive for version GC: [`IDLE`],
+    /// [`PENDING`] while a transaction is taking its begin stamp, or the
+    /// begin stamp. Outside the seqlock: only the GC watermark reads it.
+    snap: AtomicU64,
 }
+
+/// `Context::snap` of a slot running no transaction.
+const IDLE: u64 = u64::MAX;
+/// `Context::snap` while the slot's transaction reads the commit clock.
+const PENDING: u64 = u64::MAX - 1;
 
 /// What a reader learned about a transaction id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,8 +87,11 @@ pub enum Lookup {
         state: XidState,
         /// Its begin stamp.
         begin: u64,
-        /// Its commit stamp (0 before pre-commit).
+        /// Its commit stamp (0 before pre-commit, and in pre-commit until
+        /// the stamp is known).
         end: u64,
+        /// SSN: its π, once `Committed`.
+        sstamp: u64,
     },
     /// The slot has moved on: the transaction finished; re-read the stamp.
     Stale,
@@ -97,8 +111,62 @@ impl XidTable {
             SLOT_MASK + 1
         );
         XidTable {
-            slots: (0..workers).map(|_| Context::default()).collect(),
+            slots: (0..workers)
+                .map(|_| Context {
+                    snap: AtomicU64::new(IDLE),
+                    ..Context::default()
+                })
+                .collect(),
         }
+    }
+
+    /// Number of slots.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether the table has no slots.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Start slot `slot`'s next transaction, taking its begin stamp from
+    /// `clock` in a way the GC watermark cannot miss: the slot is marked
+    /// [`PENDING`] before the clock is read, so a watermark computed
+    /// concurrently either sees the mark (and does not advance) or read the
+    /// clock no later than this transaction did. Returns (id, begin).
+    pub fn begin_from(&self, slot: usize, clock: &AtomicU64) -> (u64, u64) {
+        let c = &self.slots[slot];
+        c.snap.store(PENDING, Ordering::SeqCst);
+        let begin = clock.load(Ordering::SeqCst);
+        let xid = self.begin(slot, begin);
+        c.snap.store(begin, Ordering::SeqCst);
+        (xid, begin)
+    }
+
+    /// The slot's transaction is over: it keeps no version alive.
+    pub fn release(&self, slot: usize) {
+        self.slots[slot].snap.store(IDLE, Ordering::Release);
+    }
+
+    /// The GC watermark: no running or future transaction has a begin
+    /// stamp below it. `None` while some slot is taking its begin stamp
+    /// (try again later).
+    pub fn watermark(&self, clock: &AtomicU64) -> Option<u64> {
+        let mut min = clock.load(Ordering::SeqCst);
+        for c in self.slots.iter() {
+            match c.snap.load(Ordering::SeqCst) {
+                IDLE => {}
+                PENDING => return None,
+                b => min = min.min(b),
+            }
+        }
+        Some(min)
+    }
+
+    /// The id of slot `slot`'s current (or last) transaction; 0 if none.
+    pub fn current(&self, slot: usize) -> u64 {
+        self.slots[slot].xid.load(Ordering::Acquire)
     }
 
     /// Start slot `slot`'s next transaction with begin stamp `begin`; returns
@@ -119,15 +187,34 @@ impl XidTable {
         c.state.store(XidState::Active as u8, Ordering::Relaxed);
         c.begin.store(begin, Ordering::Relaxed);
         c.end.store(0, Ordering::Relaxed);
+        c.sstamp.store(0, Ordering::Relaxed);
         c.xid.store(xid, Ordering::Release);
         xid
     }
 
-    /// Enter pre-commit with commit stamp `end` (ERMIA: the commit LSN).
-    pub fn committing(&self, xid: u64, end: u64) {
+    /// Enter pre-commit, before taking the commit stamp. A reader that then
+    /// finds `Committing` with no stamp yet waits for it; a reader that finds
+    /// `Active` knows the stamp will be larger than its begin stamp (the
+    /// store and the clock accesses are sequentially consistent).
+    pub fn precommit(&self, xid: u64) {
         let c = self.own(xid);
-        c.end.store(end, Ordering::Relaxed);
-        c.state.store(XidState::Committing as u8, Ordering::Release);
+        c.state.store(XidState::Committing as u8, Ordering::SeqCst);
+    }
+
+    /// Publish the commit stamp (ERMIA: the commit LSN).
+    pub fn set_end(&self, xid: u64, end: u64) {
+        self.own(xid).end.store(end, Ordering::Release);
+    }
+
+    /// Enter pre-commit with commit stamp `end` known at once.
+    pub fn committing(&self, xid: u64, end: u64) {
+        self.precommit(xid);
+        self.set_end(xid, end);
+    }
+
+    /// SSN: publish π(T) (before `finish(Committed)`).
+    pub fn publish_sstamp(&self, xid: u64, sstamp: u64) {
+        self.own(xid).sstamp.store(sstamp, Ordering::Relaxed);
     }
 
     /// The outcome: `Committed` (after `committing`) or `Aborted`.
@@ -159,15 +246,21 @@ impl XidTable {
         if c.xid.load(Ordering::Acquire) != xid {
             return Lookup::Stale;
         }
-        let state = XidState::from_u8(c.state.load(Ordering::Acquire));
+        let state = XidState::from_u8(c.state.load(Ordering::SeqCst));
         let begin = c.begin.load(Ordering::Relaxed);
-        let end = c.end.load(Ordering::Relaxed);
+        let end = c.end.load(Ordering::Acquire);
+        let sstamp = c.sstamp.load(Ordering::Relaxed);
         // Seqlock reader: the field loads above happen before the re-check.
         fence(Ordering::Acquire);
         if c.xid.load(Ordering::Relaxed) != xid {
             return Lookup::Stale;
         }
-        Lookup::Current { state, begin, end }
+        Lookup::Current {
+            state,
+            begin,
+            end,
+            sstamp,
+        }
     }
 }
 
@@ -186,7 +279,8 @@ mod tests {
             Lookup::Current {
                 state: XidState::Active,
                 begin: 10,
-                end: 0
+                end: 0,
+                sstamp: 0
             }
         );
         t.committing(a, 17);
@@ -196,7 +290,8 @@ mod tests {
             Lookup::Current {
                 state: XidState::Committed,
                 begin: 10,
-                end: 17
+                end: 17,
+                sstamp: 0
             }
         );
         let b = t.begin(2, 20);
@@ -232,7 +327,10 @@ mod tests {
         go.wait();
         while !writer.is_finished() || seen == 0 {
             let x = t.slots[0].xid.load(Ordering::Relaxed);
-            if let Lookup::Current { begin, end, state } = t.lookup(x) {
+            if let Lookup::Current {
+                begin, end, state, ..
+            } = t.lookup(x)
+            {
                 assert_eq!(begin, x >> SLOT_BITS);
                 assert!(end == 0 || end == begin * 2);
                 if state == XidState::Committed {

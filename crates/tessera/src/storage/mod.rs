@@ -22,6 +22,7 @@
 //! with one CAS), allocated per record instead of in a dense per-table array;
 //! see docs/ARCHITECTURE.md.
 
+pub mod mvcc;
 pub mod tid;
 
 use std::alloc::{alloc, dealloc, Layout};
@@ -44,11 +45,20 @@ pub struct Version {
     len: AtomicU32,
     /// Capacity in 8-byte words (immutable).
     cap_words: u32,
-    /// 1 if this version lives inside its record's allocation.
-    inline: u32,
-    _pad: u32,
-    // followed by `cap_words` AtomicU64 words of value data
+    /// [`V_INLINE`] if this version lives inside its record's allocation;
+    /// [`V_META`] if SSN metadata follows the data words (immutable).
+    flags: u32,
+    /// 1 if this version is a tombstone (ERMIA's deletion version; Silo
+    /// marks deletions in the record's TID word instead).
+    tomb: AtomicU32,
+    // followed by `cap_words` AtomicU64 words of value data, then, with
+    // `V_META`, an [`SsnMeta`]
 }
+
+/// `Version::flags`: the version is part of its record's allocation.
+const V_INLINE: u32 = 1;
+/// `Version::flags`: an [`SsnMeta`] follows the data words.
+const V_META: u32 = 2;
 
 /// A record head. See the module documentation.
 #[repr(C)]
@@ -157,6 +167,19 @@ impl Version {
     }
 }
 
+impl Version {
+    /// The layout this version was allocated with (header, data words and,
+    /// with `V_META`, the SSN metadata).
+    fn layout(&self) -> Layout {
+        let meta = if self.flags & V_META != 0 {
+            std::mem::size_of::<mvcc::SsnMeta>()
+        } else {
+            0
+        };
+        Layout::from_size_align(VHDR + self.cap_words as usize * 8 + meta, 8).expect("layout")
+    }
+}
+
 fn layout_version(cap_words: usize) -> Layout {
     Layout::from_size_align(VHDR + cap_words * 8, 8).expect("version layout")
 }
@@ -182,8 +205,8 @@ fn new_version(val: &[u8], tid: u64, prev: *mut Version) -> *mut Version {
                 prev: AtomicPtr::new(prev),
                 len: AtomicU32::new(0),
                 cap_words: cap as u32,
-                inline: 0,
-                _pad: 0,
+                flags: 0,
+                tomb: AtomicU32::new(0),
             },
         );
         // Zero the words so every word is initialised.
@@ -201,9 +224,8 @@ unsafe fn free_version(v: *mut u8) {
     let v = v as *mut Version;
     // SAFETY: caller contract; inline versions are never passed here.
     unsafe {
-        debug_assert_eq!((*v).inline, 0);
-        let cap = (*v).cap_words as usize;
-        dealloc(v as *mut u8, layout_version(cap));
+        debug_assert_eq!((*v).flags & V_INLINE, 0);
+        dealloc(v as *mut u8, (*v).layout());
     }
 }
 
@@ -238,8 +260,8 @@ impl Record {
                     prev: AtomicPtr::new(ptr::null_mut()),
                     len: AtomicU32::new(0),
                     cap_words: cap as u32,
-                    inline: 1,
-                    _pad: 0,
+                    flags: V_INLINE,
+                    tomb: AtomicU32::new(0),
                 },
             );
             ptr::write_bytes((v as *mut u8).add(VHDR), 0, cap * 8);
@@ -463,7 +485,7 @@ impl Record {
         } else {
             let nv = new_version(bytes, new_tid, h.prev());
             self.data.store(nv, Ordering::Release);
-            if h.inline == 0 {
+            if h.flags & V_INLINE == 0 {
                 // SAFETY: `head` was the newest version and is now unlinked;
                 // readers that still hold it are pinned.
                 unsafe { g.retire(head as *mut u8, free_version) };
@@ -486,7 +508,7 @@ impl Record {
                 while !cut.is_null() {
                     // SAFETY: unlinked above; each chain version is owned by this chain only.
                     let next = unsafe { (*cut).prev() };
-                    if unsafe { (*cut).inline } == 0 {
+                    if unsafe { (*cut).flags } & V_INLINE == 0 {
                         // SAFETY: unreachable for new readers; old readers are pinned.
                         unsafe { g.retire(cut as *mut u8, free_version) };
                     }
@@ -521,14 +543,16 @@ impl Record {
             let mut v = (*r).data.load(Ordering::Relaxed);
             while !v.is_null() {
                 let next = (*v).prev.load(Ordering::Relaxed);
-                if (*v).inline == 0 {
+                if (*v).flags & V_INLINE == 0 {
                     free_version(v as *mut u8);
                 }
                 v = next;
             }
             let iv = Record::inline_version(r);
-            let cap = (*iv).cap_words as usize;
-            dealloc(r as *mut u8, layout_record(cap));
+            dealloc(
+                r as *mut u8,
+                Layout::from_size_align_unchecked(HEAD + (*iv).layout().size(), 8),
+            );
         }
     }
 }

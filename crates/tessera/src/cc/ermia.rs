@@ -1,0 +1,902 @@
+//! ERMIA's concurrency control (Kim et al., SIGMOD 2016, section 3.6):
+//! snapshot isolation (`si`) and SI plus the Serial Safety Net (`ssn`), on
+//! the multi-version records of [`crate::storage::mvcc`].
+//!
+//! *Stamps.* One commit clock (`DbInner::clock`). A transaction's begin
+//! stamp is the clock's current value; an update transaction's commit stamp
+//! is one fetch-and-add (`+ 1`), ERMIA's commit LSN. When the redo log lands
+//! the same fetch-and-add reserves the transaction's log space, so the
+//! stamp and the LSN are one number. A version is visible to a snapshot iff
+//! its commit stamp is <= the begin stamp.
+//!
+//! *Visibility* ([`visible`], section 3.6.1). A version stamped with a
+//! transaction id belongs to a transaction in flight or in post-commit: the
+//! reader asks the TID table ([`super::xid`]). Committed with a stamp <= the
+//! begin stamp: visible. Still in pre-commit with a stamp <= the begin stamp
+//! (or no stamp yet): the paper leaves this open; we **wait** for the outcome,
+//! which keeps SI strict (skipping such a version, as ERMIA's later code
+//! does, would let a snapshot miss a transaction that committed before it
+//! began). The wait is bounded by one pre-commit. Anything else: skip to the
+//! older version. The reader's own uncommitted version is visible to it.
+//!
+//! *Updates* (section 3.6.1): first-updater-wins with an immediate abort.
+//! The head must be committed and visible to the writer's snapshot; an
+//! uncommitted head (another writer holds the record), or a committed one
+//! newer than the begin stamp, aborts the writer at once. The write installs
+//! a new version with one CAS on the head.
+//!
+//! *SSN* (section 3.6.2, Algorithm 1, and the per-access hooks and parallel
+//! commit of the public implementation, per the research digest):
+//! per-version η (`pstamp`), π (`sstamp`) and an in-flight readers bitmap;
+//! per-transaction η(T), π(T). Reads raise η(T) to the creator's stamp and
+//! lower π(T) to π of a committed overwriter; overwrites raise η(T) to the
+//! overwritten version's η and mark it with the writer's id. At commit, the
+//! exclusion-window test aborts when π(T) <= η(T). Algorithm 1 as printed
+//! is safe only if commits are processed one at a time in stamp order; here
+//! they run in parallel, and a committer that meets, through a version's
+//! π mark or its readers bitmap, another transaction already in pre-commit
+//! with a smaller stamp waits for that one's outcome and uses its stamps
+//! (ERMIA's `parallel_ssn_commit`). Waits go from larger to smaller stamps
+//! only, so they cannot deadlock. Phantoms: Silo's node set (section 4.6 of
+//! Silo), validated after the SSN test, as ERMIA does.
+//!
+//! *Garbage collection.* The watermark is the oldest begin stamp of any
+//! running transaction (read from the TID table's slots; refreshed every
+//! [`WATERMARK_EVERY`] transactions per worker). A writer that holds a
+//! record's head cuts the chain behind the first version visible to the
+//! watermark; a committed tombstone at or below the watermark is unlinked
+//! from its index and the record retired. Freed memory goes through the
+//! memory epoch (`epoch.rs`): two epoch schemes at different time scales,
+//! as in ERMIA (the TID table needs none: stale ids are detected by
+//! generation).
+
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+
+use super::xid::{Lookup as XLookup, XidState, XID_FLAG};
+use super::NodeEntry;
+use crate::catalog::{Table, TableId};
+use crate::db::{DbInner, PendingUnlink, WorkerState};
+use crate::epoch::Guard;
+use crate::error::{ConflictReason, TxError, TxResult};
+use crate::index::{Insert, Lookup};
+use crate::storage::mvcc::{free_mv_version, new_mv_version, SsnMeta, SSTAMP_INF};
+use crate::storage::tid::*;
+use crate::storage::{Record, Version};
+use crate::txn::{ScanOptions, Txn};
+
+/// How many times an operation re-walks the index after meeting an
+/// unlinked record.
+const STALE_RETRIES: usize = 16;
+
+/// Transactions between refreshes of a worker's GC watermark.
+pub(crate) const WATERMARK_EVERY: u32 = 32;
+
+fn conflict<T>(r: ConflictReason) -> TxResult<T> {
+    Err(TxError::Conflict(r))
+}
+
+/// Per-worker ERMIA state: the running transaction's stamps.
+#[derive(Default)]
+pub(crate) struct MvState {
+    /// The worker's TID-table slot.
+    pub slot: usize,
+    /// The running transaction's id (without the flag).
+    pub xid: u64,
+    pub begin: u64,
+    /// η(T).
+    pub pstamp: u64,
+    /// π(T).
+    pub sstamp: u64,
+    /// GC watermark last computed by this worker.
+    pub watermark: u64,
+    pub since_watermark: u32,
+}
+
+/// A write of the running transaction.
+#[derive(Clone, Copy)]
+pub(crate) struct MvWrite {
+    pub rec: *const Record,
+    /// Our version (the record's head while we run).
+    pub newv: *mut Version,
+    /// The version it overwrote.
+    pub oldv: *mut Version,
+    pub table: TableId,
+    /// Key bytes in `TxnSets::wbuf` (for unlinking deleted or rolled-back
+    /// records).
+    pub key: (u32, u32),
+}
+
+#[inline]
+fn ssn(tx: &Txn<'_>) -> bool {
+    tx.protocol == crate::db::Protocol::Ssn
+}
+
+#[inline]
+fn my_flagged(st: &WorkerState) -> u64 {
+    st.mv.xid | XID_FLAG
+}
+
+#[inline]
+fn backoff_spin(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Start a transaction: take an id and a begin stamp.
+pub(crate) fn begin(db: &DbInner, st: &mut WorkerState) {
+    let (xid, begin) = db.xids.begin_from(st.mv.slot, &db.clock);
+    st.mv.xid = xid;
+    st.mv.begin = begin;
+    st.mv.pstamp = 0;
+    st.mv.sstamp = SSTAMP_INF;
+}
+
+/// What [`visible`] found.
+#[derive(Clone, Copy)]
+struct Seen {
+    v: *const Version,
+    /// Commit stamp of `v` (0 for our own version).
+    cstamp: u64,
+    own: bool,
+}
+
+/// The version of `rec` that the snapshot at `begin` sees (section 3.6.1).
+/// Never null for a multi-version record: ⊥ (stamp 0) is visible to all,
+/// and GC never cuts the chain above the first version the oldest snapshot
+/// sees.
+fn visible(db: &DbInner, my: u64, begin: u64, rec: &Record) -> Option<Seen> {
+    let mut v = rec.newest() as *const Version;
+    let mut spins = 0;
+    while !v.is_null() {
+        // SAFETY: versions are reclaimed only through the epoch; we are pinned.
+        let vr = unsafe { &*v };
+        let s = vr.stamp();
+        if s & XID_FLAG == 0 {
+            if s <= begin {
+                return Some(Seen {
+                    v,
+                    cstamp: s,
+                    own: false,
+                });
+            }
+            v = vr.prev();
+            continue;
+        }
+        if s == my {
+            return Some(Seen {
+                v,
+                cstamp: 0,
+                own: true,
+            });
+        }
+        match db.xids.lookup(s) {
+            // The owner finished: its versions are restamped (or rolled back
+            // and this one is unreachable for new readers). Re-read.
+            XLookup::Stale => {
+                if vr.stamp() == s {
+                    // Still the id: an aborted version; skip it.
+                    v = vr.prev();
+                }
+            }
+            XLookup::Current { state, end, .. } => match state {
+                XidState::Committed if end <= begin => {
+                    return Some(Seen {
+                        v,
+                        cstamp: end,
+                        own: false,
+                    })
+                }
+                XidState::Committing if end == 0 || end <= begin => {
+                    // Strict SI: wait for the outcome (see module docs).
+                    backoff_spin(&mut spins);
+                }
+                _ => v = vr.prev(),
+            },
+        }
+    }
+    None
+}
+
+/// SSN's read hook: the creator of `v` precedes us; a committed overwriter
+/// of `v` follows us; otherwise track `v` (in its readers bitmap and our
+/// read list) for the commit-time checks.
+fn on_read(st: &mut WorkerState, v: *const Version, cstamp: u64) -> TxResult<()> {
+    // SAFETY: pinned; SSN databases give every version metadata.
+    let m = unsafe { Version::meta(v) }.expect("SSN version metadata");
+    st.mv.pstamp = st.mv.pstamp.max(cstamp);
+    // Register before looking at π: an overwriter that marks π later finds
+    // our bit at its commit (both sides are sequentially consistent).
+    m.readers
+        .fetch_or(1u64 << (st.mv.slot % 64), Ordering::SeqCst);
+    let s = m.sstamp.load(Ordering::SeqCst);
+    if s & XID_FLAG == 0 && s != SSTAMP_INF {
+        st.mv.sstamp = st.mv.sstamp.min(s);
+    }
+    st.sets.vreads.push(v);
+    if st.mv.sstamp <= st.mv.pstamp {
+        return conflict(ConflictReason::SsnExclusion);
+    }
+    Ok(())
+}
+
+/// SSN's overwrite hook, right after our version went in over `old`.
+fn on_overwrite(st: &mut WorkerState, old: *const Version) -> TxResult<()> {
+    // SAFETY: as in `on_read`.
+    let m = unsafe { Version::meta(old) }.expect("SSN version metadata");
+    m.sstamp.store(my_flagged(st), Ordering::SeqCst);
+    st.mv.pstamp = st.mv.pstamp.max(m.pstamp.load(Ordering::SeqCst));
+    if st.mv.sstamp <= st.mv.pstamp {
+        return conflict(ConflictReason::SsnExclusion);
+    }
+    Ok(())
+}
+
+/// Read `rec` for the running transaction: the visible version (with the
+/// SSN read hook) into `rbuf`; `Ok(false)` if the key is absent to us.
+fn read_record(tx: &mut Txn<'_>, rec: &Record) -> TxResult<bool> {
+    let st = &mut *tx.st;
+    let Some(seen) = visible(tx.db, my_flagged(st), st.mv.begin, rec) else {
+        return Ok(false);
+    };
+    if !seen.own && tx.protocol == crate::db::Protocol::Ssn {
+        on_read(st, seen.v, seen.cstamp)?;
+    }
+    // SAFETY: pinned.
+    if unsafe { &*seen.v }.is_tombstone() {
+        return Ok(false);
+    }
+    st.sets.rbuf.clear();
+    // SAFETY: a visible version's data never changes (committed), or it is ours.
+    unsafe { Version::read_into(seen.v, &mut st.sets.rbuf) };
+    Ok(true)
+}
+
+/// `Txn::get` under ERMIA.
+pub(crate) fn get<'t>(
+    tx: &'t mut Txn<'_>,
+    table: &Table,
+    key: &[u8],
+) -> TxResult<Option<&'t [u8]>> {
+    match table.index.get(key, tx.g) {
+        Lookup::Missing { leaf, version } => {
+            if ssn(tx) {
+                tx.st.sets.nodes.push(NodeEntry { leaf, version });
+            }
+            Ok(None)
+        }
+        Lookup::Found(v) => {
+            // SAFETY: reached through the index while pinned.
+            let rec = unsafe { &*(v as *const Record) };
+            let found = read_record(tx, rec)?;
+            tx.st.sets.last.set(table.id, key, rec, 0);
+            Ok(found.then_some(&tx.st.sets.rbuf[..]))
+        }
+    }
+}
+
+/// The kinds of write.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Put,
+    Insert,
+    Update,
+    Delete,
+}
+
+/// Create a record for `key` (⊥ plus our version) and link it into the
+/// index; `Err(rec)` with the existing record if the key has one.
+fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(), u64> {
+    let meta = ssn(tx);
+    let st = &mut *tx.st;
+    let r = Record::new_mv(meta);
+    // SAFETY: fresh, unpublished.
+    let rec = unsafe { &*r };
+    let bot = rec.newest();
+    let newv = new_mv_version(Some(val), my_flagged(st), bot, meta);
+    rec.set_head(newv);
+    if meta {
+        // SAFETY: ⊥ of an SSN record has metadata. Nobody else sees it yet.
+        let m = unsafe { Version::meta(bot) }.expect("meta");
+        m.sstamp.store(my_flagged(st), Ordering::Relaxed);
+    }
+    let ins = table.index.insert(key, r as u64, tx.g);
+    match ins {
+        Insert::Exists(v) => {
+            // SAFETY: never published.
+            unsafe {
+                free_mv_version(newv as *mut u8);
+                rec.set_head(bot);
+                Record::free(r as *mut u8);
+            }
+            Err(v)
+        }
+        Insert::Inserted { .. } => {
+            if meta {
+                super::silo::own_insert_fixup(&mut st.sets, &ins);
+            }
+            let k = st.sets.stash(key);
+            st.sets.mvw.push(MvWrite {
+                rec: r,
+                newv,
+                oldv: bot,
+                table: table.id,
+                key: k,
+            });
+            Ok(())
+        }
+    }
+}
+
+/// Write `val` (`None`: delete) into `rec` under the rules of `op`.
+/// `Ok(Some(done))`, or `Ok(None)` if the record was unlinked under us
+/// (retry through the index).
+fn write_record(
+    tx: &mut Txn<'_>,
+    table: &Table,
+    key: &[u8],
+    rec: &Record,
+    val: Option<&[u8]>,
+    op: Op,
+) -> TxResult<Option<bool>> {
+    let meta = ssn(tx);
+    let db = tx.db;
+    let g = tx.g;
+    let st = &mut *tx.st;
+    let my = my_flagged(st);
+    let begin = st.mv.begin;
+    let mut spins = 0;
+    loop {
+        let head = rec.newest();
+        // SAFETY: pinned.
+        let h = unsafe { &*head };
+        let s = h.stamp();
+        if s == my {
+            // Our own version: rewrite it.
+            let tomb = h.is_tombstone();
+            match op {
+                Op::Insert if !tomb => return Ok(Some(false)),
+                Op::Update | Op::Delete if tomb => return Ok(Some(false)),
+                _ => {}
+            }
+            let wi = st
+                .sets
+                .mvw
+                .iter()
+                .rposition(|w| w.newv == head)
+                .expect("own version in the write set");
+            if h.fits(val.map_or(0, |v| v.len())) {
+                // SAFETY: our uncommitted version, large enough.
+                unsafe { Version::rewrite(head, val) };
+            } else {
+                let nv = new_mv_version(val, my, h.prev(), meta);
+                rec.set_head(nv);
+                st.sets.mvw[wi].newv = nv;
+                // SAFETY: unlinked; readers that hold it are pinned.
+                unsafe { g.retire(head as *mut u8, free_mv_version) };
+            }
+            if val.is_none() && st.sets.mvw[wi].key.1 == 0 {
+                st.sets.mvw[wi].key = st.sets.stash(key);
+            }
+            return Ok(Some(true));
+        }
+        // Someone else's version: is it committed and in our snapshot?
+        let cstamp = if s & XID_FLAG == 0 {
+            s
+        } else {
+            match db.xids.lookup(s) {
+                XLookup::Stale => continue,
+                XLookup::Current { state, end, .. } => match state {
+                    XidState::Committed => end,
+                    XidState::Committing if end == 0 || end <= begin => {
+                        backoff_spin(&mut spins);
+                        continue;
+                    }
+                    XidState::Committing => end,
+                    // Uncommitted head: another writer holds the record.
+                    XidState::Active | XidState::Aborted => {
+                        return conflict(ConflictReason::WriteConflict)
+                    }
+                },
+            }
+        };
+        if cstamp > begin {
+            // Committed after we began: SI forbids the update.
+            return conflict(ConflictReason::WriteConflict);
+        }
+        let tomb = h.is_tombstone();
+        let answer_only = match op {
+            Op::Insert => !tomb,
+            Op::Update | Op::Delete => tomb,
+            Op::Put => false,
+        };
+        if answer_only {
+            // "Exists" / "missing" is a read of the head.
+            if meta {
+                on_read(st, head, cstamp)?;
+            }
+            return Ok(Some(false));
+        }
+        let nv = new_mv_version(val, my, head, meta);
+        let installed = if tomb {
+            // Over a tombstone: exclude the GC's unlink of this record.
+            rec.lock();
+            if rec.tid_word() & LATEST == 0 {
+                rec.unlock();
+                // SAFETY: never published.
+                unsafe { free_mv_version(nv as *mut u8) };
+                return Ok(None);
+            }
+            let ok = rec.cas_head(head, nv);
+            rec.unlock();
+            ok
+        } else {
+            rec.cas_head(head, nv)
+        };
+        if !installed {
+            // SAFETY: never published.
+            unsafe { free_mv_version(nv as *mut u8) };
+            return conflict(ConflictReason::WriteConflict);
+        }
+        let k = if val.is_none() || tomb {
+            st.sets.stash(key)
+        } else {
+            (0, 0)
+        };
+        st.sets.mvw.push(MvWrite {
+            rec,
+            newv: nv,
+            oldv: head,
+            table: table.id,
+            key: k,
+        });
+        // We hold the record now: cut what no snapshot needs.
+        rec.prune_mv(head, st.mv.watermark, g);
+        if meta {
+            on_overwrite(st, head)?;
+        }
+        return Ok(Some(true));
+    }
+}
+
+fn write(
+    tx: &mut Txn<'_>,
+    table: &Table,
+    key: &[u8],
+    val: Option<&[u8]>,
+    op: Op,
+) -> TxResult<bool> {
+    for attempt in 0..STALE_RETRIES {
+        let found = if op == Op::Insert {
+            // Inserts usually find no key: try the index insert first.
+            match create(tx, table, key, val.expect("insert value")) {
+                Ok(()) => return Ok(true),
+                Err(v) => v,
+            }
+        } else {
+            let last = if attempt == 0 {
+                tx.st.sets.last.matches(table.id, key)
+            } else {
+                None
+            };
+            match last {
+                Some((rec, _)) => rec as u64,
+                None => match table.index.get(key, tx.g) {
+                    Lookup::Found(v) => v,
+                    Lookup::Missing { leaf, version } => {
+                        if op != Op::Put {
+                            if ssn(tx) {
+                                tx.st.sets.nodes.push(NodeEntry { leaf, version });
+                            }
+                            return Ok(false);
+                        }
+                        match create(tx, table, key, val.expect("put value")) {
+                            Ok(()) => return Ok(true),
+                            Err(v) => v,
+                        }
+                    }
+                },
+            }
+        };
+        // SAFETY: reached through the index while pinned.
+        let rec = unsafe { &*(found as *const Record) };
+        if let Some(done) = write_record(tx, table, key, rec, val, op)? {
+            return Ok(done);
+        }
+        tx.st.sets.last.forget();
+    }
+    conflict(ConflictReason::Stale)
+}
+
+/// `Txn::put` under ERMIA.
+pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+    write(tx, table, key, Some(val), Op::Put).map(|_| ())
+}
+
+/// `Txn::insert` under ERMIA.
+pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+    write(tx, table, key, Some(val), Op::Insert)
+}
+
+/// `Txn::update` under ERMIA.
+pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+    write(tx, table, key, Some(val), Op::Update)
+}
+
+/// `Txn::delete` under ERMIA: a tombstone version.
+pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
+    write(tx, table, key, None, Op::Delete)
+}
+
+/// `Txn::scan` under ERMIA: the snapshot's versions; under SSN every record
+/// met is a read and every leaf goes into the node set.
+pub(crate) fn scan<F>(
+    tx: &mut Txn<'_>,
+    table: &Table,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    opts: ScanOptions,
+    mut f: F,
+) -> TxResult<usize>
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let is_ssn = ssn(tx);
+    let db = tx.db;
+    let st = &mut *tx.st;
+    let my = my_flagged(st);
+    let begin = st.mv.begin;
+    let mut count = 0usize;
+    let mut failed: Option<TxError> = None;
+    // The node callback and the row callback both need the sets: collect
+    // leaves separately and append them after the scan.
+    let mut leaves: Vec<NodeEntry> = Vec::new();
+    table.index.scan(
+        lo,
+        hi,
+        opts.reverse,
+        tx.g,
+        |leaf, version| {
+            if is_ssn {
+                leaves.push(NodeEntry { leaf, version })
+            }
+        },
+        |k, v| {
+            // SAFETY: reached through the index while pinned.
+            let rec = unsafe { &*(v as *const Record) };
+            let Some(seen) = visible(db, my, begin, rec) else {
+                return true;
+            };
+            if is_ssn && !seen.own {
+                if let Err(e) = on_read(st, seen.v, seen.cstamp) {
+                    failed = Some(e);
+                    return false;
+                }
+            }
+            // SAFETY: pinned.
+            if unsafe { &*seen.v }.is_tombstone() {
+                return true;
+            }
+            count += 1;
+            st.sets.rbuf.clear();
+            // SAFETY: committed (immutable) or our own version.
+            unsafe { Version::read_into(seen.v, &mut st.sets.rbuf) };
+            f(k, &st.sets.rbuf) && count < limit
+        },
+    );
+    st.sets.nodes.extend(leaves);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(count),
+    }
+}
+
+/// Wait until the transaction `x` (found in pre-commit or committed with a
+/// stamp below ours) has an outcome. Returns its commit stamp and π if it
+/// committed, `None` if it aborted, or `Err(())` if it already finished
+/// (the caller re-reads the version's stamps, which now hold the result).
+fn outcome(db: &DbInner, x: u64) -> Result<Option<(u64, u64)>, ()> {
+    let mut spins = 0;
+    loop {
+        match db.xids.lookup(x) {
+            XLookup::Stale => return Err(()),
+            XLookup::Current {
+                state, end, sstamp, ..
+            } => match state {
+                XidState::Committed => return Ok(Some((end, sstamp))),
+                XidState::Aborted | XidState::Active => return Ok(None),
+                XidState::Committing => backoff_spin(&mut spins),
+            },
+        }
+    }
+}
+
+/// The commit stamp of transaction `x` if it is in pre-commit or committed
+/// with a stamp below `c` (waiting while its stamp is being taken); `None`
+/// if it will commit after us or is not committing.
+fn earlier_committer(db: &DbInner, x: u64, c: u64) -> Option<()> {
+    let mut spins = 0;
+    loop {
+        match db.xids.lookup(x) {
+            XLookup::Stale => return Some(()), // finished: caller re-reads
+            XLookup::Current { state, end, .. } => match state {
+                XidState::Committing | XidState::Committed if end == 0 => backoff_spin(&mut spins),
+                XidState::Committing | XidState::Committed if end < c => return Some(()),
+                _ => return None,
+            },
+        }
+    }
+}
+
+/// SSN's commit-time part (Algorithm 1 with the parallel-commit handling):
+/// finalise η(T) and π(T), apply the exclusion-window test, then check the
+/// node set. Returns π(T).
+fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
+    let db = tx.db;
+    let st = &mut *tx.st;
+    let me = st.mv.slot;
+    let mybit = 1u64 << (me % 64);
+    let my = my_flagged(st);
+    let mut pstamp = st.mv.pstamp;
+    let mut sstamp = st.mv.sstamp.min(c);
+
+    // η(T): readers of the versions we overwrote precede us. Committed ones
+    // raised the version's pstamp; ones still in pre-commit with a smaller
+    // stamp are found through the readers bitmap and waited for.
+    for w in &st.sets.mvw {
+        // SAFETY: pinned; SSN versions have metadata.
+        let m: &SsnMeta = unsafe { Version::meta(w.oldv) }.expect("meta");
+        pstamp = pstamp.max(m.pstamp.load(Ordering::SeqCst));
+        let mut bits = m.readers.load(Ordering::SeqCst) & !mybit;
+        while bits != 0 {
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let mut slot = b;
+            while slot < db.xids.len() {
+                if slot != me {
+                    let x = db.xids.current(slot);
+                    if x != 0 && earlier_committer(db, x, c).is_some() {
+                        match outcome(db, x) {
+                            Ok(Some((end, _))) => pstamp = pstamp.max(end),
+                            Ok(None) => {}
+                            Err(()) => pstamp = pstamp.max(m.pstamp.load(Ordering::SeqCst)),
+                        }
+                    }
+                }
+                slot += 64;
+            }
+        }
+    }
+
+    // π(T): overwriters of the versions we read follow us. Committed ones
+    // left their π on the version; ones in pre-commit with a smaller stamp
+    // are waited for.
+    for &v in &st.sets.vreads {
+        // SAFETY: as above.
+        let m: &SsnMeta = unsafe { Version::meta(v) }.expect("meta");
+        loop {
+            let s = m.sstamp.load(Ordering::SeqCst);
+            if s == SSTAMP_INF || s == my {
+                break;
+            }
+            if s & XID_FLAG == 0 {
+                sstamp = sstamp.min(s);
+                break;
+            }
+            if earlier_committer(db, s, c).is_none() {
+                break;
+            }
+            match outcome(db, s) {
+                Ok(Some((_, pi))) => {
+                    sstamp = sstamp.min(pi);
+                    break;
+                }
+                Ok(None) => break,
+                Err(()) => continue, // finished: re-read the version's π
+            }
+        }
+    }
+
+    if sstamp <= pstamp {
+        return conflict(ConflictReason::SsnExclusion);
+    }
+    // Phantoms: Silo's node set, examined after the SSN test.
+    for n in &st.sets.nodes {
+        if n.leaf.version() != n.version {
+            return conflict(ConflictReason::NodeValidation);
+        }
+    }
+    st.mv.pstamp = pstamp;
+    st.mv.sstamp = sstamp;
+    Ok(sstamp)
+}
+
+/// Pre-commit and post-commit. On failure the transaction is rolled back.
+pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
+    let db = tx.db;
+    let is_ssn = ssn(tx);
+    let xid = tx.st.mv.xid;
+    if tx.st.sets.mvw.is_empty() && !is_ssn {
+        // A read-only SI transaction takes no commit stamp.
+        db.xids.finish(xid, XidState::Committed);
+        db.xids.release(tx.st.mv.slot);
+        return Ok(());
+    }
+    // Pre-commit: the commit stamp (ERMIA's commit-LSN fetch-and-add).
+    // Read-only SSN transactions take one too: an overwriter that commits
+    // later must be able to order itself after this reader.
+    db.xids.precommit(xid);
+    let c = db.clock.fetch_add(1, Ordering::SeqCst) + 1;
+    db.xids.set_end(xid, c);
+    let pi = if is_ssn {
+        match ssn_precommit(tx, c) {
+            Ok(pi) => pi,
+            Err(e) => {
+                abort(tx);
+                return Err(e);
+            }
+        }
+    } else {
+        SSTAMP_INF
+    };
+    if is_ssn {
+        db.xids.publish_sstamp(xid, pi);
+    }
+    db.xids.finish(xid, XidState::Committed);
+
+    // Post-commit: stamps replace the transaction id.
+    let st = &mut *tx.st;
+    for w in &st.sets.mvw {
+        // SAFETY: pinned; our versions.
+        let nv = unsafe { &*w.newv };
+        if is_ssn {
+            let m = unsafe { Version::meta(w.newv) }.expect("meta");
+            m.pstamp.store(c, Ordering::Relaxed);
+            let om = unsafe { Version::meta(w.oldv) }.expect("meta");
+            om.sstamp.store(pi, Ordering::SeqCst);
+        }
+        nv.set_stamp(c);
+        if nv.is_tombstone() {
+            st.pending_unlinks.push_back(PendingUnlink {
+                table: w.table,
+                key: st.sets.wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize].into(),
+                rec: w.rec,
+                tid: c,
+            });
+        }
+    }
+    if is_ssn {
+        let mybit = 1u64 << (st.mv.slot % 64);
+        for &v in &st.sets.vreads {
+            // SAFETY: pinned.
+            let m = unsafe { Version::meta(v) }.expect("meta");
+            m.pstamp.fetch_max(c, Ordering::SeqCst);
+            m.readers.fetch_and(!mybit, Ordering::SeqCst);
+        }
+    }
+    db.xids.release(st.mv.slot);
+    Ok(())
+}
+
+/// Roll back: restore each record's head, retire our versions, forget our
+/// marks and reader bits. Records we created (now back to ⊥) and tombstones
+/// we had covered go back to the unlink queue.
+pub(crate) fn abort(tx: &mut Txn<'_>) {
+    let db = tx.db;
+    let is_ssn = ssn(tx);
+    let g = tx.g;
+    let st = &mut *tx.st;
+    db.xids.finish(st.mv.xid, XidState::Aborted);
+    let my = my_flagged(st);
+    for w in st.sets.mvw.iter().rev() {
+        // SAFETY: pinned; our write set.
+        let rec = unsafe { &*w.rec };
+        if is_ssn {
+            let om = unsafe { Version::meta(w.oldv) }.expect("meta");
+            let _ = om
+                .sstamp
+                .compare_exchange(my, SSTAMP_INF, Ordering::SeqCst, Ordering::Relaxed);
+        }
+        rec.set_head(w.oldv);
+        // SAFETY: unlinked just now; readers still holding it are pinned.
+        unsafe { g.retire(w.newv as *mut u8, free_mv_version) };
+        // SAFETY: pinned.
+        let old = unsafe { &*w.oldv };
+        if old.is_tombstone() {
+            st.pending_unlinks.push_back(PendingUnlink {
+                table: w.table,
+                key: st.sets.wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize].into(),
+                rec: w.rec,
+                tid: old.stamp(),
+            });
+        }
+    }
+    if is_ssn {
+        let mybit = 1u64 << (st.mv.slot % 64);
+        for &v in &st.sets.vreads {
+            // SAFETY: pinned.
+            let m = unsafe { Version::meta(v) }.expect("meta");
+            m.readers.fetch_and(!mybit, Ordering::SeqCst);
+        }
+    }
+    db.xids.release(st.mv.slot);
+}
+
+/// Between transactions: refresh the GC watermark now and then, and unlink
+/// committed tombstones at or below it.
+pub(crate) fn maintain(db: &DbInner, st: &mut WorkerState, g: &Guard<'_>) {
+    st.mv.since_watermark += 1;
+    let due = st.mv.since_watermark >= WATERMARK_EVERY
+        || st
+            .pending_unlinks
+            .front()
+            .is_some_and(|p| p.tid > st.mv.watermark && st.mv.since_watermark >= 4);
+    if due {
+        st.mv.since_watermark = 0;
+        if let Some(w) = db.xids.watermark(&db.clock) {
+            st.mv.watermark = st.mv.watermark.max(w);
+        }
+    }
+    if st.pending_unlinks.is_empty() {
+        if let Some(mut o) = db.orphan_unlinks.try_lock() {
+            st.pending_unlinks.extend(o.drain(..));
+        }
+        return;
+    }
+    let wm = st.mv.watermark;
+    // Entries are queued in commit order per worker, except rolled-back ones
+    // (stamp 0 or older): look a little past the front.
+    let mut n = st.pending_unlinks.len().min(64);
+    while n > 0 {
+        n -= 1;
+        let Some(p) = st.pending_unlinks.pop_front() else {
+            break;
+        };
+        if p.tid > wm {
+            st.pending_unlinks.push_back(p);
+            continue;
+        }
+        let i = p.table.0 as usize;
+        if i >= st.tables.len() {
+            st.tables = db.tables.read().clone();
+        }
+        unlink_tombstone(&st.tables[i], g, &p.key, p.rec, p.tid);
+    }
+}
+
+/// Unlink a record whose head is still the committed tombstone with stamp
+/// `stamp` (at or below the watermark: every snapshot sees the key absent),
+/// and retire it with its chain.
+fn unlink_tombstone(t: &Table, g: &Guard<'_>, key: &[u8], rec: *const Record, stamp: u64) {
+    // The record may have been unlinked and freed since it was queued (a
+    // record can be queued more than once): only touch it if the index
+    // still maps the key to it. (Its address may have been reused by a new
+    // record for the same key; the stamp check below then fails, or the new
+    // record is a rolled-back insert whose ⊥ is due for unlinking anyway.)
+    match t.index.get(key, g) {
+        Lookup::Found(v) if v == rec as u64 => {}
+        _ => return,
+    }
+    // SAFETY: reachable from the index, and we are pinned.
+    let r = unsafe { &*rec };
+    let cur = r.lock();
+    if cur & LATEST == 0 {
+        r.unlock();
+        return;
+    }
+    // SAFETY: pinned.
+    let h = unsafe { &*r.newest() };
+    if h.is_tombstone() && h.stamp() == stamp && t.index.remove(key, rec as u64, g) {
+        r.unlock_with((cur & !LOCK) & !LATEST);
+        // SAFETY: unlinked from the index; writers over a tombstone check
+        // LATEST under the lock, so nobody installs into it any more.
+        unsafe { g.retire(rec as *mut u8, Record::free) };
+    } else {
+        r.unlock();
+    }
+}

@@ -1,0 +1,328 @@
+//! Multi-versioned records for ERMIA's protocols (`si`, `ssn`; Kim et al.,
+//! SIGMOD 2016, section 3.2).
+//!
+//! The record head is ERMIA's OID slot: `data` points at the newest version
+//! of a newest-first chain. An update never writes in place: it allocates a
+//! version stamped with its transaction id ([`XID_FLAG`] set) and installs it
+//! with one CAS on the head; that uncommitted head is the record's write lock.
+//! Post-commit replaces the id with the commit stamp. A deletion is a
+//! tombstone version.
+//!
+//! Every multi-version record is born with an inline **bottom version** (⊥):
+//! a committed tombstone with stamp 0, visible to everyone, meaning "no such
+//! key". An insert overwrites ⊥ like any update overwrites a version. That is
+//! what lets SSN see the anti-dependency of a reader that found a key missing
+//! (it read ⊥) on the transaction that later inserted it (⊥'s overwriter):
+//! the paper's per-version stamps need a version to hang on, and a key that
+//! did not exist has none. The price is one small version per record.
+//!
+//! Versions of a database running SSN carry an [`SsnMeta`] behind their data
+//! words (η, π and the in-flight readers bitmap); Silo's versions carry none,
+//! so the Silo layout pays nothing for it.
+
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::tid::LATEST;
+use super::*;
+use crate::cc::xid::XID_FLAG;
+use crate::epoch::Guard;
+
+/// π of a version nobody has overwritten: "infinity". Bit 63 is clear, so it
+/// is never taken for a transaction id.
+pub const SSTAMP_INF: u64 = !XID_FLAG;
+
+/// SSN's per-version metadata (ERMIA section 3.6.2).
+#[repr(C)]
+pub struct SsnMeta {
+    /// η(V): the largest commit stamp of a committed reader of this version;
+    /// set to the creator's commit stamp at post-commit.
+    pub pstamp: AtomicU64,
+    /// π(V): [`SSTAMP_INF`] until overwritten; the in-flight overwriter's
+    /// transaction id (with [`XID_FLAG`]) while it runs; the committed
+    /// overwriter's π after its post-commit.
+    pub sstamp: AtomicU64,
+    /// In-flight readers: bit `slot % 64` for each worker slot whose running
+    /// transaction read this version (ERMIA's readers bitmap, used by a
+    /// committing overwriter to find readers that are committing before it).
+    pub readers: AtomicU64,
+}
+
+impl Version {
+    /// The creation stamp: a commit stamp, or the creator's transaction id
+    /// with [`XID_FLAG`] while it is in flight.
+    #[inline]
+    pub fn stamp(&self) -> u64 {
+        self.tid.load(Ordering::Acquire)
+    }
+
+    /// Replace the transaction id with the commit stamp (post-commit).
+    #[inline]
+    pub fn set_stamp(&self, s: u64) {
+        self.tid.store(s, Ordering::Release);
+    }
+
+    /// Whether this version is a tombstone.
+    #[inline]
+    pub fn is_tombstone(&self) -> bool {
+        self.tomb.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether this version lives inside its record's allocation.
+    #[inline]
+    pub fn is_inline(&self) -> bool {
+        self.flags & V_INLINE != 0
+    }
+
+    /// The SSN metadata of version `v`, if it has any.
+    ///
+    /// # Safety
+    /// `v` must point to a live version (the caller is pinned).
+    #[inline]
+    pub unsafe fn meta<'a>(v: *const Version) -> Option<&'a SsnMeta> {
+        // SAFETY: caller contract.
+        let this = unsafe { &*v };
+        if this.flags & V_META == 0 {
+            return None;
+        }
+        // SAFETY: with V_META the metadata follows the data words in the
+        // same allocation (see `alloc_mv`).
+        Some(unsafe {
+            &*((v as *const u8).add(VHDR + this.cap_words as usize * 8) as *const SsnMeta)
+        })
+    }
+
+    /// Whether `len` bytes fit this version's capacity.
+    #[inline]
+    pub fn fits(&self, len: usize) -> bool {
+        len <= self.capacity()
+    }
+
+    /// Rewrite the value of an uncommitted version in place (`None`: make it
+    /// a tombstone). Only its creator calls this, and other transactions
+    /// never read the data of an uncommitted version.
+    ///
+    /// # Safety
+    /// `v` must be a live version created by the caller's running
+    /// transaction whose capacity fits the value.
+    #[inline]
+    pub unsafe fn rewrite(v: *const Version, val: Option<&[u8]>) {
+        // SAFETY: caller contract.
+        unsafe {
+            Version::write(v, val.unwrap_or(&[]));
+            (*v).tomb.store(val.is_none() as u32, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Initialise a version header (and metadata) at `v`.
+///
+/// # Safety
+/// `v` must be valid for writes of the version's whole layout.
+unsafe fn init_mv(
+    v: *mut Version,
+    cap: usize,
+    val: Option<&[u8]>,
+    stamp: u64,
+    prev: *mut Version,
+    flags: u32,
+) {
+    // SAFETY: caller contract.
+    unsafe {
+        ptr::write(
+            v,
+            Version {
+                tid: AtomicU64::new(stamp),
+                prev: AtomicPtr::new(prev),
+                len: AtomicU32::new(0),
+                cap_words: cap as u32,
+                flags,
+                tomb: AtomicU32::new(val.is_none() as u32),
+            },
+        );
+        ptr::write_bytes((v as *mut u8).add(VHDR), 0, cap * 8);
+        Version::write(v, val.unwrap_or(&[]));
+        if flags & V_META != 0 {
+            let m = (v as *mut u8).add(VHDR + cap * 8) as *mut SsnMeta;
+            ptr::write(
+                m,
+                SsnMeta {
+                    pstamp: AtomicU64::new(0),
+                    sstamp: AtomicU64::new(SSTAMP_INF),
+                    readers: AtomicU64::new(0),
+                },
+            );
+        }
+    }
+}
+
+fn mv_size(cap: usize, meta: bool) -> usize {
+    VHDR + cap * 8
+        + if meta {
+            std::mem::size_of::<SsnMeta>()
+        } else {
+            0
+        }
+}
+
+/// Allocate an out-of-line version holding `val` (`None`: a tombstone),
+/// stamped `stamp`, in front of `prev`; with SSN metadata if `meta`.
+// `prev` is only stored in the new version, never dereferenced here.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub fn new_mv_version(
+    val: Option<&[u8]>,
+    stamp: u64,
+    prev: *mut Version,
+    meta: bool,
+) -> *mut Version {
+    let cap = words_for(val.map_or(0, |v| v.len()));
+    let layout = Layout::from_size_align(mv_size(cap, meta), 8).expect("version layout");
+    // SAFETY: non-zero-size layout.
+    let p = unsafe { alloc(layout) } as *mut Version;
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    let flags = if meta { V_META } else { 0 };
+    // SAFETY: fresh allocation of the whole layout.
+    unsafe { init_mv(p, cap, val, stamp, prev, flags) };
+    p
+}
+
+/// Free an out-of-line version (not its chain). Used with `Guard::retire`.
+///
+/// # Safety
+/// `v` must come from [`new_mv_version`] and be unreachable.
+pub unsafe fn free_mv_version(v: *mut u8) {
+    // SAFETY: caller contract.
+    unsafe { free_version(v) }
+}
+
+impl Record {
+    /// A new multi-version record whose only version is ⊥ (see the module
+    /// documentation); `meta`: versions carry SSN metadata.
+    pub fn new_mv(meta: bool) -> *mut Record {
+        let cap = 1;
+        let layout = Layout::from_size_align(HEAD + mv_size(cap, meta), 8).expect("record layout");
+        // SAFETY: non-zero-size layout.
+        let p = unsafe { alloc(layout) } as *mut Record;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        let flags = V_INLINE | if meta { V_META } else { 0 };
+        // SAFETY: fresh allocation of HEAD + the version's layout.
+        unsafe {
+            let v = (p as *mut u8).add(HEAD) as *mut Version;
+            init_mv(v, cap, None, 0, ptr::null_mut(), flags);
+            ptr::write(
+                p,
+                Record {
+                    tid: AtomicU64::new(LATEST),
+                    data: AtomicPtr::new(v),
+                },
+            );
+        }
+        p
+    }
+
+    /// Install `new` over `old` with one CAS on the head (ERMIA's update).
+    /// Fails if the head is no longer `old`: another writer got there first.
+    #[inline]
+    pub fn cas_head(&self, old: *mut Version, new: *mut Version) -> bool {
+        self.data
+            .compare_exchange(old, new, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Set the head (its holder only: before publishing the record, when
+    /// replacing its own uncommitted version, or rolling one back).
+    #[inline]
+    pub fn set_head(&self, v: *mut Version) {
+        self.data.store(v, Ordering::Release);
+    }
+
+    /// ERMIA's version garbage collection for one chain: cut everything
+    /// behind the first version at or below `from` that is committed with a
+    /// stamp <= `watermark` (the oldest begin stamp of any running
+    /// transaction). That version is visible to every running and future
+    /// transaction, so none can reach past it. Cut versions are retired
+    /// through the memory epoch (readers still walking them are pinned).
+    ///
+    /// Only the holder of the record's write lock (its uncommitted head)
+    /// calls this, so two cuts never race.
+    pub fn prune_mv(&self, from: *mut Version, watermark: u64, g: &Guard<'_>) -> usize {
+        let mut v = from;
+        while !v.is_null() {
+            // SAFETY: chain versions are reclaimed only through the epoch.
+            let vr = unsafe { &*v };
+            let s = vr.stamp();
+            if s & XID_FLAG == 0 && s <= watermark {
+                let mut cut = vr.prev.swap(ptr::null_mut(), Ordering::AcqRel);
+                let mut n = 0;
+                while !cut.is_null() {
+                    // SAFETY: unlinked above by the only pruner of this chain.
+                    let next = unsafe { (*cut).prev() };
+                    if unsafe { (*cut).flags } & V_INLINE == 0 {
+                        // SAFETY: unreachable for new readers; old ones are pinned.
+                        unsafe { g.retire(cut as *mut u8, free_mv_version) };
+                    }
+                    n += 1;
+                    cut = next;
+                }
+                return n;
+            }
+            v = vr.prev();
+        }
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::epoch::Epochs;
+
+    #[test]
+    fn bottom_chain_meta_and_pruning() {
+        let ep = Epochs::new(1, 10);
+        let l = ep.register().unwrap();
+        for meta in [false, true] {
+            let g = l.pin();
+            let r = Record::new_mv(meta);
+            let rec = unsafe { &*r };
+            let bot = rec.newest();
+            let b = unsafe { &*bot };
+            assert!(b.is_tombstone() && b.is_inline() && b.stamp() == 0);
+            assert_eq!(unsafe { Version::meta(bot) }.is_some(), meta);
+            let v1 = new_mv_version(Some(b"one"), 5, bot, meta);
+            assert!(rec.cas_head(bot, v1));
+            assert!(
+                !rec.cas_head(bot, v1),
+                "a second CAS from the old head fails"
+            );
+            let v2 = new_mv_version(Some(&[9u8; 40]), 7 | XID_FLAG, v1, meta);
+            assert!(rec.cas_head(v1, v2));
+            if let Some(m) = unsafe { Version::meta(v2) } {
+                assert_eq!(m.sstamp.load(Ordering::Relaxed), SSTAMP_INF);
+                m.pstamp.store(7, Ordering::Relaxed);
+            }
+            let mut out = Vec::new();
+            unsafe { Version::read_into(v2, &mut out) };
+            assert_eq!(out, vec![9u8; 40]);
+            unsafe { Version::rewrite(v2, None) };
+            assert!(unsafe { &*v2 }.is_tombstone());
+            unsafe { &*v2 }.set_stamp(7);
+            assert_eq!(rec.chain_len(), 3);
+            // Watermark 6: v1 (stamp 5) is the oldest anyone needs; ⊥ is cut.
+            assert_eq!(rec.prune_mv(v2, 6, &g), 1);
+            assert_eq!(rec.chain_len(), 2);
+            // Watermark 7: v2 is visible to all; v1 goes.
+            assert_eq!(rec.prune_mv(v2, 7, &g), 1);
+            assert_eq!(rec.chain_len(), 1);
+            drop(g);
+            unsafe { Record::free(r as *mut u8) };
+            ep.tick();
+            ep.tick();
+            l.collect();
+        }
+    }
+}
