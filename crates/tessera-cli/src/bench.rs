@@ -187,7 +187,9 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 /// Options every benchmark has.
 #[derive(Args, Debug)]
 pub struct Common {
-    /// Concurrency-control protocol.
+    /// Concurrency-control protocol: silo (Silo OCC), si (ERMIA snapshot
+    /// isolation, not serializable), ssn (ERMIA SI + Serial Safety Net),
+    /// nocc (no concurrency control, for measuring overheads).
     #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = ProtocolParser)]
     pub cc: Protocol,
     /// Driver threads, each with its own worker (loading uses at least as

@@ -196,6 +196,8 @@ pub(crate) struct DbInner {
     pub epochs: Arc<Epochs>,
     pub tables: RwLock<Vec<Arc<Table>>>,
     pub orphan_unlinks: Mutex<Vec<PendingUnlink>>,
+    /// ERMIA version-GC entries of dropped workers.
+    pub orphan_gc: Mutex<Vec<crate::cc::ermia::GcEntry>>,
     /// ERMIA's commit clock (the commit LSN counter once the log lands).
     pub clock: AtomicU64,
     /// ERMIA's TID table.
@@ -209,6 +211,15 @@ impl Drop for DbInner {
         // the tables can free their records.
         drop(self.ticker.lock().take());
         self.orphan_unlinks.get_mut().clear();
+        for e in self.orphan_gc.get_mut().drain(..) {
+            // SAFETY: no worker exists; a held record is freed by its last
+            // hold once unlinked (linked ones are freed with their table).
+            unsafe {
+                if (*e.rec).gc_release() {
+                    crate::storage::Record::free(e.rec as *mut u8);
+                }
+            }
+        }
         let local = self.epochs.register().expect("a free slot at drop");
         {
             let g = local.pin();
@@ -241,6 +252,7 @@ impl Database {
                 epochs,
                 tables: RwLock::new(Vec::new()),
                 orphan_unlinks: Mutex::new(Vec::new()),
+                orphan_gc: Mutex::new(Vec::new()),
                 clock: AtomicU64::new(1),
                 xids: XidTable::new(workers),
                 ticker: Mutex::new(Some(ticker)),
@@ -524,6 +536,9 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        if !self.st.mv.gc.is_empty() {
+            self.db.orphan_gc.lock().extend(self.st.mv.gc.drain(..));
+        }
         // Hand deleted records that still wait for their unlink to the database.
         if !self.st.pending_unlinks.is_empty() {
             self.db

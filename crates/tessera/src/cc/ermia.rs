@@ -50,6 +50,7 @@
 //! as in ERMIA (the TID table needs none: stale ids are detected by
 //! generation).
 
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
@@ -91,7 +92,22 @@ pub(crate) struct MvState {
     /// GC watermark last computed by this worker.
     pub watermark: u64,
     pub since_watermark: u32,
+    /// Version GC work: records this worker wrote, with the commit stamp;
+    /// once the stamp is at or below the watermark, everything behind the
+    /// version visible to the watermark can go. Each entry holds the record
+    /// (`Record::gc_hold`) so it is not freed first.
+    pub gc: VecDeque<GcEntry>,
 }
+
+/// See [`MvState::gc`].
+pub(crate) struct GcEntry {
+    pub rec: *const Record,
+    pub stamp: u64,
+}
+
+// SAFETY: the record pointers are held (`gc_hold`) and only dereferenced
+// by the worker that owns the queue, while pinned.
+unsafe impl Send for GcEntry {}
 
 /// A write of the running transaction.
 #[derive(Clone, Copy)]
@@ -293,12 +309,12 @@ enum Op {
 fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(), u64> {
     let meta = ssn(tx);
     let st = &mut *tx.st;
-    let r = Record::new_mv(meta);
+    let r = Record::new_mv(val, my_flagged(st), meta);
     // SAFETY: fresh, unpublished.
     let rec = unsafe { &*r };
-    let bot = rec.newest();
-    let newv = new_mv_version(Some(val), my_flagged(st), bot, meta);
-    rec.set_head(newv);
+    let newv = rec.newest();
+    // SAFETY: as above.
+    let bot = unsafe { &*newv }.prev();
     if meta {
         // SAFETY: ⊥ of an SSN record has metadata. Nobody else sees it yet.
         let m = unsafe { Version::meta(bot) }.expect("meta");
@@ -308,11 +324,7 @@ fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(),
     match ins {
         Insert::Exists(v) => {
             // SAFETY: never published.
-            unsafe {
-                free_mv_version(newv as *mut u8);
-                rec.set_head(bot);
-                Record::free(r as *mut u8);
-            }
+            unsafe { Record::free(r as *mut u8) };
             Err(v)
         }
         Insert::Inserted { .. } => {
@@ -376,8 +388,10 @@ fn write_record(
                 let nv = new_mv_version(val, my, h.prev(), meta);
                 rec.set_head(nv);
                 st.sets.mvw[wi].newv = nv;
-                // SAFETY: unlinked; readers that hold it are pinned.
-                unsafe { g.retire(head as *mut u8, free_mv_version) };
+                if !h.is_inline() {
+                    // SAFETY: unlinked; readers that hold it are pinned.
+                    unsafe { g.retire(head as *mut u8, free_mv_version) };
+                }
             }
             if val.is_none() && st.sets.mvw[wi].key.1 == 0 {
                 st.sets.mvw[wi].key = st.sets.stash(key);
@@ -424,15 +438,15 @@ fn write_record(
         let nv = new_mv_version(val, my, head, meta);
         let installed = if tomb {
             // Over a tombstone: exclude the GC's unlink of this record.
-            rec.lock();
-            if rec.tid_word() & LATEST == 0 {
-                rec.unlock();
+            rec.mv_lock();
+            if !rec.mv_linked() {
+                rec.mv_unlock();
                 // SAFETY: never published.
                 unsafe { free_mv_version(nv as *mut u8) };
                 return Ok(None);
             }
             let ok = rec.cas_head(head, nv);
-            rec.unlock();
+            rec.mv_unlock();
             ok
         } else {
             rec.cas_head(head, nv)
@@ -454,9 +468,10 @@ fn write_record(
             table: table.id,
             key: k,
         });
-        // We hold the record now: cut what no snapshot needs.
-        rec.prune_mv(head, st.mv.watermark, g);
         if meta {
+            // The creator of the version we overwrite precedes us (its
+            // post-commit may not have set the version's pstamp yet).
+            st.mv.pstamp = st.mv.pstamp.max(cstamp);
             on_overwrite(st, head)?;
         }
         return Ok(Some(true));
@@ -761,6 +776,12 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
             om.sstamp.store(pi, Ordering::SeqCst);
         }
         nv.set_stamp(c);
+        // SAFETY: pinned; we wrote it.
+        unsafe { &*w.rec }.gc_hold();
+        st.mv.gc.push_back(GcEntry {
+            rec: w.rec,
+            stamp: c,
+        });
         if nv.is_tombstone() {
             st.pending_unlinks.push_back(PendingUnlink {
                 table: w.table,
@@ -803,8 +824,11 @@ pub(crate) fn abort(tx: &mut Txn<'_>) {
                 .compare_exchange(my, SSTAMP_INF, Ordering::SeqCst, Ordering::Relaxed);
         }
         rec.set_head(w.oldv);
-        // SAFETY: unlinked just now; readers still holding it are pinned.
-        unsafe { g.retire(w.newv as *mut u8, free_mv_version) };
+        // SAFETY: pinned.
+        if !unsafe { &*w.newv }.is_inline() {
+            // SAFETY: unlinked just now; readers still holding it are pinned.
+            unsafe { g.retire(w.newv as *mut u8, free_mv_version) };
+        }
         // SAFETY: pinned.
         let old = unsafe { &*w.oldv };
         if old.is_tombstone() {
@@ -842,13 +866,30 @@ pub(crate) fn maintain(db: &DbInner, st: &mut WorkerState, g: &Guard<'_>) {
             st.mv.watermark = st.mv.watermark.max(w);
         }
     }
+    let wm = st.mv.watermark;
+    while st.mv.gc.front().is_some_and(|e| e.stamp <= wm) {
+        let e = st.mv.gc.pop_front().expect("front");
+        // SAFETY: held by this entry, so not freed; we are pinned.
+        let r = unsafe { &*e.rec };
+        r.mv_lock();
+        r.prune_mv(r.newest(), wm, g);
+        r.mv_unlock();
+        if r.gc_release() {
+            // SAFETY: unlinked from its index, and this was the last hold.
+            unsafe { g.retire(e.rec as *mut u8, Record::free) };
+        }
+    }
+    if st.mv.gc.is_empty() {
+        if let Some(mut o) = db.orphan_gc.try_lock() {
+            st.mv.gc.extend(o.drain(..));
+        }
+    }
     if st.pending_unlinks.is_empty() {
         if let Some(mut o) = db.orphan_unlinks.try_lock() {
             st.pending_unlinks.extend(o.drain(..));
         }
         return;
     }
-    let wm = st.mv.watermark;
     // Entries are queued in commit order per worker, except rolled-back ones
     // (stamp 0 or older): look a little past the front.
     let mut n = st.pending_unlinks.len().min(64);
@@ -884,19 +925,21 @@ fn unlink_tombstone(t: &Table, g: &Guard<'_>, key: &[u8], rec: *const Record, st
     }
     // SAFETY: reachable from the index, and we are pinned.
     let r = unsafe { &*rec };
-    let cur = r.lock();
+    let cur = r.mv_lock();
     if cur & LATEST == 0 {
-        r.unlock();
+        r.mv_unlock();
         return;
     }
     // SAFETY: pinned.
     let h = unsafe { &*r.newest() };
     if h.is_tombstone() && h.stamp() == stamp && t.index.remove(key, rec as u64, g) {
-        r.unlock_with((cur & !LOCK) & !LATEST);
-        // SAFETY: unlinked from the index; writers over a tombstone check
-        // LATEST under the lock, so nobody installs into it any more.
-        unsafe { g.retire(rec as *mut u8, Record::free) };
+        // Writers over a tombstone check LATEST under the lock, so nobody
+        // installs into it any more.
+        if r.mv_mark_unlinked() {
+            // SAFETY: unlinked from the index and no GC entry holds it.
+            unsafe { g.retire(rec as *mut u8, Record::free) };
+        }
     } else {
-        r.unlock();
+        r.mv_unlock();
     }
 }

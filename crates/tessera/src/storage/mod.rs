@@ -46,7 +46,7 @@ pub struct Version {
     /// Capacity in 8-byte words (immutable).
     cap_words: u32,
     /// [`V_INLINE`] if this version lives inside its record's allocation;
-    /// [`V_META`] if SSN metadata follows the data words (immutable).
+    /// [`V_META`] if SSN metadata follows the data words; [`V_BOTTOM`] (immutable).
     flags: u32,
     /// 1 if this version is a tombstone (ERMIA's deletion version; Silo
     /// marks deletions in the record's TID word instead).
@@ -59,6 +59,9 @@ pub struct Version {
 const V_INLINE: u32 = 1;
 /// `Version::flags`: an [`SsnMeta`] follows the data words.
 const V_META: u32 = 2;
+/// `Version::flags` of a multi-version record's first version: its ⊥
+/// version follows it in the record's allocation.
+const V_BOTTOM: u32 = 4;
 
 /// A record head. See the module documentation.
 #[repr(C)]
@@ -549,10 +552,13 @@ impl Record {
                 v = next;
             }
             let iv = Record::inline_version(r);
-            dealloc(
-                r as *mut u8,
-                Layout::from_size_align_unchecked(HEAD + (*iv).layout().size(), 8),
-            );
+            let mut size = HEAD + (*iv).layout().size();
+            if (*iv).flags & V_BOTTOM != 0 {
+                // A multi-version record's ⊥ follows its first version.
+                let bot = (iv as *const u8).add((*iv).layout().size()) as *const Version;
+                size += (*bot).layout().size();
+            }
+            dealloc(r as *mut u8, Layout::from_size_align_unchecked(size, 8));
         }
     }
 }
