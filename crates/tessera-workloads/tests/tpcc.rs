@@ -242,3 +242,20 @@ fn two_warehouses_with_remote_accesses_stay_consistent() {
 fn nocc_single_thread_stays_consistent() {
     run_and_check(TpccConfig::new(1), Protocol::NoCc, 1, 1.0);
 }
+
+/// ERMIA snapshot isolation: TPC-C's consistency conditions hold (TPC-C has
+/// no write skew that breaks them: every transaction that reads a row it
+/// depends on also writes it, or only reads).
+#[test]
+fn si_two_warehouses_stay_consistent() {
+    let mut cfg = TpccConfig::new(2);
+    cfg.remote_item_pct = 20;
+    cfg.remote_payment_pct = 50;
+    run_and_check(cfg, Protocol::Si, 2, 1.0);
+}
+
+/// ERMIA SI + SSN, with more terminals than warehouses (contention).
+#[test]
+fn ssn_contended_warehouse_stays_consistent() {
+    run_and_check(TpccConfig::new(1), Protocol::Ssn, 3, 1.0);
+}

@@ -173,12 +173,26 @@ fn load_mapping_and_one_q2_star() {
 
 #[test]
 fn two_threads_under_silo_commit_every_type_and_stay_consistent() {
+    every_type_commits_and_stays_consistent(Protocol::Silo);
+}
+
+#[test]
+fn two_threads_under_si_commit_every_type_and_stay_consistent() {
+    every_type_commits_and_stays_consistent(Protocol::Si);
+}
+
+#[test]
+fn two_threads_under_ssn_commit_every_type_and_stay_consistent() {
+    every_type_commits_and_stays_consistent(Protocol::Ssn);
+}
+
+fn every_type_commits_and_stays_consistent(protocol: Protocol) {
     let mut cfg = HybridConfig::new(2);
     // Q2* at 5%: large enough to conflict with NewOrder, small enough to
     // commit often in a short run of the (lightly optimised) test build.
     cfg.q2_size_pct = 5;
     let wl = TpccHybrid::new(cfg).unwrap();
-    let db = Database::open(Options::in_memory().protocol(Protocol::Silo).workers(4)).unwrap();
+    let db = Database::open(Options::in_memory().protocol(protocol).workers(4)).unwrap();
     let rep = driver::bench(&db, &wl, &run_config(2, 1.5)).unwrap();
     eprintln!("{}", rep.table());
     let names: Vec<&str> = rep.transactions.iter().map(|(n, _)| n).collect();
