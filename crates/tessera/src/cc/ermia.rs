@@ -666,7 +666,9 @@ fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
     for w in &st.sets.mvw {
         // SAFETY: pinned; SSN versions have metadata.
         let m: &SsnMeta = unsafe { Version::meta(w.oldv) }.expect("meta");
-        pstamp = pstamp.max(m.pstamp.load(Ordering::SeqCst));
+        // The bitmap first, then η(V): a reader raises η(V) before it
+        // clears its bit, so one that we miss in the bitmap has already
+        // raised η(V) by the time we read it.
         let mut bits = m.readers.load(Ordering::SeqCst) & !mybit;
         while bits != 0 {
             let b = bits.trailing_zeros() as usize;
@@ -686,6 +688,7 @@ fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
                 slot += 64;
             }
         }
+        pstamp = pstamp.max(m.pstamp.load(Ordering::SeqCst));
     }
 
     // π(T): overwriters of the versions we read follow us. Committed ones
