@@ -51,8 +51,8 @@ pub struct Version {
     /// 1 if this version is a tombstone (ERMIA's deletion version; Silo
     /// marks deletions in the record's TID word instead).
     tomb: AtomicU32,
-    // followed by `cap_words` AtomicU64 words of value data, then, with
-    // `V_META`, an [`SsnMeta`]
+    // followed, with `V_META`, by an `SsnMeta`, then by `cap_words`
+    // AtomicU64 words of value data
 }
 
 /// `Version::flags`: the version is part of its record's allocation.
@@ -87,9 +87,16 @@ impl Version {
     /// header covers only the header.
     #[inline]
     fn words(v: *const Version) -> *const AtomicU64 {
-        // SAFETY: the data words directly follow the header in the same
-        // allocation (see `layout_version` and `Record::new`).
-        unsafe { (v as *const u8).add(VHDR) as *const AtomicU64 }
+        // The data words follow the header, or the SSN metadata right
+        // behind the header (`V_META`: kept next to the header so that SSN's
+        // per-read bookkeeping touches the cache line the read already has).
+        // Branch-free: V_META is 2 and the metadata is 24 bytes.
+        const _: () = assert!(V_META == 2 && std::mem::size_of::<mvcc::SsnMeta>() == 24);
+        // SAFETY: `v` points to a live version (callers' contract).
+        let off = VHDR + (unsafe { (*v).flags } & V_META) as usize * 12;
+        // SAFETY: the data words lie in the same allocation at `off` (see
+        // `layout_version`, `Record::new` and `mvcc::init_mv`).
+        unsafe { (v as *const u8).add(off) as *const AtomicU64 }
     }
 
     /// Capacity in bytes.

@@ -16,9 +16,10 @@
 //! the paper's per-version stamps need a version to hang on, and a key that
 //! did not exist has none. The price is one small version per record.
 //!
-//! Versions of a database running SSN carry an [`SsnMeta`] behind their data
-//! words (η, π and the in-flight readers bitmap); Silo's versions carry none,
-//! so the Silo layout pays nothing for it.
+//! Versions of a database running SSN carry an [`SsnMeta`] between their
+//! header and their data words (η, π and the in-flight readers bitmap), so
+//! SSN's per-read bookkeeping touches the cache line the read touches
+//! anyway; Silo's versions carry none.
 
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,11 +92,9 @@ impl Version {
         if this.flags & V_META == 0 {
             return None;
         }
-        // SAFETY: with V_META the metadata follows the data words in the
-        // same allocation (see `alloc_mv`).
-        Some(unsafe {
-            &*((v as *const u8).add(VHDR + this.cap_words as usize * 8) as *const SsnMeta)
-        })
+        // SAFETY: with V_META the metadata directly follows the header, in
+        // the same allocation (see `init_mv`).
+        Some(unsafe { &*((v as *const u8).add(VHDR) as *const SsnMeta) })
     }
 
     /// Whether `len` bytes fit this version's capacity.
@@ -146,10 +145,15 @@ unsafe fn init_mv(
                 tomb: AtomicU32::new(val.is_none() as u32),
             },
         );
-        ptr::write_bytes((v as *mut u8).add(VHDR), 0, cap * 8);
+        let meta = if flags & V_META != 0 {
+            std::mem::size_of::<SsnMeta>()
+        } else {
+            0
+        };
+        ptr::write_bytes((v as *mut u8).add(VHDR + meta), 0, cap * 8);
         Version::write(v, val.unwrap_or(&[]));
-        if flags & V_META != 0 {
-            let m = (v as *mut u8).add(VHDR + cap * 8) as *mut SsnMeta;
+        if meta != 0 {
+            let m = (v as *mut u8).add(VHDR) as *mut SsnMeta;
             ptr::write(
                 m,
                 SsnMeta {
