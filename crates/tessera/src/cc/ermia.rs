@@ -52,7 +52,7 @@
 
 use std::collections::VecDeque;
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{fence, Ordering};
 
 use super::xid::{Lookup as XLookup, XidState, XID_FLAG};
 use super::NodeEntry;
@@ -278,21 +278,36 @@ pub(crate) fn get<'t>(
     table: &Table,
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
-    match table.index.get(key, tx.g) {
-        Lookup::Missing { leaf, version } => {
-            if ssn(tx) {
-                tx.st.sets.nodes.push(NodeEntry { leaf, version });
+    if !ssn(tx) {
+        return match table.index.get(key, tx.g) {
+            Lookup::Missing { .. } => Ok(None),
+            Lookup::Found(v) => {
+                // SAFETY: reached through the index while pinned.
+                let rec = unsafe { &*(v as *const Record) };
+                let found = read_record(tx, rec)?;
+                tx.st.sets.last.set(table.id, key, rec, 0);
+                Ok(found.then_some(&tx.st.sets.rbuf[..]))
             }
-            Ok(None)
-        }
-        Lookup::Found(v) => {
-            // SAFETY: reached through the index while pinned.
-            let rec = unsafe { &*(v as *const Record) };
-            let found = read_record(tx, rec)?;
-            tx.st.sets.last.set(table.id, key, rec, 0);
-            Ok(found.then_some(&tx.st.sets.rbuf[..]))
-        }
+        };
     }
+    // SSN: an answer "absent" goes into the node set whether the key has no
+    // record or its visible version is a tombstone (or ⊥): the record may be
+    // unlinked and the key inserted into a fresh one, which only the leaf
+    // sees (its version, and its absence stamp once we commit).
+    let (found, leaf, version) = table.index.get_with_leaf(key, tx.g);
+    let Some(v) = found else {
+        tx.st.sets.nodes.push(NodeEntry { leaf, version });
+        return Ok(None);
+    };
+    // SAFETY: reached through the index while pinned.
+    let rec = unsafe { &*(v as *const Record) };
+    let present = read_record(tx, rec)?;
+    tx.st.sets.last.set(table.id, key, rec, 0);
+    if !present {
+        tx.st.sets.nodes.push(NodeEntry { leaf, version });
+        return Ok(None);
+    }
+    Ok(Some(&tx.st.sets.rbuf[..]))
 }
 
 /// The kinds of write.
@@ -327,9 +342,16 @@ fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(),
             unsafe { Record::free(r as *mut u8) };
             Err(v)
         }
-        Insert::Inserted { .. } => {
+        Insert::Inserted { leaf, .. } => {
             if meta {
                 super::silo::own_insert_fixup(&mut st.sets, &ins);
+                // Transactions that saw this key's range empty and committed
+                // precede us (they did not see our key). Scanners raise the
+                // stamp before validating their node set; the fences pair
+                // those two steps with our insert and this read.
+                fence(Ordering::SeqCst);
+                let a = leaf.absent().max(table.index.absent_floor());
+                st.mv.pstamp = st.mv.pstamp.max(a);
             }
             let k = st.sets.stash(key);
             st.sets.mvw.push(MvWrite {
@@ -486,6 +508,7 @@ fn write(
     op: Op,
 ) -> TxResult<bool> {
     for attempt in 0..STALE_RETRIES {
+        let mut node = None;
         let found = if op == Op::Insert {
             // Inserts usually find no key: try the index insert first.
             match create(tx, table, key, val.expect("insert value")) {
@@ -500,9 +523,12 @@ fn write(
             };
             match last {
                 Some((rec, _)) => rec as u64,
-                None => match table.index.get(key, tx.g) {
-                    Lookup::Found(v) => v,
-                    Lookup::Missing { leaf, version } => {
+                None => match table.index.get_with_leaf(key, tx.g) {
+                    (Some(v), leaf, version) => {
+                        node = Some(NodeEntry { leaf, version });
+                        v
+                    }
+                    (None, leaf, version) => {
                         if op != Op::Put {
                             if ssn(tx) {
                                 tx.st.sets.nodes.push(NodeEntry { leaf, version });
@@ -520,6 +546,13 @@ fn write(
         // SAFETY: reached through the index while pinned.
         let rec = unsafe { &*(found as *const Record) };
         if let Some(done) = write_record(tx, table, key, rec, val, op)? {
+            // SSN: "missing" answered from a tombstone is an absence seen
+            // (see `get`).
+            if !done && matches!(op, Op::Update | Op::Delete) && ssn(tx) {
+                if let Some(n) = node {
+                    tx.st.sets.nodes.push(n);
+                }
+            }
             return Ok(done);
         }
         tx.st.sets.last.forget();
@@ -723,7 +756,14 @@ fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
     if sstamp <= pstamp {
         return conflict(ConflictReason::SsnExclusion);
     }
-    // Phantoms: Silo's node set, examined after the SSN test.
+    // Phantoms: Silo's node set, examined after the SSN test. First raise
+    // each leaf's absence stamp to our commit stamp, so that a transaction
+    // that inserts into the range after our validation orders itself after
+    // us (an inserter that got there before is caught by the versions).
+    for n in &st.sets.nodes {
+        n.leaf.raise_absent(c);
+    }
+    fence(Ordering::SeqCst);
     for n in &st.sets.nodes {
         if n.leaf.version() != n.version {
             return conflict(ConflictReason::NodeValidation);

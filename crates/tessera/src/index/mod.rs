@@ -92,8 +92,8 @@ mod tests;
 use std::fmt;
 use std::ops::Bound;
 use std::ptr;
-use std::sync::atomic::AtomicPtr;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU64};
 
 use crate::epoch::Guard;
 
@@ -129,6 +129,22 @@ impl LeafRef {
         // SAFETY: per the documented contract the caller has stayed pinned
         // since the leaf was reachable, so it has not been freed.
         unsafe { (*self.0).h.version.load(Acquire) }
+    }
+
+    /// Raise the leaf's absence stamp to `stamp` (SSN: a transaction that
+    /// observed absence in this leaf's range commits with that stamp).
+    /// Same pinning contract as [`LeafRef::version`].
+    #[inline]
+    pub fn raise_absent(&self, stamp: u64) {
+        // SAFETY: as in `version`.
+        unsafe { (*self.0).absent.fetch_max(stamp, SeqCst) };
+    }
+
+    /// The leaf's absence stamp. Same pinning contract.
+    #[inline]
+    pub fn absent(&self) -> u64 {
+        // SAFETY: as in `version`.
+        unsafe { (*self.0).absent.load(SeqCst) }
     }
 }
 
@@ -171,10 +187,23 @@ pub enum Insert {
 
 /// A concurrent B+-tree over byte keys with `u64` values (see the module
 /// docs). `Send + Sync`; every operation takes the caller's epoch [`Guard`].
+///
+/// # Absence stamps (for SSN's phantom protection)
+///
+/// Each leaf carries an absence stamp: the largest commit stamp of a
+/// transaction that saw part of the leaf's key range empty and committed
+/// (`LeafRef::raise_absent`). An inserter reads the stamp of the leaf it
+/// inserted into (`Insert::Inserted`'s leaf) and orders itself after those
+/// transactions. The stamp follows the range: a split copies it to the new
+/// leaf, and a leaf unlinked because it became empty hands it to the tree's
+/// floor ([`BTree::absent_floor`]), which inserters also read (the range goes
+/// to a neighbour, and there are no sibling pointers to find which).
 pub struct BTree {
     root: AtomicPtr<Header>,
     leaf_cap: usize,
     inner_cap: usize,
+    /// Absence stamps of unlinked leaves.
+    absent_floor: AtomicU64,
 }
 
 impl Default for BTree {
@@ -290,6 +319,7 @@ impl BTree {
             root: AtomicPtr::new(Leaf::alloc(STEP) as *mut Header),
             leaf_cap: leaf,
             inner_cap: inner,
+            absent_floor: AtomicU64::new(0),
         }
     }
 
@@ -325,6 +355,33 @@ impl BTree {
             let n = inner.h.count(INNER_MAX);
             let pos = inner.route(n, sk);
             (node, v) = inner.child_begin(pos, v)?;
+        }
+    }
+
+    /// The absence stamp of leaves unlinked so far (see the type's docs).
+    #[inline]
+    pub fn absent_floor(&self) -> u64 {
+        self.absent_floor.load(SeqCst)
+    }
+
+    /// Look `key` up, returning the value if present and, either way, the
+    /// leaf that holds (or would hold) the key with its stable version.
+    pub fn get_with_leaf(&self, key: &[u8], _g: &Guard<'_>) -> (Option<u64>, LeafRef, u64) {
+        let sk = SKey::new(key);
+        let mut tries = 0;
+        loop {
+            let r = (|| {
+                let (leaf, v) = self.find_leaf(&sk)?;
+                let n = leaf.h.count(LEAF_MAX);
+                let (i, eq) = leaf.s.lower_bound(n, &sk);
+                let val = if eq { leaf.val[i].load(Relaxed) } else { 0 };
+                leaf.h.validate(v)?;
+                Ok::<_, Restart>((eq.then_some(val), LeafRef(leaf), v))
+            })();
+            if let Ok(r) = r {
+                return r;
+            }
+            backoff(&mut tries);
         }
     }
 
@@ -510,6 +567,12 @@ impl BTree {
         let right = Leaf::alloc(v + STEP);
         // SAFETY: freshly allocated, not yet shared.
         let r = unsafe { &*right };
+        // The new leaf takes over part of the range: it inherits the absence
+        // stamp. We hold the leaf's lock; a transaction that raises the
+        // stamp and then validates the leaf either saw our lock (and aborts)
+        // or raised it before, and the fence makes us see the raise.
+        fence(SeqCst);
+        r.absent.store(leaf.absent.load(SeqCst), Relaxed);
         // Appending at the end leaves the left leaf 7/8 full, so that
         // ever-increasing keys do not leave half-empty leaves behind;
         // prepending does the same the other way round. The new key never
@@ -749,6 +812,11 @@ impl BTree {
             unsafe { g.retire_box(q as *mut Inner) };
         }
         let kp = leaf.remove_at(0, 1);
+        // The leaf's range goes to a neighbour: hand its absence stamp to the
+        // tree's floor (see `split_leaf` for the ordering).
+        fence(SeqCst);
+        self.absent_floor
+            .fetch_max(leaf.absent.load(SeqCst), SeqCst);
         leaf.h.unlock_obsolete();
         // SAFETY: the separator, the key copy and the leaf were all unlinked
         // just now under the locks; each is retired once.

@@ -402,6 +402,10 @@ pub(crate) struct Leaf {
     pub h: Header,
     pub s: Slots<LEAF_MAX>,
     pub val: [AtomicU64; LEAF_MAX],
+    /// SSN's absence stamp: the largest commit stamp of a transaction that
+    /// observed the absence of keys in this leaf's range (a scan or a missed
+    /// lookup that validated the leaf). See `BTree` docs.
+    pub absent: AtomicU64,
 }
 
 impl Leaf {
@@ -411,6 +415,7 @@ impl Leaf {
             h: Header::new(true, version),
             s: Slots::new(),
             val: [const { AtomicU64::new(0) }; LEAF_MAX],
+            absent: AtomicU64::new(0),
         }))
     }
 
