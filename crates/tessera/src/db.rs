@@ -2,6 +2,7 @@
 //! and the retry loop.
 
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,9 @@ use crate::cc::xid::XidTable;
 use crate::cc::{self, TxnSets};
 use crate::epoch::{Epochs, LocalEpoch, Ticker};
 use crate::error::{ConflictReason, Error, TxError, TxResult};
+use crate::log::meta::{Meta, MetaTable};
+use crate::log::recovery::{LogScan, RecoveryReport};
+use crate::log::{CommitToken, Durability, Log, LogCursor, LogStats};
 use crate::txn::Txn;
 
 /// The concurrency-control protocol, chosen at run time.
@@ -85,6 +89,10 @@ pub struct Options {
     pub(crate) snapshots: bool,
     pub(crate) snapshot_epochs: u64,
     pub(crate) max_retries: Option<u32>,
+    pub(crate) durability: Durability,
+    pub(crate) data_dir: Option<PathBuf>,
+    pub(crate) loggers: usize,
+    pub(crate) segment_bytes: u64,
 }
 
 impl Options {
@@ -98,7 +106,49 @@ impl Options {
             snapshots: false,
             snapshot_epochs: 25,
             max_retries: None,
+            durability: Durability::None,
+            data_dir: None,
+            loggers: 1,
+            segment_bytes: 64 << 20,
         }
+    }
+
+    /// A durable database in `dir` (created if missing; recovered if it
+    /// holds one): Silo by default, every committed update logged, and
+    /// [`Worker::run`] returning only once the transaction is durable
+    /// (`Durability::Sync`; see [`Options::durability`]).
+    pub fn durable(dir: impl AsRef<Path>) -> Options {
+        Options {
+            durability: Durability::Sync,
+            data_dir: Some(dir.as_ref().to_path_buf()),
+            ..Options::in_memory()
+        }
+    }
+
+    /// When `run` returns relative to the log (needs a data directory
+    /// unless `Durability::None`).
+    pub fn durability(mut self, d: Durability) -> Options {
+        self.durability = d;
+        self
+    }
+
+    /// The data directory (log segments, checkpoints, `tessera.meta`).
+    pub fn data_dir(mut self, dir: impl AsRef<Path>) -> Options {
+        self.data_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Logger threads (default 1); workers are spread over them.
+    pub fn loggers(mut self, n: usize) -> Options {
+        self.loggers = n;
+        self
+    }
+
+    /// Size at which a log segment file is closed and the next one started
+    /// (default 64 MiB).
+    pub fn segment_bytes(mut self, n: u64) -> Options {
+        self.segment_bytes = n;
+        self
     }
 
     /// The concurrency-control protocol.
@@ -152,6 +202,13 @@ impl Options {
                 self.epoch_interval
             )));
         }
+        if self.durability != Durability::None && self.protocol == Protocol::NoCc {
+            return Err(Error::InvalidArgument(
+                "nocc applies writes without a commit, so it has nothing to log: \
+                 use durability none with nocc"
+                    .into(),
+            ));
+        }
         if self.snapshots && self.protocol.is_multiversion() {
             return Err(Error::InvalidArgument(format!(
                 "snapshots(true) enables Silo's read-only snapshots; under {} every \
@@ -163,6 +220,33 @@ impl Options {
             return Err(Error::InvalidArgument(
                 "snapshot_epochs must be at least 1".into(),
             ));
+        }
+        match (self.durability, &self.data_dir) {
+            (Durability::None, Some(d)) => {
+                return Err(Error::InvalidArgument(format!(
+                    "data directory {} given with durability none (use async or sync)",
+                    d.display()
+                )))
+            }
+            (Durability::Async | Durability::Sync, None) => {
+                return Err(Error::InvalidArgument(format!(
+                    "durability {} needs a data directory (Options::data_dir)",
+                    self.durability
+                )))
+            }
+            _ => {}
+        }
+        if self.loggers == 0 || self.loggers > 64 {
+            return Err(Error::InvalidArgument(format!(
+                "loggers must be in 1..=64, got {}",
+                self.loggers
+            )));
+        }
+        if self.segment_bytes < 4096 {
+            return Err(Error::InvalidArgument(format!(
+                "segment_bytes must be at least 4096, got {}",
+                self.segment_bytes
+            )));
         }
         if self.max_retries == Some(0) {
             return Err(Error::InvalidArgument(
@@ -202,6 +286,12 @@ pub(crate) struct DbInner {
     pub clock: AtomicU64,
     /// ERMIA's TID table.
     pub xids: XidTable,
+    /// The redo log, when durable.
+    pub log: Option<Arc<Log>>,
+    /// The data directory's control file (catalog, void ranges).
+    pub meta: Mutex<Meta>,
+    /// What recovery did at open.
+    pub recovery: Option<RecoveryReport>,
     ticker: Mutex<Option<Ticker>>,
 }
 
@@ -210,6 +300,13 @@ impl Drop for DbInner {
         // Stop the ticker first; then no worker exists (each holds an Arc), so
         // the tables can free their records.
         drop(self.ticker.lock().take());
+        if let Some(log) = &self.log {
+            // Close the current epoch so the final round marks every commit
+            // durable (no worker exists any more).
+            self.epochs.tick();
+            self.epochs.tick();
+            log.shutdown();
+        }
         self.orphan_unlinks.get_mut().clear();
         for e in self.orphan_gc.get_mut().drain(..) {
             // SAFETY: no worker exists; a held record is freed by its last
@@ -239,25 +336,133 @@ pub struct Database {
 }
 
 impl Database {
-    /// Open a database.
+    /// Open a database. With a data directory, recover what it holds first
+    /// (see [`Database::recovery_report`]), then start the loggers.
     pub fn open(opts: Options) -> Result<Database, Error> {
         opts.validate()?;
         // One extra slot for internal use (drop, maintenance).
         let epochs = Epochs::new(opts.workers + 1, opts.snapshot_epochs);
         let workers = opts.workers;
+        let mut tables = Vec::new();
+        let mut meta = Meta::default();
+        let mut log = None;
+        let mut recovery = None;
+        if let Some(dir) = &opts.data_dir {
+            let (m, t, l, r) = Database::recover(&opts, dir, &epochs)?;
+            meta = m;
+            tables = t;
+            log = Some(l);
+            recovery = Some(r);
+        }
         let ticker = Ticker::start(Arc::clone(&epochs), opts.epoch_interval);
         Ok(Database {
             inner: Arc::new(DbInner {
                 opts,
                 epochs,
-                tables: RwLock::new(Vec::new()),
+                tables: RwLock::new(tables),
                 orphan_unlinks: Mutex::new(Vec::new()),
                 orphan_gc: Mutex::new(Vec::new()),
                 clock: AtomicU64::new(1),
                 xids: XidTable::new(workers),
+                log,
+                meta: Mutex::new(meta),
+                recovery,
                 ticker: Mutex::new(Some(ticker)),
             }),
         })
+    }
+
+    /// Recovery at open: read the control file and the log, replay the
+    /// durable prefix into fresh tables, record the void range of this
+    /// crash and the new run, start the epochs above everything seen, and
+    /// start the loggers.
+    #[allow(clippy::type_complexity)]
+    fn recover(
+        opts: &Options,
+        dir: &Path,
+        epochs: &Arc<Epochs>,
+    ) -> Result<(Meta, Vec<Arc<Table>>, Arc<Log>, RecoveryReport), Error> {
+        let started = std::time::Instant::now();
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::Io(format!("cannot create {}: {e}", dir.display())))?;
+        let mut meta = Meta::load(dir)?.unwrap_or_default();
+        let scan = LogScan::read(dir)?;
+        if meta.run.is_none() && !scan.streams.is_empty() {
+            return Err(Error::Corrupt(format!(
+                "{} holds log segments but its tessera.meta records no run",
+                dir.display()
+            )));
+        }
+        let tables: Vec<Arc<Table>> = meta
+            .tables
+            .iter()
+            .map(|t| Arc::new(Table::new(TableId(t.id), t.name.clone(), t.secondary)))
+            .collect();
+        let durable = match meta.run {
+            Some((loggers, base)) => scan.durable_epoch(loggers, base),
+            None => 0,
+        };
+        let max_seen = scan.max_epoch();
+        let mut report = RecoveryReport {
+            durable_epoch: durable,
+            max_epoch_seen: max_seen,
+            segments: scan.streams.iter().map(|s| s.segments.len()).sum(),
+            log_bytes: scan.valid_bytes(),
+            warnings: scan.torn.iter().map(|t| t.2.clone()).collect(),
+            ..RecoveryReport::default()
+        };
+        scan.truncate_torn()?;
+        epochs.start_at(durable.max(max_seen) + 1);
+        crate::log::recovery::replay(
+            &scan,
+            &meta,
+            durable,
+            &tables,
+            opts.protocol,
+            epochs,
+            &mut report,
+        )?;
+        if max_seen > durable {
+            meta.voids.push((durable, max_seen));
+        }
+        meta.run = Some((opts.loggers as u32, durable));
+        meta.store(dir)?;
+        let log = Log::start(
+            dir,
+            opts.durability,
+            Arc::clone(epochs),
+            scan.starts(opts.loggers),
+            durable,
+            opts.segment_bytes,
+            opts.epoch_interval,
+        )?;
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok((meta, tables, log, report))
+    }
+
+    /// What recovery found and did when this database was opened from a
+    /// data directory (`None` for in-memory databases).
+    pub fn recovery_report(&self) -> Option<&RecoveryReport> {
+        self.inner.recovery.as_ref()
+    }
+
+    /// The durable epoch (0 for in-memory databases).
+    pub fn durable_epoch(&self) -> u64 {
+        self.inner.log.as_ref().map_or(0, |l| l.durable_epoch())
+    }
+
+    /// Log counters (`None` for in-memory databases).
+    pub fn log_stats(&self) -> Option<LogStats> {
+        self.inner.log.as_ref().map(|l| l.stats())
+    }
+
+    /// Wait until the transaction behind `token` is durable. Returns at
+    /// once for in-memory databases; an error if a logger failed.
+    pub fn wait_durable(&self, token: CommitToken) -> Result<(), Error> {
+        match &self.inner.log {
+            Some(l) => l.wait_durable(token.epoch),
+            None => Ok(()),
+        }
     }
 
     /// The options this database was opened with.
@@ -293,8 +498,44 @@ impl Database {
             return Err(Error::TableExists(name.into()));
         }
         let id = TableId(ts.len() as u32);
+        if let Some(dir) = &self.inner.opts.data_dir {
+            // The catalog is durable before any log record can name the table.
+            let mut m = self.inner.meta.lock();
+            m.tables.push(MetaTable {
+                id: id.0,
+                secondary,
+                name: name.into(),
+            });
+            if let Err(e) = m.store(dir) {
+                m.tables.pop();
+                return Err(e);
+            }
+        }
         ts.push(Arc::new(Table::new(id, name.into(), secondary)));
         Ok(id)
+    }
+
+    /// The table `name`, created if it does not exist yet (for programs
+    /// that reopen a recovered database).
+    pub fn open_table(&self, name: &str) -> Result<TableId, Error> {
+        match self.table(name) {
+            Ok(t) => Ok(t),
+            Err(_) => match self.create_table(name) {
+                Err(Error::TableExists(_)) => self.table(name),
+                r => r,
+            },
+        }
+    }
+
+    /// The secondary index `name`, created if it does not exist yet.
+    pub fn open_index(&self, name: &str) -> Result<TableId, Error> {
+        match self.table(name) {
+            Ok(t) => Ok(t),
+            Err(_) => match self.create_index(name) {
+                Err(Error::TableExists(_)) => self.table(name),
+                r => r,
+            },
+        }
     }
 
     /// Look a table up by name.
@@ -341,6 +582,7 @@ impl Database {
                 stats: WorkerStats::default(),
                 rng: seed,
                 pending_unlinks: VecDeque::new(),
+                log: LogCursor::default(),
                 mv: MvState {
                     slot,
                     ..MvState::default()
@@ -389,6 +631,8 @@ pub(crate) struct WorkerState {
     pub pending_unlinks: VecDeque<PendingUnlink>,
     /// ERMIA: the running transaction's stamps.
     pub mv: MvState,
+    /// This worker's logging state.
+    pub log: LogCursor,
 }
 
 /// A per-thread handle that runs transactions.
@@ -411,7 +655,14 @@ impl Worker {
         loop {
             attempts += 1;
             match self.try_run(&mut f) {
-                Ok(v) => return Ok(v),
+                Ok(v) => {
+                    if let Some(log) = &self.db.log {
+                        if log.mode == Durability::Sync {
+                            log.wait_durable(self.st.log.ack)?;
+                        }
+                    }
+                    return Ok(v);
+                }
                 Err(TxError::Conflict(r)) => {
                     if let Some(max) = self.db.opts.max_retries {
                         if attempts >= max {
@@ -465,6 +716,7 @@ impl Worker {
         let g = self.local.pin();
         let snapshot = snapshot.map(|_| self.db.epochs.snapshot_boundary());
         let protocol = self.db.opts.protocol;
+        self.st.log.ack = snapshot.unwrap_or(0);
         if protocol.is_multiversion() {
             cc::ermia::begin(&self.db, &mut self.st);
         }
@@ -484,6 +736,9 @@ impl Worker {
             Err(TxError::Conflict(r)) => self.st.stats.conflicts[r.index()] += 1,
             Err(TxError::UserAbort) => self.st.stats.user_aborts += 1,
             Err(TxError::Error(_)) => {}
+        }
+        if let Some(log) = &self.db.log {
+            log.settle(self.st.mv.slot, &mut self.st.log);
         }
         if protocol.is_multiversion() {
             cc::ermia::maintain(&self.db, &mut self.st, &g);
@@ -508,6 +763,15 @@ impl Worker {
         }
         if attempts > 12 {
             std::thread::yield_now();
+        }
+    }
+
+    /// The durability point of the last committed transaction: pass it to
+    /// [`Database::wait_durable`] (with `Durability::Async`; under `Sync`,
+    /// `run` has waited already).
+    pub fn last_commit(&self) -> CommitToken {
+        CommitToken {
+            epoch: self.st.log.ack,
         }
     }
 

@@ -85,6 +85,14 @@ impl Epochs {
         })
     }
 
+    /// Start the global epoch at `e` (recovery: above every epoch in the
+    /// log). Only before any worker or ticker uses these epochs.
+    pub fn start_at(&self, e: u64) {
+        let e = e.max(1);
+        self.global.store(e, Ordering::SeqCst);
+        self.reclaim_bound.store(e, Ordering::SeqCst);
+    }
+
     /// The global epoch `E`.
     #[inline]
     pub fn global(&self) -> u64 {

@@ -120,6 +120,15 @@ pub enum Error {
     },
     /// A write in a read-only (snapshot) transaction.
     ReadOnly,
+    /// An I/O failure of the log, a checkpoint or the data directory: says
+    /// which file and which operation.
+    Io(String),
+    /// Damage found in the data directory (a checksum failure, garbage in
+    /// the middle of the log, a missing segment, a corrupt checkpoint): says
+    /// which file and at which offset. Never silently skipped.
+    Corrupt(String),
+    /// The data directory was written by a newer format version.
+    NewerFormat(String),
 }
 
 impl fmt::Display for Error {
@@ -141,6 +150,9 @@ impl fmt::Display for Error {
                 "all {capacity} worker slots are in use (raise Options::workers)"
             ),
             Error::ReadOnly => f.write_str("write attempted in a read-only snapshot transaction"),
+            Error::Io(s) => write!(f, "I/O error: {s}"),
+            Error::Corrupt(s) => write!(f, "damaged data directory: {s}"),
+            Error::NewerFormat(s) => write!(f, "unsupported format: {s}"),
         }
     }
 }

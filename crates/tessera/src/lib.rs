@@ -50,10 +50,13 @@ pub mod db;
 pub mod epoch;
 pub mod error;
 pub mod index;
+pub mod log;
 pub mod storage;
 pub mod txn;
 
 pub use catalog::TableId;
 pub use db::{Database, Options, Protocol, Worker, WorkerStats};
 pub use error::{ConflictReason, Error, TxError, TxResult};
+pub use log::recovery::RecoveryReport;
+pub use log::{CommitToken, Durability, LogStats};
 pub use txn::{ScanOptions, Txn, MAX_KEY_LEN, MAX_VALUE_LEN};

@@ -379,6 +379,8 @@ fn write_record(
 ) -> TxResult<Option<bool>> {
     let meta = ssn(tx);
     let db = tx.db;
+    // The log names every written record by its key.
+    let logging = db.log.is_some();
     let g = tx.g;
     let st = &mut *tx.st;
     let my = my_flagged(st);
@@ -478,7 +480,7 @@ fn write_record(
             unsafe { free_mv_version(nv as *mut u8) };
             return conflict(ConflictReason::WriteConflict);
         }
-        let k = if val.is_none() || tomb {
+        let k = if val.is_none() || tomb || logging {
             st.sets.stash(key)
         } else {
             (0, 0)
@@ -779,6 +781,15 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
     let db = tx.db;
     let is_ssn = ssn(tx);
     let xid = tx.st.mv.xid;
+    if tx.st.sets.mvw.is_empty() {
+        // Durable mode: every version this read-only transaction saw was
+        // committed, its creator's epoch read done, before now.
+        if db.log.is_some() {
+            tx.st.log.ack = db.epochs.global();
+        }
+    } else if let Some(log) = &db.log {
+        log.announce(tx.st.mv.slot, &mut tx.st.log);
+    }
     if tx.st.sets.mvw.is_empty() && !is_ssn {
         // A read-only SI transaction takes no commit stamp.
         db.xids.finish(xid, XidState::Committed);
@@ -790,6 +801,10 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
     // later must be able to order itself after this reader.
     db.xids.precommit(xid);
     let c = db.clock.fetch_add(1, Ordering::SeqCst) + 1;
+    // The log's epoch for this commit: read after the stamp and before the
+    // transaction shows itself committed, so anyone who reads or overwrites
+    // its versions reads a later (or the same) epoch.
+    let epoch = db.epochs.global();
     db.xids.set_end(xid, c);
     let pi = if is_ssn {
         match ssn_precommit(tx, c) {
@@ -841,6 +856,32 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
             let m = unsafe { Version::meta(v) }.expect("meta");
             m.pstamp.fetch_max(c, Ordering::SeqCst);
             m.readers.fetch_and(!mybit, Ordering::SeqCst);
+        }
+    }
+    if let Some(log) = &db.log {
+        if !st.sets.mvw.is_empty() {
+            let sets = &mut st.sets;
+            let (mvw, wbuf, scratch) = (&sets.mvw, &sets.wbuf, &mut sets.rbuf);
+            log.append(st.mv.slot, &mut st.log, epoch, c, |buf| {
+                for w in mvw {
+                    let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
+                    // SAFETY: pinned; our version, committed just now.
+                    let delete = unsafe { &*w.newv }.is_tombstone();
+                    scratch.clear();
+                    if !delete {
+                        // SAFETY: as above.
+                        unsafe { Version::read_into(w.newv, scratch) };
+                    }
+                    crate::log::format::push_write(
+                        buf,
+                        w.table.0,
+                        crate::log::op(delete),
+                        key,
+                        scratch,
+                    );
+                }
+                mvw.len() as u32
+            });
         }
     }
     db.xids.release(st.mv.slot);

@@ -178,6 +178,8 @@ fn get_inner(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
 
 /// `Txn::put` under Silo: a blind upsert.
 pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+    // The log names every written record by its key.
+    let logging = tx.db.log.is_some();
     for attempt in 0..STALE_RETRIES {
         // A put right after a `get` of the same key reuses its lookup.
         let lookup = match tx.st.sets.last.matches(table.id, key) {
@@ -193,7 +195,11 @@ pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Tx
                     return Ok(());
                 }
                 let val = sets.stash(val);
-                sets.push_write(WriteEntry::new(rec, table.id, WriteKind::Put, val));
+                let key = if logging { sets.stash(key) } else { (0, 0) };
+                sets.push_write(WriteEntry {
+                    key,
+                    ..WriteEntry::new(rec, table.id, WriteKind::Put, val)
+                });
                 return Ok(());
             }
             Lookup::Missing { .. } => {
@@ -312,9 +318,14 @@ fn read_for_write(
 pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
     match read_for_write(tx, table, key)? {
         Ok(rec) => {
+            let logging = tx.db.log.is_some();
             let sets = &mut tx.st.sets;
             let val = sets.stash(val);
-            sets.push_write(WriteEntry::new(rec, table.id, WriteKind::Put, val));
+            let key = if logging { sets.stash(key) } else { (0, 0) };
+            sets.push_write(WriteEntry {
+                key,
+                ..WriteEntry::new(rec, table.id, WriteKind::Put, val)
+            });
             Ok(true)
         }
         Err(Some(i)) => {
@@ -448,13 +459,18 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
 
     if sets.writes.is_empty() {
         // Read-only: validation only, no shared-memory writes.
+        let mut seen = 0;
         for r in &sets.reads {
             // SAFETY: read while pinned; reclaimed only through the epoch.
             let cur = unsafe { &*r.rec }.tid_word();
             if cur != r.tid {
                 return conflict(ConflictReason::ReadValidation);
             }
+            seen = seen.max(r.tid & TID_MASK);
         }
+        // Durable mode: what this transaction saw is durable once the
+        // newest epoch it read is (Silo 4.10 withholds results until then).
+        tx.st.log.ack = epoch_of(seen);
         for n in &sets.nodes {
             if n.leaf.version() != n.version {
                 return conflict(ConflictReason::NodeValidation);
@@ -486,6 +502,11 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
         max_seen = max_seen.max(old & TID_MASK);
     }
 
+    // Durable mode: announce a coming log entry before reading its epoch
+    // (see the `log` module).
+    if let Some(log) = &tx.db.log {
+        log.announce(tx.st.mv.slot, &mut tx.st.log);
+    }
     // The serialization point: one read of the global epoch, after all locks
     // are held (the lock CASes are Acquire, so this load cannot move earlier).
     let e = epochs.global();
@@ -537,6 +558,24 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
                 rec.install(w.locked_tid, None, tid | LATEST | ABSENT, keep, tx.g);
             }
         }
+    }
+
+    // The redo entry (Silo 4.10: record-level, the TID orders it).
+    if let Some(log) = &tx.db.log {
+        let (writes, wbuf) = (&sets.writes, &sets.wbuf);
+        log.append(tx.st.mv.slot, &mut tx.st.log, e, tid, |buf| {
+            for w in writes {
+                let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
+                let delete = w.kind == WriteKind::Delete;
+                let val = if delete {
+                    &[][..]
+                } else {
+                    &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize]
+                };
+                crate::log::format::push_write(buf, w.table.0, crate::log::op(delete), key, val);
+            }
+            writes.len() as u32
+        });
     }
 
     // Deleted records leave the index only now, with every lock released:

@@ -1,0 +1,506 @@
+//! The redo log: Silo's epoch-based group commit (Tu et al., SOSP 2013,
+//! section 4.10), shared by every protocol.
+//!
+//! * **Workers** encode a record-level redo entry per committed update
+//!   transaction (table, key, value or delete, its epoch and its stamp: the
+//!   Silo TID or the ERMIA commit stamp) straight into a per-worker buffer
+//!   ([`Slot`]) at commit. No shared counter, no shared buffer: the only
+//!   shared-memory traffic is the worker's own uncontended slot lock.
+//! * **Loggers** (threads, `Options::loggers`) take the buffers of their
+//!   workers, write them to segment files with one large sequential write,
+//!   `fdatasync` once per round, and follow the data with an **epoch mark**:
+//!   "every record of my workers with epoch <= m is in this stream before
+//!   this block". A logger's durable epoch is its last synced mark; the
+//!   database's durable epoch `D` is the minimum over loggers (Silo's
+//!   `pepoch`). Recovery recomputes `D` the same way from the marks in the
+//!   files, so no separate persistent-epoch file needs an extra fsync.
+//! * **Commit acknowledgement** follows Silo's rule: a transaction of epoch
+//!   `e` is durable once `D >= e`. `Durability::Sync` makes
+//!   `Worker::run` wait for that; `Durability::Async` returns at once and
+//!   hands out a [`CommitToken`] to wait on.
+//!
+//! ## Why the durable epoch is safe
+//!
+//! A worker *announces* itself (`Slot::pend`, sequentially consistent, plus
+//! a fence) with a lower bound of its coming commit epoch before it reads
+//! the commit epoch, and withdraws the announcement after its entry is in
+//! the buffer (or after an abort). A logger reads the global epoch `E`
+//! first, then every announcement, then takes the buffers. For each worker,
+//! either the logger saw the announcement (its bound is at most the
+//! announced epoch) or the worker's epoch read comes after the logger's read
+//! of `E`, so its entry has epoch >= `E`. Hence every entry with epoch below
+//! `min(E, announcements)` has been taken, and `min(...) - 1` is a correct
+//! mark. Idle workers (never announced) do not hold the durable epoch back.
+//!
+//! Epochs order dependent transactions under every protocol: Silo reads the
+//! epoch at its serialization point (section 4.2); ERMIA reads it after its
+//! commit stamp and before it marks itself committed, and a transaction
+//! that read or overwrote its versions reads the epoch later. So the set of
+//! transactions with epoch <= `D` is closed under write-read and
+//! write-write dependencies, and replaying exactly that set gives a
+//! serializable state (Silo section 4.10's argument).
+
+pub mod format;
+pub(crate) mod meta;
+pub mod recovery;
+pub mod segment;
+
+use std::path::Path;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+use parking_lot::{Condvar, Mutex};
+
+use crate::epoch::Epochs;
+use crate::error::Error;
+use format::{BlockKind, WriteOp};
+use segment::SegmentWriter;
+
+/// When [`crate::Worker::run`] returns relative to the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// No log at all: the in-memory engine (the embedded default).
+    None,
+    /// Log every committed update; `run` returns at commit, before the
+    /// transaction is durable. [`crate::Worker::last_commit`] gives a
+    /// [`CommitToken`] to wait on.
+    Async,
+    /// Log every committed update; `run` returns only once the
+    /// transaction's epoch is durable (Silo's rule).
+    Sync,
+}
+
+impl Durability {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::None => "none",
+            Durability::Async => "async",
+            Durability::Sync => "sync",
+        }
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" | "off" => Ok(Durability::None),
+            "async" => Ok(Durability::Async),
+            "sync" => Ok(Durability::Sync),
+            other => Err(Error::InvalidArgument(format!(
+                "unknown durability '{other}' (known: none, async, sync)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Names the durability point of a committed transaction: it is durable
+/// once the database's durable epoch reaches [`CommitToken::epoch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CommitToken {
+    pub(crate) epoch: u64,
+}
+
+impl CommitToken {
+    /// The epoch the transaction committed in.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
+/// No announcement.
+const NONE: u64 = u64::MAX;
+/// A worker buffer at this size wakes its logger early.
+const SOFT_BUFFER: usize = 1 << 20;
+/// A worker buffer at this size makes the worker wait for its logger.
+const HARD_BUFFER: usize = 64 << 20;
+
+/// A worker's log buffer and announcement.
+pub(crate) struct Slot {
+    /// Lower bound of the epoch of an entry this worker is about to add, or
+    /// `NONE`.
+    pend: AtomicU64,
+    buf: Mutex<SlotBuf>,
+}
+
+#[derive(Default)]
+struct SlotBuf {
+    data: Vec<u8>,
+    max_epoch: u64,
+    txns: u64,
+}
+
+/// Worker-private logging state.
+#[derive(Default)]
+pub(crate) struct LogCursor {
+    announced: bool,
+    /// The epoch that must be durable before the last committed
+    /// transaction may be acknowledged: its commit epoch, or for a
+    /// read-only one the newest epoch it can have read.
+    pub ack: u64,
+}
+
+/// Counters of the log (see [`crate::Database::log_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Bytes written to segment files by this process.
+    pub bytes: u64,
+    /// `fdatasync` calls.
+    pub syncs: u64,
+    /// Transaction entries written.
+    pub txns: u64,
+    /// The durable epoch.
+    pub durable_epoch: u64,
+}
+
+/// Where each logger starts writing.
+pub(crate) struct LoggerStart {
+    pub segno: u64,
+    pub seq: u64,
+}
+
+/// The log of one open database.
+pub(crate) struct Log {
+    pub mode: Durability,
+    slots: Box<[CachePadded<Slot>]>,
+    nloggers: usize,
+    logger_durable: Box<[CachePadded<AtomicU64>]>,
+    durable: CachePadded<AtomicU64>,
+    waiters: Mutex<()>,
+    waiters_cv: Condvar,
+    kick: Mutex<bool>,
+    kick_cv: Condvar,
+    failed: Mutex<Option<String>>,
+    has_failed: AtomicBool,
+    stop: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    bytes: AtomicU64,
+    syncs: AtomicU64,
+    txns: AtomicU64,
+    epochs: Arc<Epochs>,
+    poll: Duration,
+}
+
+impl Log {
+    /// Start `starts.len()` loggers writing new segments in `dir`; the
+    /// durable epoch starts at `durable` (what recovery found).
+    pub fn start(
+        dir: &Path,
+        mode: Durability,
+        epochs: Arc<Epochs>,
+        starts: Vec<LoggerStart>,
+        durable: u64,
+        segment_bytes: u64,
+        epoch_interval: Duration,
+    ) -> Result<Arc<Log>, Error> {
+        let nslots = epochs.capacity();
+        let nloggers = starts.len().max(1);
+        let log = Arc::new(Log {
+            mode,
+            slots: (0..nslots)
+                .map(|_| {
+                    CachePadded::new(Slot {
+                        pend: AtomicU64::new(NONE),
+                        buf: Mutex::new(SlotBuf::default()),
+                    })
+                })
+                .collect(),
+            nloggers,
+            logger_durable: (0..nloggers)
+                .map(|_| CachePadded::new(AtomicU64::new(durable)))
+                .collect(),
+            durable: CachePadded::new(AtomicU64::new(durable)),
+            waiters: Mutex::new(()),
+            waiters_cv: Condvar::new(),
+            kick: Mutex::new(false),
+            kick_cv: Condvar::new(),
+            failed: Mutex::new(None),
+            has_failed: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+            bytes: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            txns: AtomicU64::new(0),
+            epochs,
+            // Poll the epoch a few times per epoch, so a waiter sees its
+            // epoch durable about one fsync after the epoch advanced.
+            poll: (epoch_interval / 8).clamp(Duration::from_micros(200), Duration::from_millis(5)),
+        });
+        let mut handles = Vec::new();
+        for (i, s) in starts.into_iter().enumerate() {
+            let mut writer = SegmentWriter::create(dir, i as u16, s.segno, segment_bytes)
+                .map_err(|e| io_error("create log segment in", dir, &e))?;
+            // Every logger of a run starts with a mark of the durable epoch
+            // it starts from, so recovery's minimum over this run's loggers
+            // never falls below it.
+            let mut first = Vec::new();
+            format::write_block(
+                &mut first,
+                BlockKind::EpochMark,
+                i as u16,
+                s.seq,
+                durable,
+                &[],
+            );
+            writer
+                .append(&first)
+                .and_then(|_| writer.sync())
+                .map_err(|e| io_error("write", writer.path(), &e))?;
+            let l = Arc::clone(&log);
+            let h = std::thread::Builder::new()
+                .name(format!("tessera-logger-{i}"))
+                .spawn(move || l.logger_main(i, writer, s.seq + 1, durable))
+                .map_err(|e| Error::Io(format!("cannot start logger thread: {e}")))?;
+            handles.push(h);
+        }
+        *log.threads.lock() = handles;
+        Ok(log)
+    }
+
+    /// The durable epoch `D`.
+    #[inline]
+    pub fn durable_epoch(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> LogStats {
+        LogStats {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            syncs: self.syncs.load(Ordering::Relaxed),
+            txns: self.txns.load(Ordering::Relaxed),
+            durable_epoch: self.durable_epoch(),
+        }
+    }
+
+    /// The error that stopped a logger, if any.
+    pub fn failure(&self) -> Option<Error> {
+        if self.has_failed.load(Ordering::Acquire) {
+            self.failed.lock().clone().map(Error::Io)
+        } else {
+            None
+        }
+    }
+
+    /// Before an update transaction reads its commit epoch: announce that
+    /// this worker may add an entry of an epoch >= the current one.
+    #[inline]
+    pub fn announce(&self, slot: usize, cur: &mut LogCursor) {
+        if !cur.announced {
+            let s = &self.slots[slot];
+            s.pend.store(self.epochs.global(), Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            cur.announced = true;
+        }
+    }
+
+    /// After a commit or abort: no entry of this worker is in flight any
+    /// more.
+    #[inline]
+    pub fn settle(&self, slot: usize, cur: &mut LogCursor) {
+        if cur.announced {
+            self.slots[slot].pend.store(NONE, Ordering::SeqCst);
+            cur.announced = false;
+        }
+    }
+
+    /// Add the entry of a committed transaction: `fill` pushes its writes
+    /// (with [`format::push_write`]) and returns how many it pushed.
+    #[inline]
+    pub fn append<F>(&self, slot: usize, cur: &mut LogCursor, epoch: u64, stamp: u64, fill: F)
+    where
+        F: FnOnce(&mut Vec<u8>) -> u32,
+    {
+        let s = &self.slots[slot];
+        let len = {
+            let mut b = s.buf.lock();
+            let at = format::begin_txn(&mut b.data, epoch, stamp);
+            let n = fill(&mut b.data);
+            format::finish_txn(&mut b.data, at, n);
+            b.max_epoch = b.max_epoch.max(epoch);
+            b.txns += 1;
+            b.data.len()
+        };
+        cur.ack = epoch;
+        self.settle(slot, cur);
+        if len >= SOFT_BUFFER {
+            self.kick();
+            if len >= HARD_BUFFER {
+                // Back-pressure: the loggers fell behind.
+                while s.buf.lock().data.len() >= HARD_BUFFER && !self.stop.load(Ordering::Relaxed) {
+                    if self.has_failed.load(Ordering::Acquire) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+        }
+    }
+
+    /// Wake the loggers now.
+    pub fn kick(&self) {
+        let mut k = self.kick.lock();
+        *k = true;
+        self.kick_cv.notify_all();
+    }
+
+    /// Wait until epoch `e` is durable.
+    pub fn wait_durable(&self, e: u64) -> Result<(), Error> {
+        let mut spins = 0u32;
+        loop {
+            if self.durable_epoch() >= e {
+                return Ok(());
+            }
+            if let Some(err) = self.failure() {
+                return Err(err);
+            }
+            if spins < 64 {
+                spins += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut g = self.waiters.lock();
+            if self.durable_epoch() >= e || self.has_failed.load(Ordering::Acquire) {
+                continue;
+            }
+            self.waiters_cv.wait_for(&mut g, Duration::from_millis(20));
+        }
+    }
+
+    /// Final round and stop (the database is closing: no worker exists).
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.kick();
+        for h in self.threads.lock().drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    fn fail(&self, msg: String) {
+        *self.failed.lock() = Some(msg);
+        self.has_failed.store(true, Ordering::Release);
+        let _g = self.waiters.lock();
+        self.waiters_cv.notify_all();
+    }
+
+    fn logger_main(&self, me: usize, mut w: SegmentWriter, mut seq: u64, mut mark: u64) {
+        let mine: Vec<usize> = (me..self.slots.len()).step_by(self.nloggers).collect();
+        let mut out: Vec<u8> = Vec::with_capacity(4 << 20);
+        let mut taken: Vec<(Vec<u8>, u64, u64)> = Vec::new();
+        let mut spare: Vec<Vec<u8>> = Vec::new();
+        loop {
+            let stopping = self.stop.load(Ordering::SeqCst);
+            // The order matters (see the module docs): E, then the
+            // announcements, then the buffers.
+            let e = self.epochs.global();
+            fence(Ordering::SeqCst);
+            let mut bound = e;
+            for &i in &mine {
+                let p = self.slots[i].pend.load(Ordering::SeqCst);
+                bound = bound.min(p);
+            }
+            for &i in &mine {
+                let mut b = self.slots[i].buf.lock();
+                if !b.data.is_empty() {
+                    let fresh = spare.pop().unwrap_or_default();
+                    let data = std::mem::replace(&mut b.data, fresh);
+                    taken.push((data, b.max_epoch, b.txns));
+                    b.max_epoch = 0;
+                    b.txns = 0;
+                }
+            }
+            let new_mark = bound.saturating_sub(1);
+            if !taken.is_empty() || new_mark > mark {
+                out.clear();
+                let mut txns = 0;
+                for (data, max_epoch, n) in &taken {
+                    format::write_block(
+                        &mut out,
+                        BlockKind::Txns,
+                        me as u16,
+                        seq,
+                        *max_epoch,
+                        data,
+                    );
+                    seq += 1;
+                    txns += n;
+                }
+                let advance = new_mark > mark;
+                if advance {
+                    format::write_block(
+                        &mut out,
+                        BlockKind::EpochMark,
+                        me as u16,
+                        seq,
+                        new_mark,
+                        &[],
+                    );
+                    seq += 1;
+                }
+                let res = w.append(&out).and_then(|_| w.sync());
+                if let Err(err) = res {
+                    self.fail(format!(
+                        "logger {me}: cannot write or sync {}: {err}",
+                        w.path().display()
+                    ));
+                    return;
+                }
+                self.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+                self.syncs.fetch_add(1, Ordering::Relaxed);
+                self.txns.fetch_add(txns, Ordering::Relaxed);
+                for (mut data, _, _) in taken.drain(..) {
+                    if spare.len() < 4 && data.capacity() <= 8 * SOFT_BUFFER {
+                        data.clear();
+                        spare.push(data);
+                    }
+                }
+                if advance {
+                    mark = new_mark;
+                    self.logger_durable[me].store(mark, Ordering::Release);
+                    let d = self
+                        .logger_durable
+                        .iter()
+                        .map(|x| x.load(Ordering::Acquire))
+                        .min()
+                        .unwrap_or(mark);
+                    if self.durable.fetch_max(d, Ordering::AcqRel) < d {
+                        let _g = self.waiters.lock();
+                        self.waiters_cv.notify_all();
+                    }
+                }
+            }
+            if stopping {
+                return;
+            }
+            let mut k = self.kick.lock();
+            if !*k {
+                self.kick_cv.wait_for(&mut k, self.poll);
+            }
+            *k = false;
+        }
+    }
+}
+
+fn io_error(what: &str, path: &Path, e: &std::io::Error) -> Error {
+    Error::Io(format!("{what} {}: {e}", path.display()))
+}
+
+/// Log op of a write.
+#[inline]
+pub(crate) fn op(delete: bool) -> WriteOp {
+    if delete {
+        WriteOp::Delete
+    } else {
+        WriteOp::Put
+    }
+}

@@ -1,0 +1,449 @@
+//! Recovery (Silo section 4.10): read every segment, find the durable epoch
+//! `D` from the loggers' epoch marks, and replay, in parallel, exactly the
+//! entries with epoch <= `D` that no void range covers; for each record the
+//! entry with the largest (epoch, stamp) wins. Anything after `D` is
+//! ignored. A torn tail (the last block of a logger's newest segment, only
+//! partly written) is reported and cut off; any other damage stops the open
+//! with an error that names the file and the offset.
+//!
+//! Replay order: per record, by (epoch, stamp). Under Silo the stamp is the
+//! TID, whose high bits are the epoch (section 4.2); under ERMIA it is the
+//! commit stamp, and two writes of one record are ordered the same way by
+//! their epochs (the later writer read the epoch after the earlier one
+//! committed). Comparing epochs first keeps the order right across runs that
+//! used different protocols.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::catalog::Table;
+use crate::db::Protocol;
+use crate::epoch::Epochs;
+use crate::error::Error;
+use crate::storage::tid::{make_tid, LATEST};
+use crate::storage::Record;
+
+use super::format::{self, BlockKind, Damage, WriteOp};
+use super::meta::Meta;
+use super::segment;
+use super::LoggerStart;
+
+/// What recovery found and did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecoveryReport {
+    /// The durable epoch: every entry at or below it was replayed.
+    pub durable_epoch: u64,
+    /// The largest epoch in any block (entries above `durable_epoch` are
+    /// ignored and voided for later runs).
+    pub max_epoch_seen: u64,
+    /// Segment files read.
+    pub segments: usize,
+    /// Bytes of log read.
+    pub log_bytes: u64,
+    /// Transaction entries replayed.
+    pub txns_replayed: u64,
+    /// Transaction entries ignored: after the durable epoch or void.
+    pub txns_ignored: u64,
+    /// Record writes replayed (before picking the newest per record).
+    pub writes_replayed: u64,
+    /// Live records after recovery.
+    pub records: u64,
+    /// Warnings (torn tails cut off).
+    pub warnings: Vec<String>,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Threads used.
+    pub threads: usize,
+}
+
+impl RecoveryReport {
+    /// Log bytes replayed per second, in MB/s.
+    pub fn mb_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.log_bytes as f64 / 1e6 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One logger's stream as found on disk.
+#[derive(Clone, Debug, Default)]
+pub struct StreamInfo {
+    /// Logger number.
+    pub logger: u16,
+    /// Segment files, in order: (segno, path, bytes, valid bytes).
+    pub segments: Vec<(u64, PathBuf, u64, u64)>,
+    /// Blocks read.
+    pub blocks: u64,
+    /// Sequence number of the last valid block.
+    pub last_seq: Option<u64>,
+    /// Last epoch mark.
+    pub last_mark: Option<u64>,
+    /// Largest epoch of any block.
+    pub max_epoch: u64,
+    /// Transaction entries.
+    pub txns: u64,
+}
+
+/// The log of a data directory, read and checked (for recovery and
+/// `tessera inspect`).
+pub struct LogScan {
+    /// Per logger.
+    pub streams: Vec<StreamInfo>,
+    /// Segment bytes, in the order of `files`.
+    bytes: Vec<Vec<u8>>,
+    /// (logger, segno, path, valid length) per entry of `bytes`.
+    files: Vec<(u16, u64, PathBuf, usize)>,
+    /// Torn tails found: (path, valid length, message).
+    pub torn: Vec<(PathBuf, u64, String)>,
+}
+
+impl LogScan {
+    /// Read every segment of `dir` and check it. Damage other than a torn
+    /// tail in a logger's newest segment is an error.
+    pub fn read(dir: &Path) -> Result<LogScan, Error> {
+        let segs = segment::list_segments(dir)
+            .map_err(|e| Error::Io(format!("cannot list {}: {e}", dir.display())))?;
+        let mut scan = LogScan {
+            streams: Vec::new(),
+            bytes: Vec::new(),
+            files: Vec::new(),
+            torn: Vec::new(),
+        };
+        for (logger, files) in segs {
+            let mut info = StreamInfo {
+                logger,
+                ..StreamInfo::default()
+            };
+            let nfiles = files.len();
+            for (k, (segno, path)) in files.into_iter().enumerate() {
+                if let Some(&(prev, _, _, _)) = info.segments.last() {
+                    if segno != prev + 1 {
+                        return Err(Error::Corrupt(format!(
+                            "missing log segment {} (logger {logger} has segments {prev} and {segno})",
+                            segment::segment_name(logger, prev + 1)
+                        )));
+                    }
+                }
+                let bytes = segment::read_segment(&path)
+                    .map_err(|e| Error::Io(format!("cannot read {}: {e}", path.display())))?;
+                let mut valid = 0u64;
+                for b in format::BlockReader::new(&bytes) {
+                    match b {
+                        Ok(b) => {
+                            if let Some(s) = info.last_seq {
+                                if b.header.seq != s + 1 {
+                                    return Err(Error::Corrupt(format!(
+                                        "{} offset {}: block sequence {} follows {s} (a block or segment is missing)",
+                                        path.display(),
+                                        b.offset,
+                                        b.header.seq
+                                    )));
+                                }
+                            }
+                            if b.header.logger != logger {
+                                return Err(Error::Corrupt(format!(
+                                    "{} offset {}: block of logger {} in logger {logger}'s segment",
+                                    path.display(),
+                                    b.offset,
+                                    b.header.logger
+                                )));
+                            }
+                            info.last_seq = Some(b.header.seq);
+                            info.blocks += 1;
+                            match b.header.kind {
+                                BlockKind::EpochMark => info.last_mark = Some(b.header.epoch),
+                                BlockKind::Txns => info.max_epoch = info.max_epoch.max(b.header.epoch),
+                            }
+                            valid = b.offset + (format::HEADER_LEN + b.payload.len()) as u64;
+                        }
+                        Err(Damage::TornTail { offset, reason }) if k + 1 == nfiles => {
+                            scan.torn.push((
+                                path.clone(),
+                                offset,
+                                format!(
+                                    "{}: torn tail at offset {offset} ({reason}); {} bytes after it are cut off",
+                                    path.display(),
+                                    bytes.len() as u64 - offset
+                                ),
+                            ));
+                            valid = offset;
+                            break;
+                        }
+                        Err(Damage::TornTail { offset, reason }) => {
+                            return Err(Error::Corrupt(format!(
+                                "{} offset {offset}: damaged block in a segment that is not the newest ({reason})",
+                                path.display()
+                            )))
+                        }
+                        Err(Damage::Corrupt { offset, reason }) => {
+                            return Err(Error::Corrupt(format!(
+                                "{} offset {offset}: {reason}",
+                                path.display()
+                            )))
+                        }
+                        Err(Damage::NewerVersion { offset, version }) => {
+                            return Err(Error::NewerFormat(format!(
+                                "{} offset {offset}: block of format version {version}; this build reads up to {}",
+                                path.display(),
+                                format::FORMAT_VERSION
+                            )))
+                        }
+                    }
+                }
+                info.segments
+                    .push((segno, path.clone(), bytes.len() as u64, valid));
+                scan.files.push((logger, segno, path, valid as usize));
+                scan.bytes.push(bytes);
+            }
+            scan.streams.push(info);
+        }
+        Ok(scan)
+    }
+
+    /// Total valid bytes.
+    pub fn valid_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.3 as u64).sum()
+    }
+
+    /// The durable epoch: the smallest last mark among the loggers of the
+    /// last run (`loggers` of them), at least `floor`.
+    pub fn durable_epoch(&self, loggers: u32, floor: u64) -> u64 {
+        let d = (0..loggers as u16)
+            .map(|l| {
+                self.streams
+                    .iter()
+                    .find(|s| s.logger == l)
+                    .and_then(|s| s.last_mark)
+                    .unwrap_or(0)
+            })
+            .min()
+            .unwrap_or(0);
+        d.max(floor)
+    }
+
+    /// The largest epoch in any block.
+    pub fn max_epoch(&self) -> u64 {
+        self.streams
+            .iter()
+            .map(|s| s.max_epoch.max(s.last_mark.unwrap_or(0)))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Where each of `n` loggers of the next run starts: a new segment after
+    /// its last one, the block sequence continuing.
+    pub(crate) fn starts(&self, n: usize) -> Vec<LoggerStart> {
+        (0..n)
+            .map(
+                |l| match self.streams.iter().find(|s| s.logger as usize == l) {
+                    Some(s) => LoggerStart {
+                        segno: s.segments.last().map(|x| x.0 + 1).unwrap_or(0),
+                        seq: s.last_seq.map(|q| q + 1).unwrap_or(0),
+                    },
+                    None => LoggerStart { segno: 0, seq: 0 },
+                },
+            )
+            .collect()
+    }
+
+    /// Cut the torn tails off their files.
+    pub fn truncate_torn(&self) -> Result<(), Error> {
+        for (path, len, _) in &self.torn {
+            segment::truncate_file(path, *len)
+                .map_err(|e| Error::Io(format!("cannot truncate {}: {e}", path.display())))?;
+        }
+        Ok(())
+    }
+}
+
+/// A write routed to its shard: (table, key, write).
+type RoutedRow<'a> = (u32, &'a [u8], Winner<'a>);
+
+/// The newest write of one record.
+#[derive(Clone, Copy)]
+struct Winner<'a> {
+    epoch: u64,
+    stamp: u64,
+    op: WriteOp,
+    val: &'a [u8],
+}
+
+/// Replay `scan` into `tables` (fresh and empty), keeping entries with epoch
+/// <= `durable` outside `meta`'s void ranges.
+pub(crate) fn replay(
+    scan: &LogScan,
+    meta: &Meta,
+    durable: u64,
+    tables: &[std::sync::Arc<Table>],
+    protocol: Protocol,
+    epochs: &std::sync::Arc<Epochs>,
+    report: &mut RecoveryReport,
+) -> Result<(), Error> {
+    let started = Instant::now();
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 16)
+        .min(epochs.capacity());
+    let nshards = threads;
+    // Phase 1, one file per task: decode and route every write to the
+    // shard of its (table, key).
+    type Routed<'a> = Vec<Vec<RoutedRow<'a>>>;
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Routed<'_>>> = Mutex::new(Vec::new());
+    let counts = Mutex::new((0u64, 0u64, 0u64));
+    let err: Mutex<Option<Error>> = Mutex::new(None);
+    let ntables = tables.len() as u32;
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut routed: Routed<'_> = (0..nshards).map(|_| Vec::new()).collect();
+                let (mut replayed, mut ignored, mut writes) = (0u64, 0u64, 0u64);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= scan.files.len() {
+                        break;
+                    }
+                    let (_, _, path, valid) = &scan.files[i];
+                    let bytes = &scan.bytes[i][..*valid];
+                    for b in format::BlockReader::new(bytes) {
+                        let Ok(b) = b else { break };
+                        if b.header.kind != BlockKind::Txns {
+                            continue;
+                        }
+                        for e in format::entries(b.payload) {
+                            let e = match e {
+                                Ok(e) => e,
+                                Err(why) => {
+                                    *err.lock().unwrap() = Some(Error::Corrupt(format!(
+                                        "{} block at offset {}: {why}",
+                                        path.display(),
+                                        b.offset
+                                    )));
+                                    return;
+                                }
+                            };
+                            if e.epoch > durable || meta.is_void(e.epoch) {
+                                ignored += 1;
+                                continue;
+                            }
+                            replayed += 1;
+                            for w in e.writes() {
+                                if w.table >= ntables {
+                                    *err.lock().unwrap() = Some(Error::Corrupt(format!(
+                                        "{} block at offset {}: write to table {} but the catalog has {ntables} tables",
+                                        path.display(),
+                                        b.offset,
+                                        w.table
+                                    )));
+                                    return;
+                                }
+                                writes += 1;
+                                let shard = shard_of(w.table, w.key, nshards);
+                                routed[shard].push((
+                                    w.table,
+                                    w.key,
+                                    Winner {
+                                        epoch: e.epoch,
+                                        stamp: e.stamp,
+                                        op: w.op,
+                                        val: w.val,
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                }
+                out.lock().unwrap().push(routed);
+                let mut c = counts.lock().unwrap();
+                c.0 += replayed;
+                c.1 += ignored;
+                c.2 += writes;
+            });
+        }
+    });
+    if let Some(e) = err.into_inner().unwrap() {
+        return Err(e);
+    }
+    let (replayed, ignored, writes) = counts.into_inner().unwrap();
+    let mut parts = out.into_inner().unwrap();
+    // Regroup by shard.
+    let mut shards: Vec<Vec<Vec<RoutedRow<'_>>>> = (0..nshards).map(|_| Vec::new()).collect();
+    for p in parts.iter_mut() {
+        for (i, v) in p.drain(..).enumerate() {
+            shards[i].push(v);
+        }
+    }
+    // Phase 2, one shard per thread: the newest write per record wins;
+    // live winners become records in the index.
+    let records = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for shard in shards {
+            let records = &records;
+            s.spawn(move || {
+                let mut best: HashMap<(u32, &[u8]), Winner<'_>> = HashMap::new();
+                for part in shard {
+                    for (t, k, w) in part {
+                        best.entry((t, k))
+                            .and_modify(|b| {
+                                if (w.epoch, w.stamp) > (b.epoch, b.stamp) {
+                                    *b = w;
+                                }
+                            })
+                            .or_insert(w);
+                    }
+                }
+                let local = epochs.register().expect("a free epoch slot for recovery");
+                let g = local.pin();
+                let mut n = 0;
+                for ((t, k), w) in best {
+                    if w.op == WriteOp::Delete {
+                        continue;
+                    }
+                    let rec = load_record(protocol, w.val, w.epoch);
+                    match tables[t as usize].index.insert(k, rec as u64, &g) {
+                        crate::index::Insert::Inserted { .. } => n += 1,
+                        _ => unreachable!("recovery inserts each key once"),
+                    }
+                }
+                drop(g);
+                drop(local);
+                records.fetch_add(n, Ordering::Relaxed);
+            });
+        }
+    });
+    report.txns_replayed += replayed;
+    report.txns_ignored += ignored;
+    report.writes_replayed += writes;
+    report.records += records.load(Ordering::Relaxed) as u64;
+    report.threads = threads;
+    report.seconds += started.elapsed().as_secs_f64();
+    Ok(())
+}
+
+/// A record holding a recovered value, as the protocol lays records out.
+/// Recovered records look like records written long ago: under Silo a TID
+/// in their epoch (every new TID is in a later epoch), under ERMIA stamp 1
+/// (every new begin stamp is larger).
+pub(crate) fn load_record(protocol: Protocol, val: &[u8], epoch: u64) -> *mut Record {
+    if protocol.is_multiversion() {
+        Record::new_mv(val, 1, protocol == Protocol::Ssn)
+    } else {
+        Record::new(val, make_tid(epoch, 1) | LATEST, 0)
+    }
+}
+
+fn shard_of(table: u32, key: &[u8], n: usize) -> usize {
+    // FNV-1a: cheap and good enough to spread keys over a few shards.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ table as u64;
+    for &b in key {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % n as u64) as usize
+}
