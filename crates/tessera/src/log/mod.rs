@@ -41,7 +41,7 @@
 //! serializable state (Silo section 4.10's argument).
 
 pub mod format;
-pub(crate) mod meta;
+pub mod meta;
 pub mod recovery;
 pub mod segment;
 
