@@ -206,6 +206,7 @@ pub(crate) struct Log {
 impl Log {
     /// Start `starts.len()` loggers writing new segments in `dir`; the
     /// durable epoch starts at `durable` (what recovery found).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         dir: &Path,
         mode: Durability,

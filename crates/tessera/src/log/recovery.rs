@@ -300,6 +300,7 @@ struct Winner<'a> {
 
 /// Replay `scan` into `tables` (fresh and empty), keeping entries with epoch
 /// <= `durable` outside `meta`'s void ranges.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn replay(
     scan: &LogScan,
     checkpoint: Option<(&Path, &[u8], u64)>,
