@@ -221,3 +221,120 @@ fn newer_format_is_refused() {
     assert!(matches!(e, Error::NewerFormat(_)), "{e}");
     assert!(e.to_string().contains("format version 7"), "{e}");
 }
+
+/// A checkpoint in the middle of a run: rows written before and after it,
+/// updates and deletes on both sides, all come back; the segments it covers
+/// are gone.
+#[test]
+fn checkpoint_then_reopen() {
+    for p in PROTOCOLS {
+        let dir = tempfile::tempdir().unwrap();
+        let expect;
+        {
+            let db = Database::open(opts(dir.path(), p).segment_bytes(8192)).unwrap();
+            let t = db.create_table("t").unwrap();
+            let mut w = db.worker().unwrap();
+            for i in 0..400u32 {
+                w.run(|tx| tx.put(t, format!("k{i:04}").as_bytes(), &[1; 50]))
+                    .unwrap();
+            }
+            let before = segments(dir.path()).len();
+            let info = db.checkpoint().unwrap();
+            assert_eq!(info.records, 400, "{p}");
+            assert!(info.segments_deleted > 0, "{p}: {info:?}");
+            assert!(segments(dir.path()).len() < before, "{p}");
+            for i in (0..400u32).step_by(3) {
+                w.run(|tx| tx.put(t, format!("k{i:04}").as_bytes(), b"after"))
+                    .unwrap();
+            }
+            for i in (0..400u32).step_by(5) {
+                w.run(|tx| tx.delete(t, format!("k{i:04}").as_bytes()).map(|_| ()))
+                    .unwrap();
+            }
+            drop(w);
+            expect = dump(&db, "t");
+        }
+        let db = Database::open(opts(dir.path(), p)).unwrap();
+        let r = db.recovery_report().unwrap();
+        assert!(r.checkpoint.is_some(), "{p}: {r:?}");
+        assert_eq!(dump(&db, "t"), expect, "{p}");
+    }
+}
+
+/// Background checkpoints while two threads write; a reopen agrees.
+#[test]
+fn background_checkpoints_with_writers() {
+    for p in [Protocol::Silo, Protocol::Ssn] {
+        let dir = tempfile::tempdir().unwrap();
+        let expect;
+        {
+            let db = Database::open(
+                opts(dir.path(), p)
+                    .segment_bytes(16 << 10)
+                    .checkpoint_interval(Duration::from_millis(30)),
+            )
+            .unwrap();
+            let t = db.create_table("t").unwrap();
+            std::thread::scope(|s| {
+                for th in 0..2u32 {
+                    let db = db.clone();
+                    s.spawn(move || {
+                        let mut w = db.worker().unwrap();
+                        let start = std::time::Instant::now();
+                        let mut i = 0u32;
+                        while start.elapsed() < Duration::from_millis(400) {
+                            let k = format!("k{}", (i * 7 + th) % 500);
+                            w.run(|tx| {
+                                if i % 4 == 3 {
+                                    tx.delete(t, k.as_bytes()).map(|_| ())
+                                } else {
+                                    tx.put(t, k.as_bytes(), &i.to_le_bytes())
+                                }
+                            })
+                            .unwrap();
+                            i += 1;
+                        }
+                    });
+                }
+            });
+            let (n, err) = db.checkpoint_status();
+            assert!(err.is_none(), "{p}: {err:?}");
+            assert!(n >= 2, "{p}: only {n} checkpoints");
+            expect = dump(&db, "t");
+        }
+        let db = Database::open(opts(dir.path(), p)).unwrap();
+        assert_eq!(dump(&db, "t"), expect, "{p}");
+    }
+}
+
+#[test]
+fn corrupt_checkpoint_is_an_error_and_stale_ones_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = {
+        let db = Database::open(opts(dir.path(), Protocol::Silo)).unwrap();
+        let t = db.create_table("t").unwrap();
+        let mut w = db.worker().unwrap();
+        for i in 0..100u32 {
+            w.run(|tx| tx.put(t, format!("k{i:04}").as_bytes(), &[7; 30]))
+                .unwrap();
+        }
+        db.checkpoint().unwrap().file
+    };
+    // A leftover of a checkpoint that crashed half-way is removed.
+    let stale = dir.path().join("ckpt-0000999999.tckp.tmp");
+    std::fs::write(&stale, b"half a checkpoint").unwrap();
+    {
+        let db = Database::open(opts(dir.path(), Protocol::Silo)).unwrap();
+        assert_eq!(dump(&db, "t").len(), 100);
+    }
+    assert!(!stale.exists());
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[200] ^= 1;
+    std::fs::write(&file, &bytes).unwrap();
+    let e = Database::open(opts(dir.path(), Protocol::Silo))
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::Corrupt(_)), "{e}");
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert!(e.to_string().contains(name), "{e}");
+}
