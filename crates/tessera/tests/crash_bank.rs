@@ -43,7 +43,18 @@ struct Variant {
     protocol: Protocol,
     durability: Durability,
     loggers: usize,
+    /// Background checkpoints in the child (kills then land during
+    /// checkpoints too).
+    checkpoint: Option<Duration>,
     kills: u32,
+}
+
+/// The child's options; the parent opens without background checkpoints.
+fn child_options(dir: &Path, v: Variant) -> Options {
+    match v.checkpoint {
+        Some(d) => options(dir, v).checkpoint_interval(d),
+        None => options(dir, v),
+    }
 }
 
 fn options(dir: &Path, v: Variant) -> Options {
@@ -102,7 +113,7 @@ fn child(v: Variant) -> ! {
         eprintln!("crash child: not killed in time, exiting");
         std::process::exit(3);
     });
-    let db = Database::open(options(&work.join("db"), v))
+    let db = Database::open(child_options(&work.join("db"), v))
         .unwrap_or_else(|e| panic!("child {run}: open failed: {e}"));
     let accounts = db.table("accounts").unwrap();
     let transfers = db.table("transfers").unwrap();
@@ -186,12 +197,19 @@ fn scan(db: &Database, name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
         .unwrap()
 }
 
+struct Checked {
+    acked: usize,
+    present: usize,
+    segments: usize,
+    checkpoint: Option<(String, u64)>,
+}
+
 /// Recover `work/db` and check it against the acknowledged transfers.
-/// Returns (acknowledged transfers checked, transfers present, segments).
-fn check(work: &Path, v: Variant, runs: u32, ctx: &str) -> (usize, usize, usize) {
+fn check(work: &Path, v: Variant, runs: u32, ctx: &str) -> Checked {
     let db = Database::open(options(&work.join("db"), v))
         .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
     let segments = db.recovery_report().unwrap().segments;
+    let checkpoint = db.recovery_report().unwrap().checkpoint.clone();
     let report = format!("{:?}", db.recovery_report().unwrap());
     let fail = |what: String| -> ! {
         panic!(
@@ -241,7 +259,12 @@ fn check(work: &Path, v: Variant, runs: u32, ctx: &str) -> (usize, usize, usize)
             expect[a]
         ));
     }
-    (acks.len(), transfers.len(), segments)
+    Checked {
+        acked: acks.len(),
+        present: transfers.len(),
+        segments,
+        checkpoint,
+    }
 }
 
 fn seed() -> u64 {
@@ -280,7 +303,8 @@ fn crash_bank(test: &str, v: Variant) {
         db.wait_durable(w.last_commit()).unwrap();
     }
     let t0 = Instant::now();
-    let (mut acked, mut present, mut segments, mut before_open) = (0, 0, 0, 0);
+    let (mut last, mut before_open) = (None, 0);
+    let mut checkpoints = BTreeSet::new();
     for run in 0..v.kills {
         // Mostly while transfers run; one kill in four early, while the
         // child starts up and recovers.
@@ -318,16 +342,28 @@ fn crash_bank(test: &str, v: Variant) {
         if !work.join(format!("opened-r{run}")).exists() {
             before_open += 1;
         }
-        (acked, present, segments) = check(&work, v, run + 1, &ctx);
+        let c = check(&work, v, run + 1, &ctx);
+        checkpoints.extend(c.checkpoint.clone());
+        last = Some(c);
     }
+    let Checked {
+        acked,
+        present,
+        segments,
+        ..
+    } = last.unwrap();
     eprintln!(
         "{test}: {} kills ({before_open} before the child's open finished), \
          {acked} acknowledged transfers checked, {present} transfers recovered \
-         from {segments} segments, {:.1} s",
+         from {segments} segments, {} distinct checkpoints recovered from, {:.1} s",
         v.kills,
+        checkpoints.len(),
         t0.elapsed().as_secs_f64()
     );
     assert!(acked > 0, "{test}: no child acknowledged a transfer");
+    if v.checkpoint.is_some() {
+        assert!(!checkpoints.is_empty(), "{test}: no checkpoint was recovered from");
+    }
     std::fs::remove_dir_all(&work).unwrap();
 }
 
@@ -339,6 +375,7 @@ fn crash_bank_silo_sync() {
             protocol: Protocol::Silo,
             durability: Durability::Sync,
             loggers: 1,
+            checkpoint: None,
             kills: 8,
         },
     );
@@ -352,6 +389,7 @@ fn crash_bank_ssn_sync() {
             protocol: Protocol::Ssn,
             durability: Durability::Sync,
             loggers: 1,
+            checkpoint: None,
             kills: 8,
         },
     );
@@ -365,6 +403,7 @@ fn crash_bank_si_sync() {
             protocol: Protocol::Si,
             durability: Durability::Sync,
             loggers: 1,
+            checkpoint: None,
             kills: 4,
         },
     );
@@ -380,6 +419,7 @@ fn crash_bank_silo_async_two_loggers() {
             protocol: Protocol::Silo,
             durability: Durability::Async,
             loggers: 2,
+            checkpoint: None,
             kills: 4,
         },
     );
@@ -394,7 +434,39 @@ fn crash_bank_ssn_async_two_loggers() {
             protocol: Protocol::Ssn,
             durability: Durability::Async,
             loggers: 2,
+            checkpoint: None,
             kills: 4,
+        },
+    );
+}
+
+/// Background checkpoints every 20 ms: kills land while a checkpoint file
+/// is written, renamed, recorded, and while covered segments are deleted.
+#[test]
+fn crash_bank_silo_checkpoints() {
+    crash_bank(
+        "crash_bank_silo_checkpoints",
+        Variant {
+            protocol: Protocol::Silo,
+            durability: Durability::Sync,
+            loggers: 1,
+            checkpoint: Some(Duration::from_millis(20)),
+            kills: 8,
+        },
+    );
+}
+
+/// As above under SSN, with two loggers.
+#[test]
+fn crash_bank_ssn_checkpoints() {
+    crash_bank(
+        "crash_bank_ssn_checkpoints",
+        Variant {
+            protocol: Protocol::Ssn,
+            durability: Durability::Sync,
+            loggers: 2,
+            checkpoint: Some(Duration::from_millis(20)),
+            kills: 8,
         },
     );
 }
