@@ -362,7 +362,10 @@ fn crash_bank(test: &str, v: Variant) {
     );
     assert!(acked > 0, "{test}: no child acknowledged a transfer");
     if v.checkpoint.is_some() {
-        assert!(!checkpoints.is_empty(), "{test}: no checkpoint was recovered from");
+        assert!(
+            !checkpoints.is_empty(),
+            "{test}: no checkpoint was recovered from"
+        );
     }
     std::fs::remove_dir_all(&work).unwrap();
 }
