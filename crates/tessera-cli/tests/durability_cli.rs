@@ -203,7 +203,10 @@ fn bench_refuses_a_directory_holding_a_database() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(e.contains("already holds a tessera database"), "{e}");
-    assert!(e.contains("tessera recover") && e.contains("tessera check"), "{e}");
+    assert!(
+        e.contains("tessera recover") && e.contains("tessera check"),
+        "{e}"
+    );
     assert!(o.stdout.is_empty());
 }
 
@@ -211,9 +214,18 @@ fn bench_refuses_a_directory_holding_a_database() {
 fn durability_flags_are_checked() {
     let base = ["bench", "tpcc", "--seconds", "0.1", "--quiet"];
     for (args, expect) in [
-        (&["--durability", "sync"][..], "--durability sync needs --data-dir"),
-        (&["--durability", "async"][..], "--durability async needs --data-dir"),
-        (&["--data-dir", "/nonexistent-x"][..], "--data-dir needs --durability"),
+        (
+            &["--durability", "sync"][..],
+            "--durability sync needs --data-dir",
+        ),
+        (
+            &["--durability", "async"][..],
+            "--durability async needs --data-dir",
+        ),
+        (
+            &["--data-dir", "/nonexistent-x"][..],
+            "--data-dir needs --durability",
+        ),
         (&["--durability", "often"][..], "--durability"),
         (&["--loggers", "0"][..], "--loggers"),
     ] {
@@ -247,7 +259,8 @@ fn inspect_reads_a_healthy_dir_and_names_a_damaged_segment() {
     assert!(log["durable_epoch"].as_u64().unwrap() > 0, "{log}");
     assert!(log["torn"].as_array().unwrap().is_empty(), "{log}");
     let stream = &log["streams"][0];
-    assert!(stream["txns"].as_u64().unwrap() > 0);
+    assert!(stream["max_epoch"].as_u64().unwrap() > 0);
+    assert!(stream["last_mark"].as_u64().unwrap() > 0);
     assert!(stream["blocks"].as_u64().unwrap() > 2);
     let seg = &stream["segments"][0];
     let file = seg["file"].as_str().unwrap().to_string();
@@ -302,7 +315,11 @@ fn check_tpcc_on_other_data_fails_clearly() {
         a.extend_from_slice(&["--data-dir", dir_str(empty.path())]);
         let o = tessera(&a);
         assert_eq!(o.status.code(), Some(1), "{cmd:?}");
-        assert!(stderr(&o).contains("holds no tessera database"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("holds no tessera database"),
+            "{}",
+            stderr(&o)
+        );
     }
     assert!(std::fs::read_dir(empty.path()).unwrap().next().is_none());
 }

@@ -203,6 +203,17 @@ fn new_histogram() -> Histogram<u64> {
     h
 }
 
+/// Record a latency of `ns` nanoseconds. `record` grows an auto-resizing
+/// histogram past its initial range (`saturating_record` would clamp every
+/// longer latency to that range, as it never resizes).
+#[inline]
+fn record(h: &mut Histogram<u64>, ns: u64) {
+    let ns = ns.max(1);
+    if h.record(ns).is_err() {
+        h.saturating_record(ns);
+    }
+}
+
 /// Counters of one transaction type on one thread.
 struct TypeStats {
     committed: u64,
@@ -612,7 +623,7 @@ fn worker_loop<W: Workload>(
                         let ns = start.elapsed().as_nanos() as u64;
                         let s = &mut stats[ty];
                         s.committed += 1;
-                        s.hist.saturating_record(ns.max(1));
+                        record(&mut s.hist, ns);
                         if track {
                             pending.push_back((w.last_commit().epoch(), start, ty));
                         }
@@ -681,7 +692,7 @@ fn acknowledge(
             break;
         }
         let ns = now.saturating_duration_since(start).as_nanos() as u64;
-        stats[ty].durable.saturating_record(ns.max(1));
+        record(&mut stats[ty].durable, ns);
         pending.pop_front();
     }
 }
