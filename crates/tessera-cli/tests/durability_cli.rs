@@ -323,3 +323,32 @@ fn check_tpcc_on_other_data_fails_clearly() {
     }
     assert!(std::fs::read_dir(empty.path()).unwrap().next().is_none());
 }
+
+#[test]
+fn check_tpcc_accepts_tpcc_hybrid_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = dir_str(tmp.path());
+    let v = ok_json(&[
+        "bench",
+        "tpcc-hybrid",
+        "--threads",
+        "1",
+        "--warehouses",
+        "1",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0",
+        "--json",
+        "--quiet",
+        "--durability",
+        "sync",
+        "--data-dir",
+        d,
+    ]);
+    assert_eq!(v["durability"], "sync");
+    check_latency(&v["durable_latency_us"], "durable_latency_us");
+    let c = ok_json(&["check", "tpcc", "--data-dir", d, "--json"]);
+    assert_eq!(c["workload"], "tpcc-hybrid");
+    assert_eq!(c["consistency"]["passed"], true, "{c}");
+}

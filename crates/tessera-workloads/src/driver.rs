@@ -1329,6 +1329,66 @@ mod tests {
     }
 
     #[test]
+    fn durable_latency_is_measured_with_a_log_and_everything_is_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(
+            Options::in_memory()
+                .workers(2)
+                .durability(Durability::Async)
+                .data_dir(dir.path())
+                .epoch_interval(Duration::from_millis(5)),
+        )
+        .unwrap();
+        let wl = counter();
+        let cfg = RunConfig {
+            threads: 1,
+            load_threads: 1,
+            seconds: 0.3,
+            warmup: 0.0,
+            quiet: true,
+            seed: 1,
+            backoff: false,
+            durability: Durability::Sync,
+        };
+        let rep = bench(&db, &wl, &cfg).unwrap();
+        assert_eq!(rep.durability, "sync");
+        let d = rep.durable_latency_us.clone().expect("durable latency");
+        // Acknowledged no earlier than committed.
+        assert!(d.p50 >= rep.latency_us.p50, "{d:?} vs {:?}", rep.latency_us);
+        assert!(d.max > 0.0);
+        // Every commit of the measured period was acknowledged.
+        let h = &rep.transactions.get("odd").unwrap();
+        assert!(h.durable_latency_us.is_some());
+        let log = rep.log.clone().expect("log report");
+        assert!(log.bytes > 0 && log.fsyncs > 0, "{log:?}");
+        assert!(log.durable_epoch >= 1);
+        assert!(db.durable_epoch() >= log.durable_epoch);
+        let text = rep.table();
+        assert!(text.contains("durable commit latency"), "{text}");
+        assert!(text.contains("durability sync:"), "{text}");
+    }
+
+    #[test]
+    fn acknowledge_pops_only_durable_entries_in_order() {
+        let mut stats: Vec<TypeStats> = (0..2).map(|_| TypeStats::new()).collect();
+        let t0 = Instant::now();
+        let mut q: VecDeque<(u64, Instant, usize)> =
+            [(3, t0, 0), (3, t0, 1), (5, t0, 0)].into_iter().collect();
+        acknowledge(&mut q, &mut stats, 2, t0 + Duration::from_millis(1));
+        assert_eq!(q.len(), 3);
+        acknowledge(&mut q, &mut stats, 4, t0 + Duration::from_millis(50));
+        assert_eq!(q.len(), 1);
+        assert_eq!(stats[0].durable.len(), 1);
+        assert_eq!(stats[1].durable.len(), 1);
+        // 50 ms, beyond the histogram's initial range: recorded, not clamped.
+        let v = stats[0].durable.max();
+        assert!((49_000_000..51_000_000).contains(&v), "{v}");
+        acknowledge(&mut q, &mut stats, u64::MAX, t0 + Duration::from_millis(60));
+        assert!(q.is_empty());
+        assert_eq!(stats[0].durable.len(), 2);
+    }
+
+    #[test]
     fn bad_run_config_is_rejected() {
         let mut c = RunConfig {
             threads: 0,
