@@ -15,6 +15,7 @@ use crate::cc::xid::XidTable;
 use crate::cc::{self, TxnSets};
 use crate::epoch::{Epochs, LocalEpoch, Ticker};
 use crate::error::{ConflictReason, Error, TxError, TxResult};
+use crate::log::checkpoint::CheckpointInfo;
 use crate::log::meta::{Meta, MetaTable};
 use crate::log::recovery::{LogScan, RecoveryReport};
 use crate::log::{CommitToken, Durability, Log, LogCursor, LogStats};
@@ -93,6 +94,7 @@ pub struct Options {
     pub(crate) data_dir: Option<PathBuf>,
     pub(crate) loggers: usize,
     pub(crate) segment_bytes: u64,
+    pub(crate) checkpoint_interval: Option<Duration>,
 }
 
 impl Options {
@@ -110,7 +112,17 @@ impl Options {
             data_dir: None,
             loggers: 1,
             segment_bytes: 64 << 20,
+            checkpoint_interval: None,
         }
+    }
+
+    /// Take a checkpoint in the background every `d` (durable databases;
+    /// default: none, see [`Database::checkpoint`]). A checkpoint lets
+    /// recovery skip the log it covers, and the covered segments are
+    /// deleted.
+    pub fn checkpoint_interval(mut self, d: Duration) -> Options {
+        self.checkpoint_interval = Some(d);
+        self
     }
 
     /// A durable database in `dir` (created if missing; recovered if it
@@ -236,6 +248,18 @@ impl Options {
             }
             _ => {}
         }
+        if let Some(d) = self.checkpoint_interval {
+            if self.data_dir.is_none() {
+                return Err(Error::InvalidArgument(
+                    "checkpoint_interval needs a durable database (a data directory)".into(),
+                ));
+            }
+            if d < Duration::from_millis(10) {
+                return Err(Error::InvalidArgument(format!(
+                    "checkpoint interval must be at least 10 ms, got {d:?}"
+                )));
+            }
+        }
         if self.loggers == 0 || self.loggers > 64 {
             return Err(Error::InvalidArgument(format!(
                 "loggers must be in 1..=64, got {}",
@@ -292,13 +316,66 @@ pub(crate) struct DbInner {
     pub meta: Mutex<Meta>,
     /// What recovery did at open.
     pub recovery: Option<RecoveryReport>,
+    /// One checkpoint at a time.
+    pub checkpoint_lock: Mutex<()>,
+    /// The last background checkpoint failure.
+    pub checkpoint_error: Mutex<Option<Error>>,
+    /// Checkpoints taken.
+    pub checkpoints: AtomicU64,
+    /// The background checkpointer.
+    checkpointer: Mutex<Option<Checkpointer>>,
     ticker: Mutex<Option<Ticker>>,
+}
+
+/// The background checkpoint thread: it holds only a weak reference, so
+/// the database can close while it sleeps.
+struct Checkpointer {
+    stop: Arc<(Mutex<bool>, parking_lot::Condvar)>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl Checkpointer {
+    fn start(db: std::sync::Weak<DbInner>, every: Duration) -> Checkpointer {
+        let stop = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
+        let s = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("tessera-checkpointer".into())
+            .spawn(move || loop {
+                {
+                    let mut g = s.0.lock();
+                    if !*g {
+                        s.1.wait_for(&mut g, every);
+                    }
+                    if *g {
+                        return;
+                    }
+                }
+                let Some(db) = db.upgrade() else { return };
+                if let Err(e) = crate::log::checkpoint::take(&db) {
+                    *db.checkpoint_error.lock() = Some(e);
+                }
+            })
+            .expect("spawn the checkpointer");
+        Checkpointer { stop, handle }
+    }
+
+    fn stop(self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        // The last reference may be dropped by the checkpointer itself.
+        if self.handle.thread().id() != std::thread::current().id() {
+            let _ = self.handle.join();
+        }
+    }
 }
 
 impl Drop for DbInner {
     fn drop(&mut self) {
         // Stop the ticker first; then no worker exists (each holds an Arc), so
         // the tables can free their records.
+        if let Some(c) = self.checkpointer.get_mut().take() {
+            c.stop();
+        }
         drop(self.ticker.lock().take());
         if let Some(log) = &self.log {
             // Close the current epoch so the final round marks every commit
@@ -317,7 +394,10 @@ impl Drop for DbInner {
                 }
             }
         }
-        let local = self.epochs.register().expect("a free slot at drop");
+        let local = self
+            .epochs
+            .register_internal()
+            .expect("a free slot at drop");
         {
             let g = local.pin();
             for t in self.tables.get_mut().iter() {
@@ -340,8 +420,8 @@ impl Database {
     /// (see [`Database::recovery_report`]), then start the loggers.
     pub fn open(opts: Options) -> Result<Database, Error> {
         opts.validate()?;
-        // One extra slot for internal use (drop, maintenance).
-        let epochs = Epochs::new(opts.workers + 1, opts.snapshot_epochs);
+        // Extra slots for internal use (drop, the checkpointer).
+        let epochs = Epochs::new(opts.workers + 2, opts.snapshot_epochs);
         let workers = opts.workers;
         let mut tables = Vec::new();
         let mut meta = Meta::default();
@@ -355,7 +435,8 @@ impl Database {
             recovery = Some(r);
         }
         let ticker = Ticker::start(Arc::clone(&epochs), opts.epoch_interval);
-        Ok(Database {
+        let every = opts.checkpoint_interval;
+        let db = Database {
             inner: Arc::new(DbInner {
                 opts,
                 epochs,
@@ -367,9 +448,34 @@ impl Database {
                 log,
                 meta: Mutex::new(meta),
                 recovery,
+                checkpoint_lock: Mutex::new(()),
+                checkpoint_error: Mutex::new(None),
+                checkpoints: AtomicU64::new(0),
+                checkpointer: Mutex::new(None),
                 ticker: Mutex::new(Some(ticker)),
             }),
-        })
+        };
+        if let Some(every) = every {
+            *db.inner.checkpointer.lock() =
+                Some(Checkpointer::start(Arc::downgrade(&db.inner), every));
+        }
+        Ok(db)
+    }
+
+    /// Take a checkpoint now, in the calling thread, while transactions go
+    /// on (durable databases only; see `log::checkpoint`).
+    pub fn checkpoint(&self) -> Result<CheckpointInfo, Error> {
+        crate::log::checkpoint::take(&self.inner)
+    }
+
+    /// Checkpoints taken since open, and the last background failure.
+    pub fn checkpoint_status(&self) -> (u64, Option<Error>) {
+        (
+            self.inner
+                .checkpoints
+                .load(std::sync::atomic::Ordering::Relaxed),
+            self.inner.checkpoint_error.lock().clone(),
+        )
     }
 
     /// Recovery at open: read the control file and the log, replay the
@@ -413,8 +519,21 @@ impl Database {
         };
         scan.truncate_torn()?;
         epochs.start_at(durable.max(max_seen) + 1);
+        let ckpt_bytes = match &meta.checkpoint {
+            Some((name, c)) => Some((
+                dir.join(name),
+                crate::log::checkpoint::read(dir, name, *c)?,
+                *c,
+            )),
+            None => None,
+        };
+        crate::log::checkpoint::remove_stale(dir, meta.checkpoint.as_ref().map(|c| c.0.as_str()));
+        report.checkpoint = meta.checkpoint.clone();
         crate::log::recovery::replay(
             &scan,
+            ckpt_bytes
+                .as_ref()
+                .map(|(p, b, c)| (p.as_path(), &b[..], *c)),
             &meta,
             durable,
             &tables,
@@ -432,6 +551,7 @@ impl Database {
             opts.durability,
             Arc::clone(epochs),
             scan.starts(opts.loggers),
+            scan.closed_segments(),
             durable,
             opts.segment_bytes,
             opts.epoch_interval,

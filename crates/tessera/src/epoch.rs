@@ -134,7 +134,20 @@ impl Epochs {
 
     /// Claim a worker slot. Returns `None` if all slots are taken.
     pub fn register(self: &Arc<Self>) -> Option<LocalEpoch> {
-        for (i, s) in self.slots.iter().enumerate() {
+        self.register_from(false)
+    }
+
+    /// Register an internal thread (checkpointer, shutdown) in the highest
+    /// free slot, so that it never pushes a worker past `Options::workers`.
+    pub fn register_internal(self: &Arc<Self>) -> Option<LocalEpoch> {
+        self.register_from(true)
+    }
+
+    fn register_from(self: &Arc<Self>, top: bool) -> Option<LocalEpoch> {
+        let n = self.slots.len();
+        for k in 0..n {
+            let i = if top { n - 1 - k } else { k };
+            let s = &self.slots[i];
             if s.in_use
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()

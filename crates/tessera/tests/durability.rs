@@ -221,3 +221,228 @@ fn newer_format_is_refused() {
     assert!(matches!(e, Error::NewerFormat(_)), "{e}");
     assert!(e.to_string().contains("format version 7"), "{e}");
 }
+
+/// A checkpoint in the middle of a run: rows written before and after it,
+/// updates and deletes on both sides, all come back; the segments it covers
+/// are gone.
+#[test]
+fn checkpoint_then_reopen() {
+    for p in PROTOCOLS {
+        let dir = tempfile::tempdir().unwrap();
+        let expect;
+        {
+            let db = Database::open(opts(dir.path(), p).segment_bytes(8192)).unwrap();
+            let t = db.create_table("t").unwrap();
+            let mut w = db.worker().unwrap();
+            for i in 0..400u32 {
+                w.run(|tx| tx.put(t, format!("k{i:04}").as_bytes(), &[1; 50]))
+                    .unwrap();
+            }
+            let before = segments(dir.path()).len();
+            let info = db.checkpoint().unwrap();
+            assert_eq!(info.records, 400, "{p}");
+            assert!(info.segments_deleted > 0, "{p}: {info:?}");
+            assert!(segments(dir.path()).len() < before, "{p}");
+            for i in (0..400u32).step_by(3) {
+                w.run(|tx| tx.put(t, format!("k{i:04}").as_bytes(), b"after"))
+                    .unwrap();
+            }
+            for i in (0..400u32).step_by(5) {
+                w.run(|tx| tx.delete(t, format!("k{i:04}").as_bytes()).map(|_| ()))
+                    .unwrap();
+            }
+            drop(w);
+            expect = dump(&db, "t");
+        }
+        let db = Database::open(opts(dir.path(), p)).unwrap();
+        let r = db.recovery_report().unwrap();
+        assert!(r.checkpoint.is_some(), "{p}: {r:?}");
+        assert_eq!(dump(&db, "t"), expect, "{p}");
+    }
+}
+
+/// Background checkpoints while two threads write; a reopen agrees.
+#[test]
+fn background_checkpoints_with_writers() {
+    for p in [Protocol::Silo, Protocol::Ssn] {
+        let dir = tempfile::tempdir().unwrap();
+        let expect;
+        {
+            let db = Database::open(
+                opts(dir.path(), p)
+                    .segment_bytes(16 << 10)
+                    .checkpoint_interval(Duration::from_millis(30)),
+            )
+            .unwrap();
+            let t = db.create_table("t").unwrap();
+            std::thread::scope(|s| {
+                for th in 0..2u32 {
+                    let db = db.clone();
+                    s.spawn(move || {
+                        let mut w = db.worker().unwrap();
+                        let start = std::time::Instant::now();
+                        let mut i = 0u32;
+                        while start.elapsed() < Duration::from_millis(400) {
+                            let k = format!("k{}", (i * 7 + th) % 500);
+                            w.run(|tx| {
+                                if i % 4 == 3 {
+                                    tx.delete(t, k.as_bytes()).map(|_| ())
+                                } else {
+                                    tx.put(t, k.as_bytes(), &i.to_le_bytes())
+                                }
+                            })
+                            .unwrap();
+                            i += 1;
+                        }
+                    });
+                }
+            });
+            let (n, err) = db.checkpoint_status();
+            assert!(err.is_none(), "{p}: {err:?}");
+            assert!(n >= 2, "{p}: only {n} checkpoints");
+            expect = dump(&db, "t");
+        }
+        let db = Database::open(opts(dir.path(), p)).unwrap();
+        assert_eq!(dump(&db, "t"), expect, "{p}");
+    }
+}
+
+#[test]
+fn corrupt_checkpoint_is_an_error_and_stale_ones_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = {
+        let db = Database::open(opts(dir.path(), Protocol::Silo)).unwrap();
+        let t = db.create_table("t").unwrap();
+        let mut w = db.worker().unwrap();
+        for i in 0..100u32 {
+            w.run(|tx| tx.put(t, format!("k{i:04}").as_bytes(), &[7; 30]))
+                .unwrap();
+        }
+        db.checkpoint().unwrap().file
+    };
+    // A leftover of a checkpoint that crashed half-way is removed.
+    let stale = dir.path().join("ckpt-0000999999.tckp.tmp");
+    std::fs::write(&stale, b"half a checkpoint").unwrap();
+    {
+        let db = Database::open(opts(dir.path(), Protocol::Silo)).unwrap();
+        assert_eq!(dump(&db, "t").len(), 100);
+    }
+    assert!(!stale.exists());
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[200] ^= 1;
+    std::fs::write(&file, &bytes).unwrap();
+    let e = Database::open(opts(dir.path(), Protocol::Silo))
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::Corrupt(_)), "{e}");
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert!(e.to_string().contains(name), "{e}");
+}
+
+/// Copy every file of `from` into `to` (a crash image: each file as it is
+/// at the moment it is read, the newest segment possibly mid-write).
+fn copy_image(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    let mut names: Vec<_> = std::fs::read_dir(from)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    // The control file first: it names the run whose marks count.
+    names.sort_by_key(|n| n != "tessera.meta");
+    for n in names {
+        if let Ok(bytes) = std::fs::read(from.join(&n)) {
+            std::fs::write(to.join(&n), bytes).unwrap();
+        }
+    }
+}
+
+/// Crash images taken while four threads commit under async durability:
+/// every transaction acknowledged (durable) before an image was taken is in
+/// it, and no transaction is half there.
+#[test]
+fn crash_images_keep_every_acknowledged_commit() {
+    for p in [Protocol::Si, Protocol::Silo, Protocol::Ssn] {
+        let dir = tempfile::tempdir().unwrap();
+        let images = tempfile::tempdir().unwrap();
+        let db = Database::open(
+            opts(dir.path(), p)
+                .durability(Durability::Async)
+                .epoch_interval(Duration::from_millis(2))
+                .segment_bytes(32 << 10),
+        )
+        .unwrap();
+        let t = db.create_table("t").unwrap();
+        let acked = std::sync::Mutex::new(Vec::<String>::new());
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let mut taken = Vec::new();
+        std::thread::scope(|s| {
+            for th in 0..4u32 {
+                let (db, acked, done) = (db.clone(), &acked, &done);
+                s.spawn(move || {
+                    let mut w = db.worker().unwrap();
+                    let mut pending = std::collections::VecDeque::new();
+                    let mut i = 0u32;
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        let k = format!("{th}-{i}");
+                        w.run(|tx| {
+                            tx.put(t, k.as_bytes(), b"v")?;
+                            tx.put(t, format!("mirror {k}").as_bytes(), b"m")
+                        })
+                        .unwrap();
+                        pending.push_back((w.last_commit(), k));
+                        let d = db.durable_epoch();
+                        while pending.front().is_some_and(|(tok, _)| tok.epoch() <= d) {
+                            acked.lock().unwrap().push(pending.pop_front().unwrap().1);
+                        }
+                        i += 1;
+                    }
+                });
+            }
+            let mut last = 0;
+            for n in 0..4u64 {
+                // Wait for progress (the machine may be slow), then image at
+                // an arbitrary moment.
+                let t0 = std::time::Instant::now();
+                while acked.lock().unwrap().len() <= last && t0.elapsed() < Duration::from_secs(20)
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                std::thread::sleep(Duration::from_millis(3 + n * 7 % 20));
+                let before = acked.lock().unwrap().clone();
+                last = before.len();
+                let img = images.path().join(format!("img{n}"));
+                copy_image(dir.path(), &img);
+                taken.push((img, before));
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        drop(db);
+        let mut checked = 0;
+        for (img, before) in taken {
+            let db = Database::open(opts(&img, p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+            let rows = dump(&db, "t");
+            for k in &before {
+                assert!(
+                    rows.contains_key(k.as_bytes()),
+                    "{p}: acknowledged {k} lost in {img:?}"
+                );
+            }
+            for k in rows.keys() {
+                let k = String::from_utf8(k.clone()).unwrap();
+                if let Some(base) = k.strip_prefix("mirror ") {
+                    assert!(rows.contains_key(base.as_bytes()), "{p}: half of {base}");
+                } else {
+                    assert!(
+                        rows.contains_key(format!("mirror {k}").as_bytes()),
+                        "{p}: half of {k}"
+                    );
+                }
+            }
+            checked += before.len();
+        }
+        assert!(
+            checked > 0,
+            "{p}: nothing was acknowledged before any image"
+        );
+    }
+}

@@ -218,6 +218,26 @@ fn visible(db: &DbInner, my: u64, begin: u64, rec: &Record) -> Option<Seen> {
     None
 }
 
+/// The newest committed value of `rec`, for checkpoints: `false` if that
+/// version is a tombstone or ⊥. Waits for an owner in pre-commit, like a
+/// reader whose snapshot is "now".
+pub(crate) fn read_latest_committed(db: &DbInner, rec: &Record, out: &mut Vec<u8>) -> bool {
+    match visible(db, 0, u64::MAX >> 1, rec) {
+        Some(seen) => {
+            // SAFETY: the caller is pinned; versions are reclaimed through
+            // the epoch.
+            if unsafe { &*seen.v }.is_tombstone() {
+                false
+            } else {
+                // SAFETY: as above.
+                unsafe { Version::read_into(seen.v, out) };
+                true
+            }
+        }
+        None => false,
+    }
+}
+
 /// SSN's read hook: the creator of `v` precedes us; a committed overwriter
 /// of `v` follows us; otherwise track `v` (in its readers bitmap and our
 /// read list) for the commit-time checks.

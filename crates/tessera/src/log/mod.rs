@@ -40,6 +40,7 @@
 //! write-write dependencies, and replaying exactly that set gives a
 //! serializable state (Silo section 4.10's argument).
 
+pub mod checkpoint;
 pub mod format;
 pub mod meta;
 pub mod recovery;
@@ -169,6 +170,15 @@ pub(crate) struct LoggerStart {
     pub seq: u64,
 }
 
+/// A segment no logger writes to any more.
+pub(crate) struct ClosedSegment {
+    pub logger: u16,
+    pub segno: u64,
+    pub path: std::path::PathBuf,
+    /// Largest epoch of any entry in it.
+    pub max_epoch: u64,
+}
+
 /// The log of one open database.
 pub(crate) struct Log {
     pub mode: Durability,
@@ -189,16 +199,20 @@ pub(crate) struct Log {
     txns: AtomicU64,
     epochs: Arc<Epochs>,
     poll: Duration,
+    /// Closed segments, for deletion once a checkpoint covers them.
+    closed: Mutex<Vec<ClosedSegment>>,
 }
 
 impl Log {
     /// Start `starts.len()` loggers writing new segments in `dir`; the
     /// durable epoch starts at `durable` (what recovery found).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         dir: &Path,
         mode: Durability,
         epochs: Arc<Epochs>,
         starts: Vec<LoggerStart>,
+        closed: Vec<ClosedSegment>,
         durable: u64,
         segment_bytes: u64,
         epoch_interval: Duration,
@@ -235,6 +249,7 @@ impl Log {
             // Poll the epoch a few times per epoch, so a waiter sees its
             // epoch durable about one fsync after the epoch advanced.
             poll: (epoch_interval / 8).clamp(Duration::from_micros(200), Duration::from_millis(5)),
+            closed: Mutex::new(closed),
         });
         let mut handles = Vec::new();
         for (i, s) in starts.into_iter().enumerate() {
@@ -386,6 +401,39 @@ impl Log {
         }
     }
 
+    /// Delete closed segments all of whose entries have epochs below `c`
+    /// (a checkpoint of epoch `c` covers them), oldest first per logger.
+    /// Returns how many were deleted.
+    pub fn delete_segments_below(&self, c: u64) -> usize {
+        let mut closed = self.closed.lock();
+        closed.sort_by_key(|s| (s.logger, s.segno));
+        let mut deleted = 0;
+        let mut blocked: Vec<u16> = Vec::new();
+        closed.retain(|s| {
+            if blocked.contains(&s.logger) {
+                return true;
+            }
+            if s.max_epoch >= c {
+                // Later segments of this logger stay too: only a prefix
+                // goes, so recovery never sees a gap.
+                blocked.push(s.logger);
+                return true;
+            }
+            match std::fs::remove_file(&s.path) {
+                Ok(()) => {
+                    deleted += 1;
+                    false
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(_) => {
+                    blocked.push(s.logger);
+                    true
+                }
+            }
+        });
+        deleted
+    }
+
     fn fail(&self, msg: String) {
         *self.failed.lock() = Some(msg);
         self.has_failed.store(true, Ordering::Release);
@@ -398,6 +446,8 @@ impl Log {
         let mut out: Vec<u8> = Vec::with_capacity(4 << 20);
         let mut taken: Vec<(Vec<u8>, u64, u64)> = Vec::new();
         let mut spare: Vec<Vec<u8>> = Vec::new();
+        // Largest entry epoch in the current segment.
+        let mut seg_max = 0u64;
         loop {
             let stopping = self.stop.load(Ordering::SeqCst);
             // The order matters (see the module docs): E, then the
@@ -447,7 +497,21 @@ impl Log {
                     );
                     seq += 1;
                 }
+                let (segno, path) = (w.segno(), w.path().to_path_buf());
+                let round_max = taken.iter().map(|t| t.1).max().unwrap_or(0);
                 let res = w.append(&out).and_then(|_| w.sync());
+                if w.segno() != segno {
+                    // Rotated before this round's data: the old segment is
+                    // complete.
+                    self.closed.lock().push(ClosedSegment {
+                        logger: me as u16,
+                        segno,
+                        path,
+                        max_epoch: seg_max,
+                    });
+                    seg_max = 0;
+                }
+                seg_max = seg_max.max(round_max);
                 if let Err(err) = res {
                     self.fail(format!(
                         "logger {me}: cannot write or sync {}: {err}",

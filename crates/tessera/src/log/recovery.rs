@@ -51,6 +51,8 @@ pub struct RecoveryReport {
     pub writes_replayed: u64,
     /// Live records after recovery.
     pub records: u64,
+    /// The checkpoint loaded: (file name, checkpoint epoch).
+    pub checkpoint: Option<(String, u64)>,
     /// Warnings (torn tails cut off).
     pub warnings: Vec<String>,
     /// Wall-clock seconds.
@@ -87,6 +89,8 @@ pub struct StreamInfo {
     pub max_epoch: u64,
     /// Transaction entries.
     pub txns: u64,
+    /// Largest epoch of any transaction block, per segment (as `segments`).
+    pub segment_max_epochs: Vec<u64>,
 }
 
 /// The log of a data directory, read and checked (for recovery and
@@ -132,6 +136,7 @@ impl LogScan {
                 let bytes = segment::read_segment(&path)
                     .map_err(|e| Error::Io(format!("cannot read {}: {e}", path.display())))?;
                 let mut valid = 0u64;
+                let mut seg_max = 0u64;
                 for b in format::BlockReader::new(&bytes) {
                     match b {
                         Ok(b) => {
@@ -157,7 +162,10 @@ impl LogScan {
                             info.blocks += 1;
                             match b.header.kind {
                                 BlockKind::EpochMark => info.last_mark = Some(b.header.epoch),
-                                BlockKind::Txns => info.max_epoch = info.max_epoch.max(b.header.epoch),
+                                BlockKind::Txns => {
+                                    info.max_epoch = info.max_epoch.max(b.header.epoch);
+                                    seg_max = seg_max.max(b.header.epoch);
+                                }
                             }
                             valid = b.offset + (format::HEADER_LEN + b.payload.len()) as u64;
                         }
@@ -197,6 +205,7 @@ impl LogScan {
                 }
                 info.segments
                     .push((segno, path.clone(), bytes.len() as u64, valid));
+                info.segment_max_epochs.push(seg_max);
                 scan.files.push((logger, segno, path, valid as usize));
                 scan.bytes.push(bytes);
             }
@@ -251,6 +260,22 @@ impl LogScan {
             .collect()
     }
 
+    /// Every segment found: all are closed once a new run starts.
+    pub(crate) fn closed_segments(&self) -> Vec<super::ClosedSegment> {
+        let mut v = Vec::new();
+        for s in &self.streams {
+            for (i, (segno, path, _, _)) in s.segments.iter().enumerate() {
+                v.push(super::ClosedSegment {
+                    logger: s.logger,
+                    segno: *segno,
+                    path: path.clone(),
+                    max_epoch: s.segment_max_epochs[i],
+                });
+            }
+        }
+        v
+    }
+
     /// Cut the torn tails off their files.
     pub fn truncate_torn(&self) -> Result<(), Error> {
         for (path, len, _) in &self.torn {
@@ -275,8 +300,10 @@ struct Winner<'a> {
 
 /// Replay `scan` into `tables` (fresh and empty), keeping entries with epoch
 /// <= `durable` outside `meta`'s void ranges.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn replay(
     scan: &LogScan,
+    checkpoint: Option<(&Path, &[u8], u64)>,
     meta: &Meta,
     durable: u64,
     tables: &[std::sync::Arc<Table>],
@@ -306,11 +333,16 @@ pub(crate) fn replay(
                 let (mut replayed, mut ignored, mut writes) = (0u64, 0u64, 0u64);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= scan.files.len() {
+                    // Sources: the log segments, then the checkpoint.
+                    let (path, bytes, ckpt): (&Path, &[u8], bool) = if i < scan.files.len() {
+                        let (_, _, path, valid) = &scan.files[i];
+                        (path, &scan.bytes[i][..*valid], false)
+                    } else if i == scan.files.len() && checkpoint.is_some() {
+                        let (p, b, _) = checkpoint.expect("checked");
+                        (p, b, true)
+                    } else {
                         break;
-                    }
-                    let (_, _, path, valid) = &scan.files[i];
-                    let bytes = &scan.bytes[i][..*valid];
+                    };
                     for b in format::BlockReader::new(bytes) {
                         let Ok(b) = b else { break };
                         if b.header.kind != BlockKind::Txns {
@@ -328,11 +360,21 @@ pub(crate) fn replay(
                                     return;
                                 }
                             };
-                            if e.epoch > durable || meta.is_void(e.epoch) {
-                                ignored += 1;
-                                continue;
+                            // Checkpoint rows sort after every log entry of
+                            // epochs below C and before every entry of C and
+                            // later (see the checkpoint module).
+                            let (epoch, stamp) = match checkpoint {
+                                Some((_, _, c)) if ckpt => (c.saturating_sub(1), u64::MAX),
+                                _ => (e.epoch, e.stamp),
+                            };
+                            if !ckpt {
+                                let covered = matches!(checkpoint, Some((_, _, c)) if e.epoch < c);
+                                if e.epoch > durable || meta.is_void(e.epoch) || covered {
+                                    ignored += 1;
+                                    continue;
+                                }
+                                replayed += 1;
                             }
-                            replayed += 1;
                             for w in e.writes() {
                                 if w.table >= ntables {
                                     *err.lock().unwrap() = Some(Error::Corrupt(format!(
@@ -349,8 +391,8 @@ pub(crate) fn replay(
                                     w.table,
                                     w.key,
                                     Winner {
-                                        epoch: e.epoch,
-                                        stamp: e.stamp,
+                                        epoch,
+                                        stamp,
                                         op: w.op,
                                         val: w.val,
                                     },
