@@ -244,6 +244,11 @@ pub struct DurabilityArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64), allow_negative_numbers = true)]
     pub loggers: usize,
+    /// Take a checkpoint in the background every S seconds (needs
+    /// --durability async|sync); each one lets recovery skip the log it
+    /// covers and deletes the covered segments. Default: no checkpoints.
+    #[arg(long = "checkpoint-secs", value_name = "S", value_parser = parse_positive_seconds, allow_negative_numbers = true)]
+    pub checkpoint_secs: Option<f64>,
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -255,6 +260,9 @@ impl DurabilityArgs {
     /// Check the combination (the message names the flags): a mode other
     /// than none needs a fresh --data-dir.
     pub fn check(&self) -> Result<(), String> {
+        if self.checkpoint_secs.is_some() && self.durability == Durability::None {
+            return Err("--checkpoint-secs needs --durability async or sync".into());
+        }
         match (self.durability, &self.data_dir) {
             (Durability::None, Some(_)) => Err(
                 "--data-dir needs --durability async or sync (the default, none, logs nothing)"
@@ -287,10 +295,16 @@ impl DurabilityArgs {
     fn apply(&self, o: Options) -> Options {
         match (self.durability, &self.data_dir) {
             (Durability::None, _) | (_, None) => o,
-            (_, Some(dir)) => o
-                .durability(Durability::Async)
-                .data_dir(dir)
-                .loggers(self.loggers),
+            (_, Some(dir)) => {
+                let o = o
+                    .durability(Durability::Async)
+                    .data_dir(dir)
+                    .loggers(self.loggers);
+                match self.checkpoint_secs {
+                    Some(s) => o.checkpoint_interval(Duration::from_secs_f64(s)),
+                    None => o,
+                }
+            }
         }
     }
 }
@@ -709,6 +723,7 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), E
             "epoch_ms": c.epoch_ms,
             "data_dir": dir.display().to_string(),
             "loggers": d.loggers,
+            "checkpoint_secs": d.checkpoint_secs,
         }),
         _ => serde_json::json!({ "epoch_ms": c.epoch_ms }),
     };

@@ -119,6 +119,7 @@ fn recovery_json(r: &RecoveryReport) -> Value {
         "txns_ignored": r.txns_ignored,
         "writes_replayed": r.writes_replayed,
         "records": r.records,
+        "checkpoint": r.checkpoint.as_ref().map(|(f, e)| json!({"file": f, "epoch": e})),
         "warnings": r.warnings,
         "seconds": round3(r.seconds),
         "mb_per_s": (r.mb_per_s() * 10.0).round() / 10.0,
@@ -144,6 +145,9 @@ fn recovery_text(dir: &Path, r: &RecoveryReport) -> String {
         r.txns_ignored,
         r.records,
     );
+    if let Some((f, e)) = &r.checkpoint {
+        s += &format!("loaded checkpoint {f} (epoch {e}) before replaying the log\n");
+    }
     if r.warnings.is_empty() {
         s += "warnings: none\n";
     } else {

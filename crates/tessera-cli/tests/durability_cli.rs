@@ -228,6 +228,11 @@ fn durability_flags_are_checked() {
         ),
         (&["--durability", "often"][..], "--durability"),
         (&["--loggers", "0"][..], "--loggers"),
+        (
+            &["--checkpoint-secs", "1"][..],
+            "--checkpoint-secs needs --durability",
+        ),
+        (&["--checkpoint-secs", "0"][..], "--checkpoint-secs"),
     ] {
         let mut a = base.to_vec();
         a.extend_from_slice(args);
@@ -351,4 +356,29 @@ fn check_tpcc_accepts_tpcc_hybrid_data() {
     let c = ok_json(&["check", "tpcc", "--data-dir", d, "--json"]);
     assert_eq!(c["workload"], "tpcc-hybrid");
     assert_eq!(c["consistency"]["passed"], true, "{c}");
+}
+
+#[test]
+fn checkpoints_during_a_bench_and_recovery_from_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = dir_str(tmp.path());
+    let o = ycsb_into(tmp.path(), "async", &["--json", "--checkpoint-secs", "0.1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["engine"]["checkpoint_secs"], 0.1);
+    assert!(
+        v["log"]["checkpoints"].as_u64().unwrap() > 0,
+        "{}",
+        v["log"]
+    );
+    assert!(v["log"]["checkpoint_error"].is_null());
+    let i = ok_json(&["inspect", "--data-dir", d, "--json"]);
+    assert!(
+        i["meta"]["checkpoint"]["epoch"].as_u64().unwrap() > 0,
+        "{i}"
+    );
+    let r = ok_json(&["recover", "--data-dir", d, "--json"]);
+    assert!(r["recovery"]["checkpoint"]["file"].is_string(), "{r}");
+    let rows = r["tables"][0]["rows"].as_u64().unwrap();
+    assert!(rows >= 2000, "{r}");
 }

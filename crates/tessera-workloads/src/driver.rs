@@ -485,6 +485,11 @@ pub struct LogReport {
     /// Seconds the driver threads waited at the end for their last commits
     /// to become durable (the longest).
     pub final_wait_seconds: f64,
+    /// Checkpoints taken since the database was opened (the background
+    /// checkpointer, `Options::checkpoint_interval`).
+    pub checkpoints: u64,
+    /// The last background checkpoint failure, if any.
+    pub checkpoint_error: Option<String>,
 }
 
 impl RunConfig {
@@ -858,6 +863,8 @@ pub fn run<W: Workload>(
             total_fsyncs: end.syncs,
             durable_epoch: end.durable_epoch,
             final_wait_seconds: (wait_ns as f64 / 1e6).round() / 1000.0,
+            checkpoints: db.checkpoint_status().0,
+            checkpoint_error: db.checkpoint_status().1.map(|e| e.to_string()),
         });
     }
     Ok(report)
@@ -1059,6 +1066,16 @@ impl Report {
                     l.final_wait_seconds,
                     l.total_bytes as f64 / 1048576.0
                 );
+                if l.checkpoints > 0 || l.checkpoint_error.is_some() {
+                    let _ = writeln!(
+                        s,
+                        "checkpoints taken: {}{}",
+                        l.checkpoints,
+                        l.checkpoint_error
+                            .as_ref()
+                            .map_or(String::new(), |e| format!("; last failure: {e}"))
+                    );
+                }
             }
             None => {
                 let _ = writeln!(s, "\ndurability {}: no log", self.durability);
