@@ -30,6 +30,9 @@ struct Cli {
     cmd: Cmd,
 }
 
+// Parsed once per process: the size difference between the variants does
+// not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run a benchmark on an in-memory database (optionally logging it to
