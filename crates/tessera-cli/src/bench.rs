@@ -2,12 +2,13 @@
 //! run it with the shared driver, print the results.
 
 use std::ffi::OsStr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Subcommand, ValueEnum};
-use tessera::{Database, Options, Protocol};
+use tessera::{Database, Durability, Options, Protocol};
 use tessera_workloads::driver::{self, Report, RunConfig, Workload};
 use tessera_workloads::tpcc::hybrid::{HybridConfig, TpccHybrid, DEFAULT_Q2_SIZE_PCT};
 use tessera_workloads::tpcc::{
@@ -111,7 +112,7 @@ load bar go to stderr (none with --quiet). Exit status 2 for bad arguments,
 /// [`Protocol::ALL`] in help texts and errors (so new protocols need no
 /// change here).
 #[derive(Clone, Debug)]
-struct ProtocolParser;
+pub(crate) struct ProtocolParser;
 
 impl ProtocolParser {
     fn names() -> PossibleValuesParser {
@@ -221,6 +222,91 @@ pub struct Common {
     /// randomized exponential backoff.
     #[arg(long = "no-backoff")]
     pub no_backoff: bool,
+    #[command(flatten)]
+    pub durability: DurabilityArgs,
+}
+
+/// Logging options of every benchmark.
+#[derive(Args, Debug)]
+pub struct DurabilityArgs {
+    /// Log committed transactions to --data-dir: none (in memory only),
+    /// async (commits acknowledged at once) or sync (commits acknowledged
+    /// when their epoch is durable; workers go on meanwhile and the
+    /// acknowledged latency is reported as the durable commit latency).
+    #[arg(long, value_name = "MODE", default_value = "none", value_parser = parse_durability)]
+    pub durability: Durability,
+    /// Directory for the log (required with --durability async|sync). It
+    /// must not hold a tessera database already: the benchmark loads fresh
+    /// data.
+    #[arg(long = "data-dir", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Logger threads, each writing its own log stream.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64), allow_negative_numbers = true)]
+    pub loggers: usize,
+    /// Take a checkpoint in the background every S seconds (needs
+    /// --durability async|sync); each one lets recovery skip the log it
+    /// covers and deletes the covered segments. Default: no checkpoints.
+    #[arg(long = "checkpoint-secs", value_name = "S", value_parser = parse_positive_seconds, allow_negative_numbers = true)]
+    pub checkpoint_secs: Option<f64>,
+}
+
+fn parse_durability(s: &str) -> Result<Durability, String> {
+    s.parse::<Durability>()
+        .map_err(|_| "must be none, async or sync".to_string())
+}
+
+impl DurabilityArgs {
+    /// Check the combination (the message names the flags): a mode other
+    /// than none needs a fresh --data-dir.
+    pub fn check(&self) -> Result<(), String> {
+        if self.checkpoint_secs.is_some() && self.durability == Durability::None {
+            return Err("--checkpoint-secs needs --durability async or sync".into());
+        }
+        match (self.durability, &self.data_dir) {
+            (Durability::None, Some(_)) => Err(
+                "--data-dir needs --durability async or sync (the default, none, logs nothing)"
+                    .into(),
+            ),
+            (Durability::None, None) => Ok(()),
+            (d, None) => Err(format!(
+                "--durability {} needs --data-dir DIR (where the log is written)",
+                d.name()
+            )),
+            (_, Some(dir)) => {
+                if dir.join(tessera::log::meta::META_FILE).exists() {
+                    Err(format!(
+                        "--data-dir {} already holds a tessera database ({}); the benchmark \
+                         loads fresh data, so give it a new or empty directory (use \
+                         `tessera recover --data-dir {0}` or `tessera check tpcc --data-dir {0}` \
+                         to look at the existing one)",
+                        dir.display(),
+                        tessera::log::meta::META_FILE
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// The engine options: under sync the database runs with async
+    /// acknowledgement and the driver acknowledges commits itself.
+    fn apply(&self, o: Options) -> Options {
+        match (self.durability, &self.data_dir) {
+            (Durability::None, _) | (_, None) => o,
+            (_, Some(dir)) => {
+                let o = o
+                    .durability(Durability::Async)
+                    .data_dir(dir)
+                    .loggers(self.loggers);
+                match self.checkpoint_secs {
+                    Some(s) => o.checkpoint_interval(Duration::from_secs_f64(s)),
+                    None => o,
+                }
+            }
+        }
+    }
 }
 
 /// `tessera bench tpcc`: TPC-C knobs.
@@ -602,11 +688,17 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), E
     // Load with every core even when measuring fewer threads.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load_threads = c.threads.max(cores);
+    let d = &c.durability;
+    if let Err(e) = d.check() {
+        return Err(usage_error(e));
+    }
     let db = match Database::open(
-        Options::in_memory()
-            .protocol(c.cc)
-            .workers(load_threads)
-            .epoch_interval(Duration::from_millis(c.epoch_ms)),
+        d.apply(
+            Options::in_memory()
+                .protocol(c.cc)
+                .workers(load_threads)
+                .epoch_interval(Duration::from_millis(c.epoch_ms)),
+        ),
     ) {
         Ok(db) => db,
         Err(e) => return Err(usage_error(e)),
@@ -619,13 +711,22 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), E
         quiet: c.quiet,
         seed: c.seed,
         backoff: !c.no_backoff,
+        durability: d.durability,
     };
     let mut report = match driver::bench(&db, wl, &cfg) {
         Ok(r) => r,
         Err(driver::DriverError::Config(e)) => return Err(usage_error(e)),
         Err(e) => return Err(run_error(e)),
     };
-    report.engine = serde_json::json!({ "epoch_ms": c.epoch_ms });
+    report.engine = match (&d.data_dir, d.durability) {
+        (Some(dir), Durability::Async | Durability::Sync) => serde_json::json!({
+            "epoch_ms": c.epoch_ms,
+            "data_dir": dir.display().to_string(),
+            "loggers": d.loggers,
+            "checkpoint_secs": d.checkpoint_secs,
+        }),
+        _ => serde_json::json!({ "epoch_ms": c.epoch_ms }),
+    };
     Ok((db, report))
 }
 

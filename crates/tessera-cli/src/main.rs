@@ -1,18 +1,19 @@
 //! `tessera`: benchmarks and tools for the Tessera engine.
 //!
-//! Subcommands are grouped by purpose so that more can be added beside the
-//! existing ones: `tessera bench <workload>` today (`ycsb`, `tpcc`,
-//! `tpcc-hybrid`),
-//! and later `tessera check`, `tessera recover`, `tessera inspect`.
+//! Subcommands are grouped by purpose: `tessera bench <workload>` (`ycsb`,
+//! `tpcc`, `tpcc-hybrid`; in memory or logging to a data directory), and
+//! tools for a data directory: `tessera recover`, `tessera inspect` and
+//! `tessera check tpcc`.
 //!
 //! Exit status: 0 on success, 2 for bad arguments (clap's errors and ours
-//! alike), 1 when a run fails.
+//! alike), 1 when a run fails, a database is damaged or inconsistent.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod tools;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -29,17 +30,34 @@ struct Cli {
     cmd: Cmd,
 }
 
+// Parsed once per process: the size difference between the variants does
+// not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Run a benchmark on an in-memory database.
+    /// Run a benchmark on an in-memory database (optionally logging it to
+    /// a data directory with --durability and --data-dir).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Recover the database in a data directory and report what recovery
+    /// did and the tables' row counts (exit status 1 on damage).
+    Recover(tools::RecoverArgs),
+    /// Describe a data directory without changing it: tessera.meta, each
+    /// logger's segments, the durable epoch recovery would use, torn tails
+    /// and damage (exit status 1 on damage).
+    Inspect(tools::InspectArgs),
+    /// Recover a data directory and check a workload's invariants on it.
+    #[command(subcommand)]
+    Check(tools::CheckCmd),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Bench(b) => bench::main(b),
+        Cmd::Recover(a) => tools::recover(&a),
+        Cmd::Inspect(a) => tools::inspect(&a),
+        Cmd::Check(c) => tools::check(&c),
     }
 }
 

@@ -43,7 +43,7 @@
 //! each thread publishes its running totals for the progress display with
 //! relaxed stores into its own cache-padded slot.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -53,7 +53,7 @@ use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
-use tessera::{ConflictReason, Database, Error, TxError, TxResult, Worker};
+use tessera::{ConflictReason, Database, Durability, Error, LogStats, TxError, TxResult, Worker};
 
 /// A benchmark workload: data loading plus a transaction generator.
 ///
@@ -123,6 +123,14 @@ pub struct RunConfig {
     /// conflict-aborted transaction (as `Worker::run` does). Off: retry at
     /// once.
     pub backoff: bool,
+    /// The durability mode being measured, for the report. With a logging
+    /// database the driver always measures the *acknowledged* (durable)
+    /// commit latency besides the commit latency; `Sync` only changes the
+    /// label: open the database with `Durability::Async` so that workers
+    /// go on while their commits become durable (Silo's benchmark does the
+    /// same; a `Sync` database would not slow the driver either, as it
+    /// commits through `try_run`, but its loader would wait per batch).
+    pub durability: Durability,
 }
 
 impl Default for RunConfig {
@@ -135,6 +143,7 @@ impl Default for RunConfig {
             quiet: false,
             seed: 42,
             backoff: true,
+            durability: Durability::None,
         }
     }
 }
@@ -148,6 +157,8 @@ pub enum DriverError {
     Load(Error),
     /// A worker could not be created.
     Worker(Error),
+    /// The log failed (waiting for the last commits to become durable).
+    Log(Error),
     /// A transaction failed with a real (not conflict, not user) error.
     Txn {
         /// Its type.
@@ -165,6 +176,7 @@ impl fmt::Display for DriverError {
             DriverError::Config(s) => f.write_str(s),
             DriverError::Load(e) => write!(f, "loading failed: {e}"),
             DriverError::Worker(e) => write!(f, "cannot create a worker: {e}"),
+            DriverError::Log(e) => write!(f, "the log failed: {e}"),
             DriverError::Txn {
                 txn_type,
                 thread,
@@ -191,6 +203,17 @@ fn new_histogram() -> Histogram<u64> {
     h
 }
 
+/// Record a latency of `ns` nanoseconds. `record` grows an auto-resizing
+/// histogram past its initial range (`saturating_record` would clamp every
+/// longer latency to that range, as it never resizes).
+#[inline]
+fn record(h: &mut Histogram<u64>, ns: u64) {
+    let ns = ns.max(1);
+    if h.record(ns).is_err() {
+        h.saturating_record(ns);
+    }
+}
+
 /// Counters of one transaction type on one thread.
 struct TypeStats {
     committed: u64,
@@ -198,6 +221,9 @@ struct TypeStats {
     user_aborts: u64,
     /// Latency in nanoseconds, first attempt to commit.
     hist: Histogram<u64>,
+    /// Acknowledged latency in nanoseconds, first attempt to the moment the
+    /// driver saw the commit's epoch durable (only with a log).
+    durable: Histogram<u64>,
 }
 
 impl TypeStats {
@@ -207,6 +233,7 @@ impl TypeStats {
             aborts: [0; N_REASONS],
             user_aborts: 0,
             hist: new_histogram(),
+            durable: new_histogram(),
         }
     }
 
@@ -219,6 +246,9 @@ impl TypeStats {
         self.hist
             .add(&o.hist)
             .expect("auto-resizing histograms add");
+        self.durable
+            .add(&o.durable)
+            .expect("auto-resizing histograms add");
     }
 }
 
@@ -228,6 +258,9 @@ impl TypeStats {
 struct Live {
     commits: AtomicU64,
     aborts: AtomicU64,
+    /// Nanoseconds the thread waited at the end for its last commit to be
+    /// durable.
+    final_wait_ns: AtomicU64,
 }
 
 const PHASE_WARMUP: u8 = 0;
@@ -329,6 +362,9 @@ pub struct TypeReport {
     pub throughput_txn_per_s: f64,
     /// Latency from the first attempt to the commit.
     pub latency_us: Latency,
+    /// Latency from the first attempt to the acknowledgement (the commit's
+    /// epoch durable); `null` without a log.
+    pub durable_latency_us: Option<Latency>,
 }
 
 /// The per-type results in the workload's order (a JSON object whose keys
@@ -417,6 +453,43 @@ pub struct Report {
     pub config: serde_json::Value,
     /// Loading.
     pub load: LoadReport,
+    /// Durability mode (`none`, `async` or `sync`; [`RunConfig::durability`]).
+    pub durability: String,
+    /// The log's work; `null` without a log.
+    pub log: Option<LogReport>,
+    /// Acknowledged commit latency over all types: from the first attempt
+    /// to the moment the driver saw the commit's epoch durable; `null`
+    /// without a log. See [`run`].
+    pub durable_latency_us: Option<Latency>,
+}
+
+/// What the log did during a run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LogReport {
+    /// Bytes written to log segments during the measured period
+    /// (approximately: the loggers trail the workers by an epoch or so).
+    pub bytes: u64,
+    /// `bytes` per transaction committed in the measured period.
+    pub bytes_per_txn: f64,
+    /// `fdatasync` calls during the measured period.
+    pub fsyncs: u64,
+    /// Transaction entries logged during the measured period.
+    pub txns: u64,
+    /// Bytes written by this process in all (the load included).
+    pub total_bytes: u64,
+    /// `fdatasync` calls in all.
+    pub total_fsyncs: u64,
+    /// The durable epoch at the end of the run, once every committed
+    /// transaction was acknowledged.
+    pub durable_epoch: u64,
+    /// Seconds the driver threads waited at the end for their last commits
+    /// to become durable (the longest).
+    pub final_wait_seconds: f64,
+    /// Checkpoints taken since the database was opened (the background
+    /// checkpointer, `Options::checkpoint_interval`).
+    pub checkpoints: u64,
+    /// The last background checkpoint failure, if any.
+    pub checkpoint_error: Option<String>,
 }
 
 impl RunConfig {
@@ -535,6 +608,14 @@ fn worker_loop<W: Workload>(
     let mut stats: Vec<TypeStats> = types.iter().map(|_| TypeStats::new()).collect();
     let mut rng = mix_seed(cfg.seed.wrapping_add(i as u64)) | 1;
     let (mut commits, mut aborts) = (0u64, 0u64);
+    // Acknowledgement: with a log, commits of the measured period wait in
+    // this FIFO (commit epoch, start, type) until their epoch is durable.
+    // A worker's commit epochs do not decrease, so the front is the oldest
+    // (were one out of order, it would wait for the one before it: latency
+    // could only be overstated).
+    let db = w.database();
+    let track = db.log_stats().is_some();
+    let mut pending: VecDeque<(u64, Instant, usize)> = VecDeque::new();
     while phase.load(Ordering::Relaxed) != PHASE_STOP {
         let ty = wl.next(&mut st);
         let start = Instant::now();
@@ -547,7 +628,10 @@ fn worker_loop<W: Workload>(
                         let ns = start.elapsed().as_nanos() as u64;
                         let s = &mut stats[ty];
                         s.committed += 1;
-                        s.hist.saturating_record(ns.max(1));
+                        record(&mut s.hist, ns);
+                        if track {
+                            pending.push_back((w.last_commit().epoch(), start, ty));
+                        }
                     }
                     break;
                 }
@@ -579,10 +663,43 @@ fn worker_loop<W: Workload>(
                 }
             }
         }
+        if let Some(&(e, _, _)) = pending.front() {
+            let durable = db.durable_epoch();
+            if e <= durable {
+                acknowledge(&mut pending, &mut stats, durable, Instant::now());
+            }
+        }
         live.commits.store(commits, Ordering::Relaxed);
         live.aborts.store(aborts, Ordering::Relaxed);
     }
+    if !pending.is_empty() {
+        // Nothing stays unacknowledged: wait for the last commit.
+        let t0 = Instant::now();
+        db.wait_durable(w.last_commit()).map_err(DriverError::Log)?;
+        let now = Instant::now();
+        acknowledge(&mut pending, &mut stats, u64::MAX, now);
+        live.final_wait_ns
+            .store(now.duration_since(t0).as_nanos() as u64, Ordering::Relaxed);
+    }
     Ok(stats)
+}
+
+/// Record the acknowledged latency (`now` - start) of every pending commit
+/// whose epoch is at most `durable`, oldest first.
+fn acknowledge(
+    pending: &mut VecDeque<(u64, Instant, usize)>,
+    stats: &mut [TypeStats],
+    durable: u64,
+    now: Instant,
+) {
+    while let Some(&(e, start, ty)) = pending.front() {
+        if e > durable {
+            break;
+        }
+        let ns = now.saturating_duration_since(start).as_nanos() as u64;
+        record(&mut stats[ty].durable, ns);
+        pending.pop_front();
+    }
 }
 
 /// The progress line for stderr.
@@ -615,8 +732,18 @@ pub fn run<W: Workload>(
         .map(|_| db.worker())
         .collect::<Result<Vec<_>, _>>()
         .map_err(DriverError::Worker)?;
+    if db.log_stats().is_some() {
+        // Let the load reach the log first, so that its bytes are not
+        // counted as the run's.
+        let target = db.epoch();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while db.durable_epoch() < target && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 
     let mut measured = 0.0f64;
+    let mut log_at_measure: Option<LogStats> = None;
     let results: Vec<Result<Vec<TypeStats>, DriverError>> = std::thread::scope(|s| {
         let _stop = StopOnDrop(&phase);
         let start = Instant::now();
@@ -638,6 +765,9 @@ pub fn run<W: Workload>(
         let second = Duration::from_secs(1);
         let warm_end = start + Duration::from_secs_f64(cfg.warmup);
         let mut measure_start = (cfg.warmup <= 0.0).then_some(start);
+        if measure_start.is_some() {
+            log_at_measure = db.log_stats();
+        }
         let mut next_tick = start + second;
         let mut last = (start, 0u64, 0u64);
         loop {
@@ -689,6 +819,7 @@ pub fn run<W: Workload>(
             if measure_start.is_none() && now >= warm_end {
                 phase.store(PHASE_MEASURE, Ordering::Relaxed);
                 measure_start = Some(now);
+                log_at_measure = db.log_stats();
             }
             let end = measure_start.map(|ms| ms + Duration::from_secs_f64(cfg.seconds));
             if let (Some(ms), Some(end)) = (measure_start, end) {
@@ -714,7 +845,29 @@ pub fn run<W: Workload>(
     for r in results {
         per_thread_stats.push(r?);
     }
-    Ok(merge(db, wl, cfg, load, measured, &per_thread_stats))
+    let mut report = merge(db, wl, cfg, load, measured, &per_thread_stats);
+    if let Some(end) = db.log_stats() {
+        let begin = log_at_measure.unwrap_or(end);
+        let bytes = end.bytes.saturating_sub(begin.bytes);
+        let wait_ns = live
+            .iter()
+            .map(|l| l.final_wait_ns.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0);
+        report.log = Some(LogReport {
+            bytes,
+            bytes_per_txn: round2(bytes as f64 / (report.committed as f64).max(1.0)),
+            fsyncs: end.syncs.saturating_sub(begin.syncs),
+            txns: end.txns.saturating_sub(begin.txns),
+            total_bytes: end.bytes,
+            total_fsyncs: end.syncs,
+            durable_epoch: end.durable_epoch,
+            final_wait_seconds: (wait_ns as f64 / 1e6).round() / 1000.0,
+            checkpoints: db.checkpoint_status().0,
+            checkpoint_error: db.checkpoint_status().1.map(|e| e.to_string()),
+        });
+    }
+    Ok(report)
 }
 
 /// Merge the threads' counters and histograms into the report.
@@ -727,6 +880,7 @@ fn merge<W: Workload>(
     per_thread_stats: &[Vec<TypeStats>],
 ) -> Report {
     let types = wl.txn_types();
+    let track = db.log_stats().is_some();
     let mut by_type: Vec<TypeStats> = types.iter().map(|_| TypeStats::new()).collect();
     let mut total = TypeStats::new();
     let mut per_thread = Vec::with_capacity(per_thread_stats.len());
@@ -756,6 +910,7 @@ fn merge<W: Workload>(
                         abort_rate: rate(s),
                         throughput_txn_per_s: round2(s.committed as f64 / secs),
                         latency_us: Latency::of(&s.hist),
+                        durable_latency_us: track.then(|| Latency::of(&s.durable)),
                     },
                 )
             })
@@ -779,6 +934,9 @@ fn merge<W: Workload>(
         engine: serde_json::json!({}),
         config: wl.config(),
         load,
+        durability: cfg.durability.name().to_string(),
+        log: None,
+        durable_latency_us: track.then(|| Latency::of(&total.durable)),
     }
 }
 
@@ -866,8 +1024,62 @@ impl Report {
                     abort_rate: self.abort_rate,
                     throughput_txn_per_s: self.throughput_txn_per_s,
                     latency_us: self.latency_us.clone(),
+                    durable_latency_us: self.durable_latency_us.clone(),
                 },
             );
+        }
+        if self.durable_latency_us.is_some() {
+            let _ = writeln!(
+                s,
+                "\ndurable commit latency (first attempt to the commit's epoch durable):\n{:<12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                "type", "committed", "p50 us", "p95 us", "p99 us", "p99.9 us", "max us"
+            );
+            let mut drow = |name: &str, committed: u64, l: &Latency| {
+                let _ = writeln!(
+                    s,
+                    "{name:<12} {committed:>12} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+                    l.p50, l.p95, l.p99, l.p999, l.max
+                );
+            };
+            for (name, t) in self.transactions.iter() {
+                if let Some(l) = &t.durable_latency_us {
+                    drow(name, t.committed, l);
+                }
+            }
+            if let (true, Some(l)) = (self.transactions.0.len() > 1, &self.durable_latency_us) {
+                drow("all", self.committed, l);
+            }
+        }
+        match &self.log {
+            Some(l) => {
+                let _ = writeln!(
+                    s,
+                    "\ndurability {}: {:.2} MiB logged in the measured period ({:.0} B per committed txn, \
+                     {} txn entries), {} fsyncs; durable epoch {} at the end (last commits waited {:.3} s); \
+                     {:.2} MiB logged in all",
+                    self.durability,
+                    l.bytes as f64 / 1048576.0,
+                    l.bytes_per_txn,
+                    l.txns,
+                    l.fsyncs,
+                    l.durable_epoch,
+                    l.final_wait_seconds,
+                    l.total_bytes as f64 / 1048576.0
+                );
+                if l.checkpoints > 0 || l.checkpoint_error.is_some() {
+                    let _ = writeln!(
+                        s,
+                        "checkpoints taken: {}{}",
+                        l.checkpoints,
+                        l.checkpoint_error
+                            .as_ref()
+                            .map_or(String::new(), |e| format!("; last failure: {e}"))
+                    );
+                }
+            }
+            None => {
+                let _ = writeln!(s, "\ndurability {}: no log", self.durability);
+            }
         }
         let mut pt = self.per_thread.clone();
         pt.sort_unstable();
@@ -995,6 +1207,7 @@ mod tests {
             quiet: true,
             seed: 1,
             backoff: true,
+            durability: Durability::None,
         };
         let mut rep = bench(&db, &wl, &cfg).unwrap();
         rep.engine = serde_json::json!({"epoch_ms": 40});
@@ -1074,6 +1287,7 @@ mod tests {
             quiet: true,
             seed: 1,
             backoff: false,
+            durability: Durability::None,
         };
         let l = load(&db, &wl, &cfg).unwrap();
         let rep = run(&db, &wl, &cfg, l).unwrap();
@@ -1129,6 +1343,66 @@ mod tests {
             let l = live.commits.load(Ordering::Relaxed);
             assert!(l == c || l == c + 1, "live {l}, counted {c}");
         });
+    }
+
+    #[test]
+    fn durable_latency_is_measured_with_a_log_and_everything_is_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(
+            Options::in_memory()
+                .workers(2)
+                .durability(Durability::Async)
+                .data_dir(dir.path())
+                .epoch_interval(Duration::from_millis(5)),
+        )
+        .unwrap();
+        let wl = counter();
+        let cfg = RunConfig {
+            threads: 1,
+            load_threads: 1,
+            seconds: 0.3,
+            warmup: 0.0,
+            quiet: true,
+            seed: 1,
+            backoff: false,
+            durability: Durability::Sync,
+        };
+        let rep = bench(&db, &wl, &cfg).unwrap();
+        assert_eq!(rep.durability, "sync");
+        let d = rep.durable_latency_us.clone().expect("durable latency");
+        // Acknowledged no earlier than committed.
+        assert!(d.p50 >= rep.latency_us.p50, "{d:?} vs {:?}", rep.latency_us);
+        assert!(d.max > 0.0);
+        // Every commit of the measured period was acknowledged.
+        let h = &rep.transactions.get("odd").unwrap();
+        assert!(h.durable_latency_us.is_some());
+        let log = rep.log.clone().expect("log report");
+        assert!(log.bytes > 0 && log.fsyncs > 0, "{log:?}");
+        assert!(log.durable_epoch >= 1);
+        assert!(db.durable_epoch() >= log.durable_epoch);
+        let text = rep.table();
+        assert!(text.contains("durable commit latency"), "{text}");
+        assert!(text.contains("durability sync:"), "{text}");
+    }
+
+    #[test]
+    fn acknowledge_pops_only_durable_entries_in_order() {
+        let mut stats: Vec<TypeStats> = (0..2).map(|_| TypeStats::new()).collect();
+        let t0 = Instant::now();
+        let mut q: VecDeque<(u64, Instant, usize)> =
+            [(3, t0, 0), (3, t0, 1), (5, t0, 0)].into_iter().collect();
+        acknowledge(&mut q, &mut stats, 2, t0 + Duration::from_millis(1));
+        assert_eq!(q.len(), 3);
+        acknowledge(&mut q, &mut stats, 4, t0 + Duration::from_millis(50));
+        assert_eq!(q.len(), 1);
+        assert_eq!(stats[0].durable.len(), 1);
+        assert_eq!(stats[1].durable.len(), 1);
+        // 50 ms, beyond the histogram's initial range: recorded, not clamped.
+        let v = stats[0].durable.max();
+        assert!((49_000_000..51_000_000).contains(&v), "{v}");
+        acknowledge(&mut q, &mut stats, u64::MAX, t0 + Duration::from_millis(60));
+        assert!(q.is_empty());
+        assert_eq!(stats[0].durable.len(), 2);
     }
 
     #[test]

@@ -268,6 +268,71 @@ fn rows_of<R: Row>(
     }
 }
 
+/// What [`check_database`] found besides the conditions.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct FoundTpcc {
+    /// Warehouses (rows of WAREHOUSE, numbered 1..=W).
+    pub warehouses: u32,
+    /// Whether the TPC-C-hybrid tables (SUPPLIER, NATION, REGION) are there
+    /// too.
+    pub hybrid: bool,
+}
+
+/// The warehouse count of a TPC-C database: WAREHOUSE must hold exactly
+/// the rows 1..=W.
+pub fn count_warehouses(db: &Database, t: &Tables) -> Result<u32, Error> {
+    let mut w = db.worker()?;
+    let rows: Vec<Warehouse> = rows_of(
+        &mut w,
+        t.warehouse,
+        &warehouse_key(0),
+        &warehouse_key(u16::MAX),
+        "warehouse",
+    )?;
+    for (i, r) in rows.iter().enumerate() {
+        if r.w_id as usize != i + 1 {
+            return Err(Error::InvalidArgument(format!(
+                "TPC-C: WAREHOUSE is not numbered 1..={}: row {} has W_ID {}",
+                rows.len(),
+                i + 1,
+                r.w_id
+            )));
+        }
+    }
+    if rows.is_empty() {
+        return Err(Error::InvalidArgument(
+            "TPC-C: the WAREHOUSE table is empty".into(),
+        ));
+    }
+    Ok(rows.len() as u32)
+}
+
+/// Check the consistency conditions on a TPC-C (or TPC-C-hybrid) database
+/// whose configuration is not known, e.g. one just recovered from its log:
+/// attach to the tables by name ([`Tables::open`]; a missing table is an
+/// error naming it), take the warehouse count from WAREHOUSE, then run
+/// [`check_consistency`]. TPC-C-hybrid only adds tables and changes
+/// S_QUANTITY, which no condition reads, so its databases are checked the
+/// same way.
+pub fn check_database(db: &Database) -> Result<(FoundTpcc, ConsistencyReport), Error> {
+    let t = Tables::open(db).map_err(|e| match e {
+        Error::NoSuchTable(name) => Error::InvalidArgument(format!(
+            "not a TPC-C database: no table named '{name}' (it has: {})",
+            match db.table_names() {
+                n if n.is_empty() => "no tables".to_string(),
+                n => n.join(", "),
+            }
+        )),
+        e => e,
+    })?;
+    let found = FoundTpcc {
+        warehouses: count_warehouses(db, &t)?,
+        hybrid: super::schema::HybridTables::open(db).is_ok(),
+    };
+    let report = check_consistency(db, &TpccConfig::new(found.warehouses))?;
+    Ok((found, report))
+}
+
 /// History sums: per warehouse, per district, per customer (cents).
 #[derive(Default)]
 struct HistorySums {

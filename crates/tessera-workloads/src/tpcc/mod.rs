@@ -35,7 +35,7 @@ use rand::{Rng, SeedableRng};
 use tessera::{Database, Error, TxResult, Worker};
 
 use crate::driver::{Report, Workload};
-pub use consistency::{check_consistency, ConsistencyReport};
+pub use consistency::{check_consistency, check_database, ConsistencyReport, FoundTpcc};
 use random::{nurand, uniform, NuRandC, A_C_ID, A_C_LAST, A_OL_I_ID};
 use schema::{Tables, Text};
 use txns::{

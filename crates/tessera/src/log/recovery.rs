@@ -165,6 +165,7 @@ impl LogScan {
                                 BlockKind::Txns => {
                                     info.max_epoch = info.max_epoch.max(b.header.epoch);
                                     seg_max = seg_max.max(b.header.epoch);
+                                    info.txns += format::entries(b.payload).count() as u64;
                                 }
                             }
                             valid = b.offset + (format::HEADER_LEN + b.payload.len()) as u64;

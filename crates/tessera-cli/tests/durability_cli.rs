@@ -1,0 +1,384 @@
+//! Durable benchmarks and the data-directory tools end to end: `bench
+//! --durability`, `recover`, `inspect` and `check tpcc` on the built binary.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("run tessera")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    let out = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON object ({e}): {out}"))
+}
+
+fn ok_json(args: &[&str]) -> serde_json::Value {
+    let o = tessera(args);
+    assert!(o.status.success(), "{args:?} failed: {}", stderr(&o));
+    json_of(&o)
+}
+
+fn dir_str(d: &Path) -> &str {
+    d.to_str().expect("temp dir path is UTF-8")
+}
+
+/// A short logged YCSB run into `dir`.
+fn ycsb_into(dir: &Path, durability: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "bench",
+        "ycsb",
+        "--records",
+        "2000",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.4",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--durability",
+        durability,
+        "--data-dir",
+        dir_str(dir),
+    ];
+    args.extend_from_slice(extra);
+    tessera(&args)
+}
+
+fn check_latency(l: &serde_json::Value, what: &str) {
+    for k in ["p50", "p95", "p99", "p999", "max"] {
+        assert!(l[k].as_f64().unwrap() > 0.0, "{what}.{k}: {l}");
+    }
+}
+
+#[test]
+fn tpcc_async_bench_then_recover_then_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = dir_str(tmp.path());
+    let v = ok_json(&[
+        "bench",
+        "tpcc",
+        "--threads",
+        "1",
+        "--warehouses",
+        "1",
+        "--seconds",
+        "0.5",
+        "--warmup",
+        "0",
+        "--json",
+        "--quiet",
+        "--durability",
+        "async",
+        "--data-dir",
+        d,
+    ]);
+    assert_eq!(v["durability"], "async");
+    assert_eq!(v["consistency"]["passed"], true);
+    let log = &v["log"];
+    assert!(log["bytes"].as_u64().unwrap() > 0, "{log}");
+    assert!(log["bytes_per_txn"].as_f64().unwrap() > 0.0, "{log}");
+    assert!(log["fsyncs"].as_u64().unwrap() > 0, "{log}");
+    assert!(log["durable_epoch"].as_u64().unwrap() > 0, "{log}");
+    assert!(log["total_bytes"].as_u64().unwrap() >= log["bytes"].as_u64().unwrap());
+    assert_eq!(v["engine"]["loggers"], 1);
+    check_latency(&v["durable_latency_us"], "durable_latency_us");
+    assert!(v["transactions"]["new_order"]["durable_latency_us"]["p50"].is_f64());
+
+    let r = ok_json(&["recover", "--data-dir", d, "--json"]);
+    let rec = &r["recovery"];
+    assert!(rec["txns_replayed"].as_u64().unwrap() > 0, "{rec}");
+    assert!(rec["durable_epoch"].as_u64().unwrap() >= log["durable_epoch"].as_u64().unwrap());
+    for k in [
+        "segments",
+        "log_bytes",
+        "txns_ignored",
+        "records",
+        "seconds",
+        "mb_per_s",
+        "threads",
+        "warnings",
+    ] {
+        assert!(!rec[k].is_null(), "recovery.{k}: {rec}");
+    }
+    let tables = r["tables"].as_array().unwrap();
+    let rows = |name: &str| {
+        tables
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {tables:?}"))["rows"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(rows("warehouse"), 1);
+    assert_eq!(rows("district"), 10);
+    assert_eq!(rows("item"), 100_000);
+
+    let c = ok_json(&["check", "tpcc", "--data-dir", d, "--json"]);
+    assert_eq!(c["workload"], "tpcc");
+    assert_eq!(c["warehouses"], 1);
+    assert_eq!(c["consistency"]["passed"], true, "{c}");
+    assert!(c["recovery"]["txns_replayed"].as_u64().unwrap() > 0);
+
+    // The human-readable check ends with the consistency line.
+    let o = tessera(&["check", "tpcc", "--data-dir", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("recovered"), "{out}");
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .starts_with("consistency: all 14 conditions hold"),
+        "{out}"
+    );
+}
+
+#[test]
+fn sync_bench_reports_durable_commit_latency() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = ycsb_into(tmp.path(), "sync", &["--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["durability"], "sync");
+    check_latency(&v["durable_latency_us"], "durable_latency_us");
+    check_latency(
+        &v["transactions"]["ycsb"]["durable_latency_us"],
+        "transactions.ycsb.durable_latency_us",
+    );
+    // Acknowledged at the durable epoch: at least the commit itself, and
+    // (epochs of 40 ms) typically tens of milliseconds.
+    assert!(
+        v["durable_latency_us"]["p50"].as_f64().unwrap()
+            >= v["latency_us"]["p50"].as_f64().unwrap()
+    );
+    assert!(v["log"]["bytes_per_txn"].as_f64().unwrap() > 0.0);
+    assert!(v["log"]["fsyncs"].as_u64().unwrap() > 0);
+
+    // The table has the durable latency section and the log line.
+    let tmp2 = tempfile::tempdir().unwrap();
+    let o = ycsb_into(tmp2.path(), "sync", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("durable commit latency"), "{out}");
+    assert!(out.contains("durability sync:"), "{out}");
+    assert!(out.contains("fsyncs"), "{out}");
+}
+
+#[test]
+fn in_memory_bench_reports_no_log() {
+    let o = tessera(&[
+        "bench",
+        "ycsb",
+        "--records",
+        "1000",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["durability"], "none");
+    assert!(v["log"].is_null());
+    assert!(v["durable_latency_us"].is_null());
+}
+
+#[test]
+fn bench_refuses_a_directory_holding_a_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = ycsb_into(tmp.path(), "async", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = ycsb_into(tmp.path(), "async", &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("already holds a tessera database"), "{e}");
+    assert!(
+        e.contains("tessera recover") && e.contains("tessera check"),
+        "{e}"
+    );
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn durability_flags_are_checked() {
+    let base = ["bench", "tpcc", "--seconds", "0.1", "--quiet"];
+    for (args, expect) in [
+        (
+            &["--durability", "sync"][..],
+            "--durability sync needs --data-dir",
+        ),
+        (
+            &["--durability", "async"][..],
+            "--durability async needs --data-dir",
+        ),
+        (
+            &["--data-dir", "/nonexistent-x"][..],
+            "--data-dir needs --durability",
+        ),
+        (&["--durability", "often"][..], "--durability"),
+        (&["--loggers", "0"][..], "--loggers"),
+        (
+            &["--checkpoint-secs", "1"][..],
+            "--checkpoint-secs needs --durability",
+        ),
+        (&["--checkpoint-secs", "0"][..], "--checkpoint-secs"),
+    ] {
+        let mut a = base.to_vec();
+        a.extend_from_slice(args);
+        let o = tessera(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(expect), "{args:?}: {e}");
+        assert!(o.stdout.is_empty());
+    }
+}
+
+#[test]
+fn inspect_reads_a_healthy_dir_and_names_a_damaged_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = dir_str(tmp.path());
+    let o = ycsb_into(tmp.path(), "async", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let v = ok_json(&["inspect", "--data-dir", d, "--json"]);
+    assert!(v.get("error").is_none(), "{v}");
+    let meta = &v["meta"];
+    assert_eq!(meta["run"]["loggers"], 1, "{meta}");
+    assert!(meta["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "ycsb"));
+    let log = &v["log"];
+    assert!(log["durable_epoch"].as_u64().unwrap() > 0, "{log}");
+    assert!(log["torn"].as_array().unwrap().is_empty(), "{log}");
+    let stream = &log["streams"][0];
+    assert!(stream["max_epoch"].as_u64().unwrap() > 0);
+    assert!(stream["last_mark"].as_u64().unwrap() > 0);
+    assert!(stream["blocks"].as_u64().unwrap() > 2);
+    let seg = &stream["segments"][0];
+    let file = seg["file"].as_str().unwrap().to_string();
+    let valid = seg["valid_bytes"].as_u64().unwrap();
+    assert!(valid > 0);
+
+    // The text form lists the logger and its segment.
+    let o = tessera(&["inspect", "--data-dir", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("logger 0:") && out.contains(&file), "{out}");
+    assert!(out.contains("recovery would use durable epoch"), "{out}");
+
+    // Inspect changed nothing.
+    let again = ok_json(&["inspect", "--data-dir", d, "--json"]);
+    assert_eq!(again["log"], v["log"]);
+
+    // Flip a byte in the middle of the segment's valid part.
+    let path = tmp.path().join(&file);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(valid / 2) as usize] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+    let o = tessera(&["inspect", "--data-dir", d]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains(&file), "{e}");
+    let o = tessera(&["inspect", "--data-dir", d, "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(json_of(&o)["error"].as_str().unwrap().contains(&file));
+    // Recovery refuses it too, naming the file.
+    let o = tessera(&["recover", "--data-dir", d]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&file), "{}", stderr(&o));
+}
+
+#[test]
+fn check_tpcc_on_other_data_fails_clearly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = dir_str(tmp.path());
+    let o = ycsb_into(tmp.path(), "async", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = tessera(&["check", "tpcc", "--data-dir", d]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("not a TPC-C database"), "{e}");
+    assert!(e.contains("warehouse") && e.contains("ycsb"), "{e}");
+
+    // A directory without a database: no new one is created.
+    let empty = tempfile::tempdir().unwrap();
+    for cmd in [&["check", "tpcc"][..], &["recover"][..]] {
+        let mut a = cmd.to_vec();
+        a.extend_from_slice(&["--data-dir", dir_str(empty.path())]);
+        let o = tessera(&a);
+        assert_eq!(o.status.code(), Some(1), "{cmd:?}");
+        assert!(
+            stderr(&o).contains("holds no tessera database"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    assert!(std::fs::read_dir(empty.path()).unwrap().next().is_none());
+}
+
+#[test]
+fn check_tpcc_accepts_tpcc_hybrid_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = dir_str(tmp.path());
+    let v = ok_json(&[
+        "bench",
+        "tpcc-hybrid",
+        "--threads",
+        "1",
+        "--warehouses",
+        "1",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0",
+        "--json",
+        "--quiet",
+        "--durability",
+        "sync",
+        "--data-dir",
+        d,
+    ]);
+    assert_eq!(v["durability"], "sync");
+    check_latency(&v["durable_latency_us"], "durable_latency_us");
+    let c = ok_json(&["check", "tpcc", "--data-dir", d, "--json"]);
+    assert_eq!(c["workload"], "tpcc-hybrid");
+    assert_eq!(c["consistency"]["passed"], true, "{c}");
+}
+
+#[test]
+fn checkpoints_during_a_bench_and_recovery_from_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = dir_str(tmp.path());
+    let o = ycsb_into(tmp.path(), "async", &["--json", "--checkpoint-secs", "0.1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["engine"]["checkpoint_secs"], 0.1);
+    assert!(
+        v["log"]["checkpoints"].as_u64().unwrap() > 0,
+        "{}",
+        v["log"]
+    );
+    assert!(v["log"]["checkpoint_error"].is_null());
+    let i = ok_json(&["inspect", "--data-dir", d, "--json"]);
+    assert!(
+        i["meta"]["checkpoint"]["epoch"].as_u64().unwrap() > 0,
+        "{i}"
+    );
+    let r = ok_json(&["recover", "--data-dir", d, "--json"]);
+    assert!(r["recovery"]["checkpoint"]["file"].is_string(), "{r}");
+    let rows = r["tables"][0]["rows"].as_u64().unwrap();
+    assert!(rows >= 2000, "{r}");
+}
