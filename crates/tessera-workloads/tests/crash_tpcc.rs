@@ -375,7 +375,7 @@ fn crash_tpcc(test: &str, v: Variant) {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
     let t0 = Instant::now();
-    let (mut during_load, mut after_load, mut acked) = (0, 0, 0);
+    let (mut during_load, mut after_load, mut before_running, mut acked) = (0, 0, 0, 0);
     let mut checker: Option<std::thread::JoinHandle<usize>> = None;
     let mut run = 0;
     // The first child is killed during its load; the others after it.
@@ -393,10 +393,18 @@ fn crash_tpcc(test: &str, v: Variant) {
             .stderr(log)
             .spawn()
             .unwrap();
+        // The first child dies during its load; the third most likely
+        // while it recovers the directory (a recovery killed half-way must
+        // leave a directory that recovers); the others while running.
         let (marker, kill_after) = if in_load {
             (
                 "loading".to_string(),
                 Duration::from_millis(rng.gen_range(20..=300)),
+            )
+        } else if run == 2 {
+            (
+                "spawn".to_string(),
+                Duration::from_millis(rng.gen_range(50..=1000)),
             )
         } else {
             // Once the (recovered or freshly loaded) database runs the mix.
@@ -410,11 +418,13 @@ fn crash_tpcc(test: &str, v: Variant) {
             kill_after.as_millis()
         );
         let spawned = Instant::now();
-        wait_for(&work.join(&marker), &mut child, &ctx, &work);
-        eprintln!(
-            "{ctx}: '{marker}' {:.2} s after the spawn",
-            spawned.elapsed().as_secs_f64()
-        );
+        if marker != "spawn" {
+            wait_for(&work.join(&marker), &mut child, &ctx, &work);
+            eprintln!(
+                "{ctx}: '{marker}' {:.2} s after the spawn",
+                spawned.elapsed().as_secs_f64()
+            );
+        }
         std::thread::sleep(kill_after);
         if let Some(status) = child.try_wait().unwrap() {
             panic!(
@@ -425,6 +435,9 @@ fn crash_tpcc(test: &str, v: Variant) {
         }
         child.kill().unwrap();
         child.wait().unwrap();
+        if work.join("loaded").exists() && !work.join(format!("running-r{run}")).exists() {
+            before_running += 1;
+        }
         run += 1;
         if !work.join("loaded").exists() {
             // Killed during the load: the directory must recover; then
@@ -469,7 +482,8 @@ fn crash_tpcc(test: &str, v: Variant) {
         acked = join(h);
     }
     eprintln!(
-        "{test}: {} kills ({during_load} during the load), {acked} acknowledged NewOrders checked, {:.1} s",
+        "{test}: {} kills ({during_load} during the load, {before_running} before the mix ran), \
+         {acked} acknowledged NewOrders checked, {:.1} s",
         during_load + after_load,
         t0.elapsed().as_secs_f64()
     );
