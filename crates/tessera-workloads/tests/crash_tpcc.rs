@@ -354,6 +354,18 @@ fn join(h: std::thread::JoinHandle<usize>) -> usize {
     h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
 
+/// Whether a kill left a checkpoint unfinished: a `.tckp.tmp` file, or a
+/// second checkpoint file not yet recorded (or its predecessor not yet
+/// deleted).
+fn checkpoint_in_progress(db: &Path) -> bool {
+    let names: Vec<String> = std::fs::read_dir(db)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.iter().any(|n| n.ends_with(".tckp.tmp"))
+        || names.iter().filter(|n| n.ends_with(".tckp")).count() > 1
+}
+
 fn seed() -> u64 {
     match std::env::var(SEED_ENV) {
         Ok(s) => s.parse().expect("TESSERA_CRASH_SEED is a number"),
@@ -376,6 +388,7 @@ fn crash_tpcc(test: &str, v: Variant) {
     std::fs::create_dir_all(&work).unwrap();
     let t0 = Instant::now();
     let (mut during_load, mut after_load, mut before_running, mut acked) = (0, 0, 0, 0);
+    let mut mid_checkpoint = 0;
     let mut checker: Option<std::thread::JoinHandle<usize>> = None;
     let mut run = 0;
     // The first child is killed during its load; the others after it.
@@ -465,6 +478,9 @@ fn crash_tpcc(test: &str, v: Variant) {
         let pristine = work.join(format!("crashed-r{}", run - 1));
         let checked = work.join(format!("checked-r{}", run - 1));
         copy_dir(&work.join("db"), &pristine);
+        if checkpoint_in_progress(&pristine) {
+            mid_checkpoint += 1;
+        }
         copy_dir(&work.join("db"), &checked);
         if let Some(h) = checker.take() {
             acked = join(h);
@@ -482,8 +498,8 @@ fn crash_tpcc(test: &str, v: Variant) {
         acked = join(h);
     }
     eprintln!(
-        "{test}: {} kills ({during_load} during the load, {before_running} before the mix ran), \
-         {acked} acknowledged NewOrders checked, {:.1} s",
+        "{test}: {} kills ({during_load} during the load, {before_running} before the mix ran, \
+         {mid_checkpoint} leaving a checkpoint unfinished), {acked} acknowledged NewOrders checked, {:.1} s",
         during_load + after_load,
         t0.elapsed().as_secs_f64()
     );

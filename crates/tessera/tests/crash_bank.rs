@@ -273,6 +273,18 @@ fn check(work: &Path, v: Variant, runs: u32, ctx: &str) -> Checked {
     }
 }
 
+/// Whether a kill left a checkpoint unfinished: a `.tckp.tmp` file, or a
+/// second checkpoint file not yet recorded (or its predecessor not yet
+/// deleted).
+fn checkpoint_in_progress(db: &Path) -> bool {
+    let names: Vec<String> = std::fs::read_dir(db)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.iter().any(|n| n.ends_with(".tckp.tmp"))
+        || names.iter().filter(|n| n.ends_with(".tckp")).count() > 1
+}
+
 fn seed() -> u64 {
     match std::env::var(SEED_ENV) {
         Ok(s) => s.parse().expect("TESSERA_CRASH_SEED is a number"),
@@ -311,6 +323,7 @@ fn crash_bank(test: &str, v: Variant) {
     let t0 = Instant::now();
     let (mut last, mut before_open) = (None, 0);
     let mut checkpoints = BTreeSet::new();
+    let mut mid_checkpoint = 0;
     for run in 0..v.kills {
         // Mostly while transfers run; one kill in four early, while the
         // child starts up and recovers.
@@ -348,6 +361,9 @@ fn crash_bank(test: &str, v: Variant) {
         if !work.join(format!("opened-r{run}")).exists() {
             before_open += 1;
         }
+        if checkpoint_in_progress(&work.join("db")) {
+            mid_checkpoint += 1;
+        }
         let c = check(&work, v, run + 1, &ctx);
         checkpoints.extend(c.checkpoint.clone());
         last = Some(c);
@@ -361,7 +377,8 @@ fn crash_bank(test: &str, v: Variant) {
     eprintln!(
         "{test}: {} kills ({before_open} before the child's open finished), \
          {acked} acknowledged transfers checked, {present} transfers recovered \
-         from {segments} segments, {} distinct checkpoints recovered from, {:.1} s",
+         from {segments} segments, {} distinct checkpoints recovered from, \
+         {mid_checkpoint} kills left a checkpoint unfinished, {:.1} s",
         v.kills,
         checkpoints.len(),
         t0.elapsed().as_secs_f64()
