@@ -436,22 +436,23 @@ fn crash_bank_si_sync() {
 }
 
 /// Async commits acknowledged in batches after `wait_durable`, with two
-/// loggers (the durable epoch is the minimum over both).
+/// loggers (the durable epoch is the minimum over both), and background
+/// checkpoints every 20 ms.
 #[test]
-fn crash_bank_silo_async_two_loggers() {
+fn crash_bank_silo_async_two_loggers_checkpoints() {
     crash_bank(
-        "crash_bank_silo_async_two_loggers",
+        "crash_bank_silo_async_two_loggers_checkpoints",
         Variant {
             protocol: Protocol::Silo,
             durability: Durability::Async,
             loggers: 2,
-            checkpoint: None,
+            checkpoint: Some(Duration::from_millis(20)),
             kills: 4,
         },
     );
 }
 
-/// As above under SSN.
+/// As above under SSN, without checkpoints.
 #[test]
 fn crash_bank_ssn_async_two_loggers() {
     crash_bank(
