@@ -1154,7 +1154,7 @@ mod tests {
             }
         }
         fn next(&self, st: &mut CounterThread) -> usize {
-            if st.n % 3 == 0 && st.n > 0 && st.attempt < 2 {
+            if st.n.is_multiple_of(3) && st.n > 0 && st.attempt < 2 {
                 // The driver drew new inputs instead of retrying.
                 self.abandoned.fetch_add(1, Ordering::Relaxed);
             }
@@ -1168,7 +1168,7 @@ mod tests {
             st.attempt += 1;
             if st.attempt == 1 {
                 std::thread::sleep(Duration::from_micros(100));
-                if st.n % 3 == 0 {
+                if st.n.is_multiple_of(3) {
                     return Err(TxError::Conflict(ConflictReason::ReadValidation));
                 }
             }

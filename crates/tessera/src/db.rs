@@ -322,8 +322,8 @@ pub(crate) struct DbInner {
     pub checkpoint_error: Mutex<Option<Error>>,
     /// Checkpoints taken.
     pub checkpoints: AtomicU64,
-    /// The background checkpointer.
-    checkpointer: Mutex<Option<Checkpointer>>,
+    /// Holds the data directory's lock file (released when closed).
+    _dir_lock: Option<std::fs::File>,
     ticker: Mutex<Option<Ticker>>,
 }
 
@@ -373,9 +373,6 @@ impl Drop for DbInner {
     fn drop(&mut self) {
         // Stop the ticker first; then no worker exists (each holds an Arc), so
         // the tables can free their records.
-        if let Some(c) = self.checkpointer.get_mut().take() {
-            c.stop();
-        }
         drop(self.ticker.lock().take());
         if let Some(log) = &self.log {
             // Close the current epoch so the final round marks every commit
@@ -409,10 +406,30 @@ impl Drop for DbInner {
     }
 }
 
-/// An open database. Cheap to clone; all clones share the engine.
+/// An open database. Cheap to clone; all clones share the engine. The
+/// database closes (final log round, background threads stopped, data
+/// directory unlocked) when the last `Database` and `Worker` are dropped.
 #[derive(Clone)]
 pub struct Database {
+    // Dropped first: stops the checkpointer, which may hold `inner`.
+    closer: Arc<Closer>,
     pub(crate) inner: Arc<DbInner>,
+}
+
+/// Stops the background checkpointer when the last user handle (a
+/// `Database` or a `Worker`) goes, so that the engine closes on the thread
+/// that dropped it, not later on the checkpointer's.
+#[derive(Default)]
+struct Closer {
+    checkpointer: Mutex<Option<Checkpointer>>,
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        if let Some(c) = self.checkpointer.get_mut().take() {
+            c.stop();
+        }
+    }
 }
 
 impl Database {
@@ -427,7 +444,9 @@ impl Database {
         let mut meta = Meta::default();
         let mut log = None;
         let mut recovery = None;
+        let mut dir_lock = None;
         if let Some(dir) = &opts.data_dir {
+            dir_lock = Some(Database::lock_dir(dir)?);
             let (m, t, l, r) = Database::recover(&opts, dir, &epochs)?;
             meta = m;
             tables = t;
@@ -451,12 +470,13 @@ impl Database {
                 checkpoint_lock: Mutex::new(()),
                 checkpoint_error: Mutex::new(None),
                 checkpoints: AtomicU64::new(0),
-                checkpointer: Mutex::new(None),
+                _dir_lock: dir_lock,
                 ticker: Mutex::new(Some(ticker)),
             }),
+            closer: Arc::new(Closer::default()),
         };
         if let Some(every) = every {
-            *db.inner.checkpointer.lock() =
+            *db.closer.checkpointer.lock() =
                 Some(Checkpointer::start(Arc::downgrade(&db.inner), every));
         }
         Ok(db)
@@ -476,6 +496,30 @@ impl Database {
                 .load(std::sync::atomic::Ordering::Relaxed),
             self.inner.checkpoint_error.lock().clone(),
         )
+    }
+
+    /// Lock `dir` for this process (a second open of the same directory,
+    /// here or in another process, is refused rather than corrupting it).
+    fn lock_dir(dir: &Path) -> Result<std::fs::File, Error> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::Io(format!("cannot create {}: {e}", dir.display())))?;
+        let path = dir.join("LOCK");
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::Io(format!("cannot open {}: {e}", path.display())))?;
+        match f.try_lock() {
+            Ok(()) => Ok(f),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidArgument(format!(
+                "{} is in use by another open database (drop it first, or open another directory)",
+                dir.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(Error::Io(format!("cannot lock {}: {e}", path.display())))
+            }
+        }
     }
 
     /// Recovery at open: read the control file and the log, replay the
@@ -693,6 +737,7 @@ impl Database {
         let slot = local.slot();
         let seed = 0x9E37_79B9_7F4A_7C15u64 ^ ((slot as u64 + 1) << 17);
         Ok(Worker {
+            closer: Arc::clone(&self.closer),
             db: Arc::clone(&self.inner),
             local,
             st: WorkerState {
@@ -757,6 +802,8 @@ pub(crate) struct WorkerState {
 
 /// A per-thread handle that runs transactions.
 pub struct Worker {
+    // Keeps the background threads alive while a worker runs.
+    closer: Arc<Closer>,
     pub(crate) db: Arc<DbInner>,
     pub(crate) local: LocalEpoch,
     pub(crate) st: WorkerState,
@@ -913,6 +960,7 @@ impl Worker {
     /// The database this worker belongs to.
     pub fn database(&self) -> Database {
         Database {
+            closer: Arc::clone(&self.closer),
             inner: Arc::clone(&self.db),
         }
     }

@@ -302,7 +302,7 @@ fn background_checkpoints_with_writers() {
             assert!(n >= 2, "{p}: only {n} checkpoints");
             expect = dump(&db, "t");
         }
-        let db = Database::open(opts(dir.path(), p)).unwrap();
+        let db = Database::open(opts(dir.path(), p)).unwrap_or_else(|e| panic!("{p}: {e}"));
         assert_eq!(dump(&db, "t"), expect, "{p}");
     }
 }
@@ -445,4 +445,28 @@ fn crash_images_keep_every_acknowledged_commit() {
             "{p}: nothing was acknowledged before any image"
         );
     }
+}
+
+/// One directory, one open database: a second open is refused with a
+/// message until the first is dropped (workers included).
+#[test]
+fn a_directory_is_locked_while_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(
+        opts(dir.path(), Protocol::Silo).checkpoint_interval(Duration::from_millis(10)),
+    )
+    .unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut w = db.worker().unwrap();
+    w.run(|tx| tx.put(t, b"k", b"v")).unwrap();
+    let e = Database::open(opts(dir.path(), Protocol::Silo))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("in use"), "{e}");
+    drop(db);
+    // The worker still holds the engine.
+    assert!(Database::open(opts(dir.path(), Protocol::Silo)).is_err());
+    drop(w);
+    let db = Database::open(opts(dir.path(), Protocol::Silo)).unwrap();
+    assert_eq!(dump(&db, "t").len(), 1);
 }

@@ -171,7 +171,7 @@ fn mv_churn(protocol: Protocol, hold: Duration, run_for: Duration) -> Option<(u6
                             assert!(tx.delete(t, &old.to_be_bytes())?);
                         }
                         let hot = (th << 56) | (1 << 55) | (i % 64);
-                        let v: &[u8] = if i % 2 == 0 { &big[..8] } else { big };
+                        let v: &[u8] = if i.is_multiple_of(2) { &big[..8] } else { big };
                         tx.put(t, &hot.to_be_bytes(), v)
                     })
                     .unwrap();

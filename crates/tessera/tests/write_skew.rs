@@ -354,7 +354,7 @@ fn ward_txn(
     let off: Vec<u64> = (0..DOCTORS).filter(|&d| !v[d as usize]).collect();
     match on.len() {
         0 => tx.put(t, &doc(w, off[(r as usize) % off.len()]), ON)?,
-        1 if r % 2 == 0 => tx.put(t, &doc(w, off[(r as usize / 2) % off.len()]), ON)?,
+        1 if r.is_multiple_of(2) => tx.put(t, &doc(w, off[(r as usize / 2) % off.len()]), ON)?,
         1 => {}
         n => tx.put(t, &doc(w, on[(r as usize) % n]), OFF)?,
     }

@@ -434,7 +434,7 @@ fn check_district(
     let max_no = no_ids.last().copied();
     ck.check(
         1,
-        next.wrapping_sub(1) == max_o && max_no.map_or(true, |m| m == max_o),
+        next.wrapping_sub(1) == max_o && max_no.is_none_or(|m| m == max_o),
         || format!("district ({wid}, {d}): D_NEXT_O_ID - 1 = {}, max(O_ID) = {max_o}, max(NO_O_ID) = {max_no:?}", next.wrapping_sub(1)),
     );
     // 3.3.2.3

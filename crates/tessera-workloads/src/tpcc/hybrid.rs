@@ -273,7 +273,7 @@ impl SupplyMap {
     pub fn items(&self, w: u16, s: u16) -> SuppliedItems {
         let c = self.per_w[w as usize - 1];
         let s = s as u32;
-        if s % c.g != 0 {
+        if !s.is_multiple_of(c.g) {
             return SuppliedItems {
                 next: ITEMS + 1,
                 step: 1,
@@ -731,7 +731,15 @@ mod tests {
                     n += 1;
                 }
                 let g = gcd(w as u64, SUPPLIERS as u64) as u32;
-                assert_eq!(n, if s as u32 % g == 0 { 10 * g } else { 0 }, "w {w} s {s}");
+                assert_eq!(
+                    n,
+                    if (s as u32).is_multiple_of(g) {
+                        10 * g
+                    } else {
+                        0
+                    },
+                    "w {w} s {s}"
+                );
             }
             for i in 1..=ITEMS {
                 assert_eq!(

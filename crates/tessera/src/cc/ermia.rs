@@ -61,6 +61,7 @@ use crate::db::{DbInner, PendingUnlink, WorkerState};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{Insert, Lookup};
+use crate::log::format::WriteOp;
 use crate::storage::mvcc::{free_mv_version, new_mv_version, SsnMeta, SSTAMP_INF};
 use crate::storage::tid::*;
 use crate::storage::{Record, Version};
@@ -882,26 +883,32 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
         if !st.sets.mvw.is_empty() {
             let sets = &mut st.sets;
             let (mvw, wbuf, scratch) = (&sets.mvw, &sets.wbuf, &mut sets.rbuf);
+            let mut old = std::mem::take(&mut st.log.scratch);
             log.append(st.mv.slot, &mut st.log, epoch, c, |buf| {
                 for w in mvw {
                     let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
-                    // SAFETY: pinned; our version, committed just now.
-                    let delete = unsafe { &*w.newv }.is_tombstone();
-                    scratch.clear();
-                    if !delete {
-                        // SAFETY: as above.
-                        unsafe { Version::read_into(w.newv, scratch) };
+                    // SAFETY: pinned; our version, committed just now, and
+                    // the committed version it overwrote (immutable).
+                    let (nv, ov) = unsafe { (&*w.newv, &*w.oldv) };
+                    if nv.is_tombstone() {
+                        crate::log::format::push_write(buf, w.table.0, WriteOp::Delete, key, &[]);
+                        continue;
                     }
-                    crate::log::format::push_write(
-                        buf,
-                        w.table.0,
-                        crate::log::op(delete),
-                        key,
-                        scratch,
-                    );
+                    scratch.clear();
+                    // SAFETY: as above.
+                    unsafe { Version::read_into(w.newv, scratch) };
+                    if ov.is_tombstone() {
+                        crate::log::format::push_write(buf, w.table.0, WriteOp::Put, key, scratch);
+                    } else {
+                        old.clear();
+                        // SAFETY: as above.
+                        unsafe { Version::read_into(w.oldv, &mut old) };
+                        crate::log::format::push_patch(buf, w.table.0, key, &old, scratch);
+                    }
                 }
                 mvw.len() as u32
             });
+            st.log.scratch = old;
         }
     }
     db.xids.release(st.mv.slot);

@@ -26,8 +26,9 @@ use crate::catalog::Table;
 use crate::db::PendingUnlink;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{Insert, Lookup};
+use crate::log::format::WriteOp;
 use crate::storage::tid::*;
-use crate::storage::{ReadOutcome, Record};
+use crate::storage::{ReadOutcome, Record, Version};
 use crate::txn::{ScanOptions, Txn};
 
 /// How many times an operation re-walks the index after meeting a record
@@ -544,6 +545,32 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
     // Phase 3: TID, then install and unlock.
     let tid = next_tid(max_seen, tx.st.last_tid, e);
     tx.st.last_tid = tid;
+    // The redo entry (Silo 4.10: record-level, the TID orders it), built
+    // before the install so an overwrite can be logged as the bytes it
+    // changes (the old value is still in place, under our lock).
+    if let Some(log) = &tx.db.log {
+        let (writes, wbuf, old) = (&sets.writes, &sets.wbuf, &mut sets.rbuf);
+        log.append(tx.st.mv.slot, &mut tx.st.log, e, tid, |buf| {
+            for w in writes {
+                let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
+                if w.kind == WriteKind::Delete {
+                    crate::log::format::push_write(buf, w.table.0, WriteOp::Delete, key, &[]);
+                    continue;
+                }
+                let val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
+                if w.created || w.locked_tid & ABSENT != 0 {
+                    crate::log::format::push_write(buf, w.table.0, WriteOp::Put, key, val);
+                } else {
+                    old.clear();
+                    // SAFETY: locked by us, so the newest version is stable;
+                    // pinned, so it is not reclaimed.
+                    unsafe { Version::read_into((*w.rec).newest(), old) };
+                    crate::log::format::push_patch(buf, w.table.0, key, old, val);
+                }
+            }
+            writes.len() as u32
+        });
+    }
     let snapshots = tx.db.opts.snapshots;
     let keep = snapshots.then(|| (epochs.snapshot_k(), epochs.snapshot_min()));
     for w in &sets.writes {
@@ -558,24 +585,6 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
                 rec.install(w.locked_tid, None, tid | LATEST | ABSENT, keep, tx.g);
             }
         }
-    }
-
-    // The redo entry (Silo 4.10: record-level, the TID orders it).
-    if let Some(log) = &tx.db.log {
-        let (writes, wbuf) = (&sets.writes, &sets.wbuf);
-        log.append(tx.st.mv.slot, &mut tx.st.log, e, tid, |buf| {
-            for w in writes {
-                let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
-                let delete = w.kind == WriteKind::Delete;
-                let val = if delete {
-                    &[][..]
-                } else {
-                    &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize]
-                };
-                crate::log::format::push_write(buf, w.table.0, crate::log::op(delete), key, val);
-            }
-            writes.len() as u32
-        });
     }
 
     // Deleted records leave the index only now, with every lock released:

@@ -57,7 +57,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::epoch::Epochs;
 use crate::error::Error;
-use format::{BlockKind, WriteOp};
+use format::BlockKind;
 use segment::SegmentWriter;
 
 /// When [`crate::Worker::run`] returns relative to the log.
@@ -149,6 +149,8 @@ pub(crate) struct LogCursor {
     /// transaction may be acknowledged: its commit epoch, or for a
     /// read-only one the newest epoch it can have read.
     pub ack: u64,
+    /// A buffer for old values (ERMIA's patch encoding).
+    pub scratch: Vec<u8>,
 }
 
 /// Counters of the log (see [`crate::Database::log_stats`]).
@@ -557,14 +559,4 @@ impl Log {
 
 fn io_error(what: &str, path: &Path, e: &std::io::Error) -> Error {
     Error::Io(format!("{what} {}: {e}", path.display()))
-}
-
-/// Log op of a write.
-#[inline]
-pub(crate) fn op(delete: bool) -> WriteOp {
-    if delete {
-        WriteOp::Delete
-    } else {
-        WriteOp::Put
-    }
 }

@@ -13,7 +13,6 @@
 //! committed). Comparing epochs first keeps the order right across runs that
 //! used different protocols.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -422,33 +421,67 @@ pub(crate) fn replay(
             shards[i].push(v);
         }
     }
-    // Phase 2, one shard per thread: the newest write per record wins;
-    // live winners become records in the index.
+    // Phase 2, one shard per thread: sort the shard's writes by (table,
+    // key, epoch, stamp); per record, the newest full write (put or delete)
+    // decides, and the patches after it apply over it in order. Live
+    // records go into the index in key order.
     let records = AtomicUsize::new(0);
+    let err2: Mutex<Option<Error>> = Mutex::new(None);
     std::thread::scope(|s| {
         for shard in shards {
-            let records = &records;
+            let (records, err2) = (&records, &err2);
             s.spawn(move || {
-                let mut best: HashMap<(u32, &[u8]), Winner<'_>> = HashMap::new();
+                let mut rows: Vec<RoutedRow<'_>> =
+                    Vec::with_capacity(shard.iter().map(|p| p.len()).sum());
                 for part in shard {
-                    for (t, k, w) in part {
-                        best.entry((t, k))
-                            .and_modify(|b| {
-                                if (w.epoch, w.stamp) > (b.epoch, b.stamp) {
-                                    *b = w;
-                                }
-                            })
-                            .or_insert(w);
-                    }
+                    rows.extend(part);
                 }
+                rows.sort_unstable_by(|a, b| {
+                    (a.0, a.1, a.2.epoch, a.2.stamp).cmp(&(b.0, b.1, b.2.epoch, b.2.stamp))
+                });
                 let local = epochs.register().expect("a free epoch slot for recovery");
                 let g = local.pin();
                 let mut n = 0;
-                for ((t, k), w) in best {
-                    if w.op == WriteOp::Delete {
+                let mut val: Vec<u8> = Vec::new();
+                let mut i = 0;
+                while i < rows.len() {
+                    let (t, k) = (rows[i].0, rows[i].1);
+                    let mut j = i + 1;
+                    while j < rows.len() && rows[j].0 == t && rows[j].1 == k {
+                        j += 1;
+                    }
+                    let group = &rows[i..j];
+                    i = j;
+                    let Some(full) = group.iter().rposition(|r| r.2.op != WriteOp::Patch) else {
+                        *err2.lock().unwrap() = Some(Error::Corrupt(format!(
+                            "a patch of key {:?} in table {t} has no earlier full write in the log or checkpoint",
+                            String::from_utf8_lossy(k)
+                        )));
+                        return;
+                    };
+                    if group[full].2.op == WriteOp::Delete {
+                        if group.len() > full + 1 {
+                            *err2.lock().unwrap() = Some(Error::Corrupt(format!(
+                                "a patch of key {:?} in table {t} follows its delete",
+                                String::from_utf8_lossy(k)
+                            )));
+                            return;
+                        }
                         continue;
                     }
-                    let rec = load_record(protocol, w.val, w.epoch);
+                    val.clear();
+                    val.extend_from_slice(group[full].2.val);
+                    for r in &group[full + 1..] {
+                        if let Err(why) = format::apply_patch(&mut val, r.2.val) {
+                            *err2.lock().unwrap() = Some(Error::Corrupt(format!(
+                                "key {:?} in table {t}: {why}",
+                                String::from_utf8_lossy(k)
+                            )));
+                            return;
+                        }
+                    }
+                    let last = group.last().expect("a group has a row").2.epoch;
+                    let rec = load_record(protocol, &val, last);
                     match tables[t as usize].index.insert(k, rec as u64, &g) {
                         crate::index::Insert::Inserted { .. } => n += 1,
                         _ => unreachable!("recovery inserts each key once"),
@@ -460,6 +493,9 @@ pub(crate) fn replay(
             });
         }
     });
+    if let Some(e) = err2.into_inner().unwrap() {
+        return Err(e);
+    }
     report.txns_replayed += replayed;
     report.txns_ignored += ignored;
     report.writes_replayed += writes;
