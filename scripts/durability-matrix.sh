@@ -41,7 +41,7 @@ for t, w in [(1, 1), (2, 2)]:
         log = m.get("log") or {}
         secs = m["seconds"]
         lat = m.get("durable_latency_us") or {}
-        latс = "-" if not lat else f'{lat["p50"]/1e3:.1f} / {lat["p99"]/1e3:.1f} / {lat["max"]/1e3:.1f}'
+        lat_s = "-" if not lat else f'{lat["p50"]/1e3:.1f} / {lat["p99"]/1e3:.1f} / {lat["max"]/1e3:.1f}'
         print(f'| {t} | {w} | {d} | {med:,.0f} | {" / ".join(f"{x/1e3:.1f}K" for x in sorted(tps))} | {med/base:.2f} | '
-              f'{log.get("bytes_per_txn", 0):,.0f} | {log.get("bytes", 0)/1e6/secs:,.0f} | {log.get("fsyncs", 0)/secs:,.0f} | {latс} |')
+              f'{log.get("bytes_per_txn", 0):,.0f} | {log.get("bytes", 0)/1e6/secs:,.0f} | {log.get("fsyncs", 0)/secs:,.0f} | {lat_s} |')
 PY

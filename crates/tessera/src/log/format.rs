@@ -119,9 +119,10 @@ pub fn push_patch(buf: &mut Vec<u8>, table: u32, key: &[u8], old: &[u8], new: &[
     let n = new.len();
     let mut i = 0;
     while i < n {
-        if old[i] == new[i] {
-            i += 1;
-            continue;
+        // Skip equal bytes eight at a time.
+        match first_diff(old, new, i) {
+            Some(d) => i = d,
+            None => break,
         }
         // A run from i: extend while bytes differ or the gap is short.
         let mut end = i + 1;
@@ -146,6 +147,23 @@ pub fn push_patch(buf: &mut Vec<u8>, table: u32, key: &[u8], old: &[u8], new: &[
     let len = (buf.len() - body) as u32;
     // val_len sits after table u32, op u8 and key_len u16.
     buf[start + 7..start + 11].copy_from_slice(&len.to_le_bytes());
+}
+
+/// The first index >= `from` where `a` and `b` (same length) differ.
+#[inline]
+fn first_diff(a: &[u8], b: &[u8], from: usize) -> Option<usize> {
+    let n = a.len();
+    let mut i = from;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if x != y {
+            // Little-endian: the lowest differing byte is the first.
+            return Some(i + ((x ^ y).trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    (i..n).find(|&j| a[j] != b[j])
 }
 
 /// Apply the runs of a [`WriteOp::Patch`] value to `base`.
