@@ -122,6 +122,11 @@ fn recovery_json(r: &RecoveryReport) -> Value {
         "checkpoint": r.checkpoint.as_ref().map(|(f, e)| json!({"file": f, "epoch": e})),
         "warnings": r.warnings,
         "seconds": round3(r.seconds),
+        "phase_seconds": {
+            "read": round3(r.phase_seconds[0]),
+            "decode": round3(r.phase_seconds[1]),
+            "apply": round3(r.phase_seconds[2]),
+        },
         "mb_per_s": (r.mb_per_s() * 10.0).round() / 10.0,
         "threads": r.threads,
     })
@@ -131,7 +136,8 @@ fn recovery_text(dir: &Path, r: &RecoveryReport) -> String {
     let mut s = format!(
         "recovered {} in {:.3} s with {} thread(s): durable epoch {} (largest epoch in the log {})\n\
          log: {} segment(s), {:.2} MB read at {:.1} MB/s\n\
-         replayed {} txns ({} writes), ignored {} (after the durable epoch or void); {} live records\n",
+         replayed {} txns ({} writes), ignored {} (after the durable epoch or void); {} live records\n\
+         phases: read and check {:.3} s, decode {:.3} s, build records and indexes {:.3} s\n",
         dir.display(),
         r.seconds,
         r.threads,
@@ -144,6 +150,9 @@ fn recovery_text(dir: &Path, r: &RecoveryReport) -> String {
         r.writes_replayed,
         r.txns_ignored,
         r.records,
+        r.phase_seconds[0],
+        r.phase_seconds[1],
+        r.phase_seconds[2],
     );
     if let Some((f, e)) = &r.checkpoint {
         s += &format!("loaded checkpoint {f} (epoch {e}) before replaying the log\n");

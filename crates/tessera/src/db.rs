@@ -537,6 +537,7 @@ impl Database {
             .map_err(|e| Error::Io(format!("cannot create {}: {e}", dir.display())))?;
         let mut meta = Meta::load(dir)?.unwrap_or_default();
         let scan = LogScan::read(dir)?;
+        let read_seconds = started.elapsed().as_secs_f64();
         if meta.run.is_none() && !scan.streams.is_empty() {
             return Err(Error::Corrupt(format!(
                 "{} holds log segments but its tessera.meta records no run",
@@ -601,6 +602,7 @@ impl Database {
             opts.epoch_interval,
         )?;
         report.seconds = started.elapsed().as_secs_f64();
+        report.phase_seconds[0] = read_seconds;
         Ok((meta, tables, log, report))
     }
 
