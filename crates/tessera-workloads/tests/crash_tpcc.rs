@@ -32,10 +32,9 @@ use tessera_workloads::tpcc::{
     check_consistency, now_ms, Tpcc, TpccConfig, CUSTOMERS, DISTRICTS, ITEMS,
 };
 
-const CHILD_ENV: &str = "TESSERA_CRASH_CHILD";
-const DIR_ENV: &str = "TESSERA_CRASH_DIR";
-const RUN_ENV: &str = "TESSERA_CRASH_RUN";
-const SEED_ENV: &str = "TESSERA_CRASH_SEED";
+#[path = "../../tessera/tests/support/crash.rs"]
+mod support;
+use support::*;
 
 const THREADS: u32 = 2;
 /// A child that outlives this was forgotten by its parent: it exits.
@@ -354,28 +353,6 @@ fn join(h: std::thread::JoinHandle<usize>) -> usize {
     h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
 
-/// Whether a kill left a checkpoint unfinished: a `.tckp.tmp` file, or a
-/// second checkpoint file not yet recorded (or its predecessor not yet
-/// deleted).
-fn checkpoint_in_progress(db: &Path) -> bool {
-    let names: Vec<String> = std::fs::read_dir(db)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.iter().any(|n| n.ends_with(".tckp.tmp"))
-        || names.iter().filter(|n| n.ends_with(".tckp")).count() > 1
-}
-
-fn seed() -> u64 {
-    match std::env::var(SEED_ENV) {
-        Ok(s) => s.parse().expect("TESSERA_CRASH_SEED is a number"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-    }
-}
-
 fn crash_tpcc(test: &str, v: Variant) {
     if std::env::var(CHILD_ENV).as_deref() == Ok(test) {
         child(v);
@@ -383,9 +360,7 @@ fn crash_tpcc(test: &str, v: Variant) {
     let seed = seed();
     eprintln!("{test}: seed {seed} (rerun with {SEED_ENV}={seed})");
     let mut rng = SmallRng::seed_from_u64(seed);
-    let work = std::env::temp_dir().join(format!("tessera-{test}-{}-{seed}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).unwrap();
+    let work = work_dir(test, seed);
     let t0 = Instant::now();
     let (mut during_load, mut after_load, mut before_running, mut acked) = (0, 0, 0, 0);
     let mut mid_checkpoint = 0;

@@ -25,10 +25,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tessera::{Database, Durability, Options, Protocol, ScanOptions};
 
-const CHILD_ENV: &str = "TESSERA_CRASH_CHILD";
-const DIR_ENV: &str = "TESSERA_CRASH_DIR";
-const RUN_ENV: &str = "TESSERA_CRASH_RUN";
-const SEED_ENV: &str = "TESSERA_CRASH_SEED";
+#[path = "support/crash.rs"]
+mod support;
+use support::*;
 
 const ACCOUNTS: u64 = 200;
 const INITIAL: i64 = 1_000;
@@ -273,28 +272,6 @@ fn check(work: &Path, v: Variant, runs: u32, ctx: &str) -> Checked {
     }
 }
 
-/// Whether a kill left a checkpoint unfinished: a `.tckp.tmp` file, or a
-/// second checkpoint file not yet recorded (or its predecessor not yet
-/// deleted).
-fn checkpoint_in_progress(db: &Path) -> bool {
-    let names: Vec<String> = std::fs::read_dir(db)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.iter().any(|n| n.ends_with(".tckp.tmp"))
-        || names.iter().filter(|n| n.ends_with(".tckp")).count() > 1
-}
-
-fn seed() -> u64 {
-    match std::env::var(SEED_ENV) {
-        Ok(s) => s.parse().expect("TESSERA_CRASH_SEED is a number"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-    }
-}
-
 fn crash_bank(test: &str, v: Variant) {
     if std::env::var(CHILD_ENV).as_deref() == Ok(test) {
         child(v);
@@ -302,9 +279,7 @@ fn crash_bank(test: &str, v: Variant) {
     let seed = seed();
     eprintln!("{test}: seed {seed} (rerun with {SEED_ENV}={seed})");
     let mut rng = SmallRng::seed_from_u64(seed);
-    let work = std::env::temp_dir().join(format!("tessera-{test}-{}-{seed}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).unwrap();
+    let work = work_dir(test, seed);
     // The accounts, durable before the first child starts.
     {
         let db = Database::open(options(&work.join("db"), v)).unwrap();

@@ -1,0 +1,47 @@
+//! What the kill -9 crash tests share (`crates/tessera/tests/crash_bank.rs`
+//! and `crates/tessera-workloads/tests/crash_tpcc.rs`, which includes this
+//! file by path): the child's environment variables, the seed, the work
+//! directory and the "was a checkpoint cut short" probe.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// Set in a child: the name of the test whose child body to run.
+pub const CHILD_ENV: &str = "TESSERA_CRASH_CHILD";
+/// Set in a child: the work directory.
+pub const DIR_ENV: &str = "TESSERA_CRASH_DIR";
+/// Set in a child: the run number.
+pub const RUN_ENV: &str = "TESSERA_CRASH_RUN";
+/// Reproduce a run: the seed it printed.
+pub const SEED_ENV: &str = "TESSERA_CRASH_SEED";
+
+/// The seed: `TESSERA_CRASH_SEED`, or the clock.
+pub fn seed() -> u64 {
+    match std::env::var(SEED_ENV) {
+        Ok(s) => s.parse().expect("TESSERA_CRASH_SEED is a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    }
+}
+
+/// A fresh work directory for `test` under the system's temporary folder.
+pub fn work_dir(test: &str, seed: u64) -> PathBuf {
+    let work = std::env::temp_dir().join(format!("tessera-{test}-{}-{seed}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    work
+}
+
+/// Whether a kill left a checkpoint unfinished: a `.tckp.tmp` file, or a
+/// second checkpoint file not yet recorded (or its predecessor not yet
+/// deleted).
+pub fn checkpoint_in_progress(db: &Path) -> bool {
+    let names: Vec<String> = std::fs::read_dir(db)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.iter().any(|n| n.ends_with(".tckp.tmp"))
+        || names.iter().filter(|n| n.ends_with(".tckp")).count() > 1
+}
