@@ -99,9 +99,6 @@ impl WriteOp {
 
 /// Bytes of a patch run header (offset u32, len u32).
 const RUN_FIXED: usize = 8;
-/// Unchanged gaps shorter than this are folded into the surrounding run
-/// (cheaper than a new run header).
-const RUN_GAP: usize = RUN_FIXED;
 
 /// Appends a write of `key` whose value went from `old` to `new`: a
 /// [`WriteOp::Patch`] holding only the changed byte ranges when that is
@@ -117,53 +114,53 @@ pub fn push_patch(buf: &mut Vec<u8>, table: u32, key: &[u8], old: &[u8], new: &[
     push_write(buf, table, WriteOp::Patch, key, &[]);
     let body = buf.len();
     let n = new.len();
-    let mut i = 0;
-    while i < n {
-        // Skip equal bytes eight at a time.
-        match first_diff(old, new, i) {
-            Some(d) => i = d,
-            None => break,
+    // Runs of whole eight-byte words (the tail as one short word): one
+    // comparison per word, and a run header is never paid for a gap
+    // shorter than itself.
+    let word = |b: &[u8], w: usize| u64::from_le_bytes(b[w * 8..w * 8 + 8].try_into().expect("8"));
+    let words = n / 8;
+    let mut w = 0;
+    while w < words {
+        if word(old, w) == word(new, w) {
+            w += 1;
+            continue;
         }
-        // A run from i: extend while bytes differ or the gap is short.
-        let mut end = i + 1;
-        let mut j = end;
-        while j < n && j - end < RUN_GAP {
-            if old[j] != new[j] {
-                end = j + 1;
-            }
-            j += 1;
+        let first = w;
+        w += 1;
+        while w < words && word(old, w) != word(new, w) {
+            w += 1;
         }
-        buf.extend_from_slice(&(i as u32).to_le_bytes());
-        buf.extend_from_slice(&((end - i) as u32).to_le_bytes());
-        buf.extend_from_slice(&new[i..end]);
-        if buf.len() - body > n / 2 {
-            // Not worth it: a plain Put.
+        let (i, end) = (first * 8, if w == words { n } else { w * 8 });
+        // A run that reaches the last whole word takes the tail too.
+        if !emit_run(buf, body, n, i, end, new) {
             buf.truncate(start);
             push_write(buf, table, WriteOp::Put, key, new);
             return;
         }
-        i = end;
+        if end == n {
+            w = words + 1;
+        }
+    }
+    if w == words && old[words * 8..] != new[words * 8..] {
+        if !emit_run(buf, body, n, words * 8, n, new) {
+            buf.truncate(start);
+            push_write(buf, table, WriteOp::Put, key, new);
+            return;
+        }
     }
     let len = (buf.len() - body) as u32;
     // val_len sits after table u32, op u8 and key_len u16.
     buf[start + 7..start + 11].copy_from_slice(&len.to_le_bytes());
 }
 
-/// The first index >= `from` where `a` and `b` (same length) differ.
+/// Append the run `new[i..end]`; false once the patch has grown past half
+/// of the value (a plain Put is then cheaper).
 #[inline]
-fn first_diff(a: &[u8], b: &[u8], from: usize) -> Option<usize> {
-    let n = a.len();
-    let mut i = from;
-    while i + 8 <= n {
-        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
-        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        if x != y {
-            // Little-endian: the lowest differing byte is the first.
-            return Some(i + ((x ^ y).trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    (i..n).find(|&j| a[j] != b[j])
+fn emit_run(buf: &mut Vec<u8>, body: usize, n: usize, i: usize, end: usize, new: &[u8]) -> bool {
+    buf.extend_from_slice(&(i as u32).to_le_bytes());
+    buf.extend_from_slice(&((end - i) as u32).to_le_bytes());
+    buf.extend_from_slice(&new[i..end]);
+    buf.len() - body <= n / 2
 }
 
 /// Apply the runs of a [`WriteOp::Patch`] value to `base`.
@@ -235,10 +232,12 @@ pub fn push_write(buf: &mut Vec<u8>, table: u32, op: WriteOp, key: &[u8], val: &
         "log write: a Delete carries no value"
     );
     buf.reserve(WRITE_FIXED + key.len() + val.len());
-    buf.extend_from_slice(&table.to_le_bytes());
-    buf.push(op as u8);
-    buf.extend_from_slice(&key_len.to_le_bytes());
-    buf.extend_from_slice(&val_len.to_le_bytes());
+    let mut hdr = [0u8; WRITE_FIXED];
+    hdr[0..4].copy_from_slice(&table.to_le_bytes());
+    hdr[4] = op as u8;
+    hdr[5..7].copy_from_slice(&key_len.to_le_bytes());
+    hdr[7..11].copy_from_slice(&val_len.to_le_bytes());
+    buf.extend_from_slice(&hdr);
     buf.extend_from_slice(key);
     buf.extend_from_slice(val);
 }
