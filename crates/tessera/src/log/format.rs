@@ -141,12 +141,13 @@ pub fn push_patch(buf: &mut Vec<u8>, table: u32, key: &[u8], old: &[u8], new: &[
             w = words + 1;
         }
     }
-    if w == words && old[words * 8..] != new[words * 8..] {
-        if !emit_run(buf, body, n, words * 8, n, new) {
-            buf.truncate(start);
-            push_write(buf, table, WriteOp::Put, key, new);
-            return;
-        }
+    if w == words
+        && old[words * 8..] != new[words * 8..]
+        && !emit_run(buf, body, n, words * 8, n, new)
+    {
+        buf.truncate(start);
+        push_write(buf, table, WriteOp::Put, key, new);
+        return;
     }
     let len = (buf.len() - body) as u32;
     // val_len sits after table u32, op u8 and key_len u16.
