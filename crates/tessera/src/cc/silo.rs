@@ -471,7 +471,14 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
         }
         // Durable mode: what this transaction saw is durable once the
         // newest epoch it read is (Silo 4.10 withholds results until then).
-        tx.st.log.ack = epoch_of(seen);
+        // A key found missing may have been deleted (and unlinked) in an
+        // epoch that is not durable yet: then the current epoch, which every
+        // such delete's epoch is at or below, bounds it.
+        tx.st.log.ack = if sets.nodes.is_empty() {
+            epoch_of(seen)
+        } else {
+            tx.db.epochs.global()
+        };
         for n in &sets.nodes {
             if n.leaf.version() != n.version {
                 return conflict(ConflictReason::NodeValidation);
