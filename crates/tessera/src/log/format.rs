@@ -492,6 +492,27 @@ fn next_valid_block(bytes: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// How many valid epoch-mark blocks start after `from` (counting stops at
+/// `limit`). Recovery uses it to tell damage in the unsynced end of a
+/// logger's newest segment (at most one mark after it: the round whose
+/// fsync never returned) from damage that a completed fsync had covered.
+pub fn marks_after(bytes: &[u8], from: usize, limit: usize) -> usize {
+    let mut n = 0;
+    let mut i = from;
+    while n < limit {
+        let Some(p) = next_valid_block(bytes, i) else {
+            break;
+        };
+        if let Ok(b) = parse_block(bytes, p) {
+            if b.header.kind == BlockKind::EpochMark {
+                n += 1;
+            }
+        }
+        i = p + 1;
+    }
+    n
+}
+
 /// Iterates the blocks of `bytes` (a whole segment file).
 ///
 /// Yields `Ok(Block)` for each valid block, then at most one `Err(Damage)`

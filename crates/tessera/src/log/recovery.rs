@@ -198,6 +198,29 @@ impl LogScan {
                                 path.display()
                             )))
                         }
+                        // Loggers fdatasync once per epoch, when they write a
+                        // mark; the bytes of later rounds may reach the disk
+                        // out of order after a machine crash. Damage in the
+                        // newest segment with at most one mark after it (the
+                        // round whose fsync may not have returned) is such an
+                        // unsynced end; with two, a completed fsync covered
+                        // it, so it is real damage.
+                        Err(Damage::Corrupt { offset, reason })
+                            if k + 1 == nfiles
+                                && format::marks_after(&bytes, offset as usize + 1, 2) < 2 =>
+                        {
+                            scan.torn.push((
+                                path.clone(),
+                                offset,
+                                format!(
+                                    "{}: damaged unsynced end at offset {offset} ({reason}); {} bytes after it are cut off",
+                                    path.display(),
+                                    bytes.len() as u64 - offset
+                                ),
+                            ));
+                            valid = offset;
+                            break;
+                        }
                         Err(Damage::Corrupt { offset, reason }) => {
                             return Err(Error::Corrupt(format!(
                                 "{} offset {offset}: {reason}",
