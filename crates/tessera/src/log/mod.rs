@@ -7,10 +7,11 @@
 //!   ([`Slot`]) at commit. No shared counter, no shared buffer: the only
 //!   shared-memory traffic is the worker's own uncontended slot lock.
 //! * **Loggers** (threads, `Options::loggers`) take the buffers of their
-//!   workers, write them to segment files with one large sequential write,
-//!   `fdatasync` once per round, and follow the data with an **epoch mark**:
-//!   "every record of my workers with epoch <= m is in this stream before
-//!   this block". A logger's durable epoch is its last synced mark; the
+//!   workers every few milliseconds and write them to segment files with
+//!   one large sequential write; once the epoch has moved on they follow
+//!   the data with an **epoch mark** ("every record of my workers with
+//!   epoch <= m is in this stream before this block") and `fdatasync`: one
+//!   sync per epoch. A logger's durable epoch is its last synced mark; the
 //!   database's durable epoch `D` is the minimum over loggers (Silo's
 //!   `pepoch`). Recovery recomputes `D` the same way from the marks in the
 //!   files, so no separate persistent-epoch file needs an extra fsync.
