@@ -77,14 +77,7 @@ fn ack_file(work: &Path, run: u32, thread: u32) -> PathBuf {
 /// The child: load (unless a loaded database is there), then run the mix
 /// until killed. Never returns.
 fn child(v: Variant) -> ! {
-    let work = PathBuf::from(std::env::var(DIR_ENV).expect("child needs its directory"));
-    let run: u32 = std::env::var(RUN_ENV).unwrap().parse().unwrap();
-    let seed: u64 = std::env::var(SEED_ENV).unwrap().parse().unwrap();
-    std::thread::spawn(|| {
-        std::thread::sleep(CHILD_LIFETIME);
-        eprintln!("crash child: not killed in time, exiting");
-        std::process::exit(3);
-    });
+    let (work, run, seed) = child_setup(CHILD_LIFETIME);
     let wl = Tpcc::new(config()).unwrap();
     let loaded = work.join("loaded");
     let db;

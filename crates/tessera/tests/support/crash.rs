@@ -15,6 +15,21 @@ pub const RUN_ENV: &str = "TESSERA_CRASH_RUN";
 /// Reproduce a run: the seed it printed.
 pub const SEED_ENV: &str = "TESSERA_CRASH_SEED";
 
+/// In a child: its work directory, run number and seed, from the
+/// environment; and a watchdog that ends the child if the parent never
+/// kills it within `lifetime`.
+pub fn child_setup(lifetime: std::time::Duration) -> (PathBuf, u32, u64) {
+    let work = PathBuf::from(std::env::var(DIR_ENV).expect("child needs its directory"));
+    let run: u32 = std::env::var(RUN_ENV).unwrap().parse().unwrap();
+    let seed: u64 = std::env::var(SEED_ENV).unwrap().parse().unwrap();
+    std::thread::spawn(move || {
+        std::thread::sleep(lifetime);
+        eprintln!("crash child: not killed in time, exiting");
+        std::process::exit(3);
+    });
+    (work, run, seed)
+}
+
 /// The seed: `TESSERA_CRASH_SEED`, or the clock.
 pub fn seed() -> u64 {
     match std::env::var(SEED_ENV) {
