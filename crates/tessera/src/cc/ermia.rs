@@ -879,6 +879,11 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
             m.readers.fetch_and(!mybit, Ordering::SeqCst);
         }
     }
+    // The redo entry. ERMIA copies a transaction's log records into one
+    // central buffer at the offset its commit LSN reserved (section 3.3);
+    // here the commit stamp orders the entry but the bytes go to this
+    // worker's own buffer, as under Silo, so the log adds no second shared
+    // hot spot beside the clock (docs/ARCHITECTURE.md, Durability).
     if let Some(log) = &db.log {
         if !st.sets.mvw.is_empty() {
             let sets = &mut st.sets;

@@ -340,19 +340,24 @@ impl Log {
         F: FnOnce(&mut Vec<u8>) -> u32,
     {
         let s = &self.slots[slot];
-        let len = {
+        let (before, len) = {
             let mut b = s.buf.lock();
+            let before = b.data.len();
             let at = format::begin_txn(&mut b.data, epoch, stamp);
             let n = fill(&mut b.data);
             format::finish_txn(&mut b.data, at, n);
             b.max_epoch = b.max_epoch.max(epoch);
             b.txns += 1;
-            b.data.len()
+            (before, b.data.len())
         };
         cur.ack = epoch;
         self.settle(slot, cur);
         if len >= SOFT_BUFFER {
-            self.kick();
+            // Wake the loggers once, when the buffer crosses the mark (not
+            // on every commit while it stays above it).
+            if before < SOFT_BUFFER {
+                self.kick();
+            }
             if len >= HARD_BUFFER {
                 // Back-pressure: the loggers fell behind.
                 while s.buf.lock().data.len() >= HARD_BUFFER && !self.stop.load(Ordering::Relaxed) {
