@@ -6,12 +6,15 @@
 # abort ratio, and Q2* commits relative to silo at the same point.
 # Usage: scripts/hybrid-sweep.sh [REPS] [SECONDS]
 # Environment: CCS="silo si ssn" THREADS="1 2" SIZES="1 5 10 20 40 60 80 100"
+#   ARGS="--no-retry" (extra bench options, e.g. ERMIA's and Silo's default
+#   of not retrying conflict-aborted transactions)
 set -euo pipefail
 REPS=${1:-3}
 SECS=${2:-5}
 CCS=${CCS:-silo si ssn}
 THREADS=${THREADS:-1 2}
 SIZES=${SIZES:-1 5 10 20 40 60 80 100}
+ARGS=${ARGS:-}
 BIN=${BIN:-target/release/tessera}
 [ -x "$BIN" ] || cargo build --release -p tessera-cli >&2
 OUT=$(mktemp -d)
@@ -21,7 +24,7 @@ for rep in $(seq 1 "$REPS"); do
       for cc in $CCS; do
         echo "rep $rep: threads=$t q2=$q% cc=$cc (load $(cut -d' ' -f1 /proc/loadavg))" >&2
         "$BIN" bench tpcc-hybrid --cc "$cc" --threads "$t" --q2-size "$q" --seconds "$SECS" \
-          --warmup 1 --quiet --json >"$OUT/$cc-$t-$q-$rep.json" || echo "exit $? (see JSON)" >&2
+          --warmup 1 --quiet --json $ARGS >"$OUT/$cc-$t-$q-$rep.json" || echo "exit $? (see JSON)" >&2
       done
     done
   done

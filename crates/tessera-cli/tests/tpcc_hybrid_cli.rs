@@ -41,6 +41,7 @@ fn tpcc_hybrid_json_has_q2_star_and_consistency() {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON object ({e}): {out}"));
     assert_eq!(v["workload"], "tpcc-hybrid");
     assert_eq!(v["protocol"], "silo");
+    assert_eq!(v["retry"], true, "conflict aborts are retried by default");
     // The six types in mix order (serde_json's Value sorts keys, so look at
     // the text).
     let at: Vec<usize> = [
@@ -80,6 +81,38 @@ fn tpcc_hybrid_json_has_q2_star_and_consistency() {
     assert_eq!(c["passed"], true, "{c}");
     assert_eq!(c["enforced"], true);
     assert!(c["conditions"]["3.3.2.12"]["checked"].as_u64().unwrap() > 0);
+}
+
+/// `--no-retry` (ERMIA's and Silo's driver default): an aborted transaction
+/// is dropped, the report says so, and the consistency conditions still hold.
+#[test]
+fn no_retry_drops_aborted_transactions_and_stays_consistent() {
+    let args = [
+        "bench",
+        "tpcc-hybrid",
+        "--cc",
+        "si",
+        "--threads",
+        "2",
+        "--warehouses",
+        "1",
+        "--q2-size",
+        "5",
+        "--seconds",
+        "1",
+        "--warmup",
+        "0",
+        "--no-retry",
+        "--json",
+        "--quiet",
+    ];
+    let o = tessera(&args);
+    assert!(o.status.success(), "{args:?} failed: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["retry"], false);
+    assert_eq!(v["protocol"], "si");
+    assert!(v["transactions"]["q2_star"]["committed"].as_u64().unwrap() > 0);
+    assert_eq!(v["consistency"]["passed"], true, "{}", v["consistency"]);
 }
 
 #[test]

@@ -177,6 +177,7 @@ fn load_check_run_check() {
         quiet: true,
         seed: 7,
         backoff: true,
+        retry: true,
         durability: tessera::Durability::None,
     };
     let t0 = Instant::now();
@@ -217,6 +218,7 @@ fn run_and_check(cfg: TpccConfig, protocol: Protocol, threads: usize, seconds: f
         quiet: true,
         seed: 11,
         backoff: true,
+        retry: true,
         durability: tessera::Durability::None,
     };
     let rep = driver::bench(&db, &wl, &run).unwrap();

@@ -25,6 +25,7 @@ fn run_config(threads: usize, seconds: f64) -> RunConfig {
         quiet: true,
         seed: 13,
         backoff: true,
+        retry: true,
         durability: tessera::Durability::None,
     }
 }
