@@ -71,6 +71,10 @@ use crate::txn::{ScanOptions, Txn};
 /// unlinked record.
 const STALE_RETRIES: usize = 16;
 
+/// Tag (bit 0; versions are 8-aligned) on an SSN read-set entry whose
+/// version this transaction also overwrote, set by [`ssn_precommit`].
+const OWN_OVERWRITE: usize = 1;
+
 /// Transactions between refreshes of a worker's GC watermark.
 pub(crate) const WATERMARK_EVERY: u32 = 32;
 
@@ -246,8 +250,9 @@ fn on_read(st: &mut WorkerState, v: *const Version, cstamp: u64) -> TxResult<()>
     // SAFETY: pinned; SSN databases give every version metadata.
     let m = unsafe { Version::meta(v) }.expect("SSN version metadata");
     st.mv.pstamp = st.mv.pstamp.max(cstamp);
-    // Register before looking at π: an overwriter that marks π later finds
-    // our bit at its commit (both sides are sequentially consistent).
+    // Register before looking at π: an overwriter whose mark we miss finds
+    // our bit at its commit (our side is SeqCst; its side puts a SeqCst
+    // fence between its mark and its bitmap load, see `ssn_precommit`).
     m.readers
         .fetch_or(1u64 << (st.mv.slot % 64), Ordering::SeqCst);
     let s = m.sstamp.load(Ordering::SeqCst);
@@ -265,7 +270,11 @@ fn on_read(st: &mut WorkerState, v: *const Version, cstamp: u64) -> TxResult<()>
 fn on_overwrite(st: &mut WorkerState, old: *const Version) -> TxResult<()> {
     // SAFETY: as in `on_read`.
     let m = unsafe { Version::meta(old) }.expect("SSN version metadata");
-    m.sstamp.store(my_flagged(st), Ordering::SeqCst);
+    // Not sequentially consistent by itself (that would be a locked
+    // exchange per write on x86): the SeqCst fence at the start of
+    // `ssn_precommit` sits between this mark and our look at the readers
+    // bitmap, which is what the store-load pairing with `on_read` needs.
+    m.sstamp.store(my_flagged(st), Ordering::Release);
     st.mv.pstamp = st.mv.pstamp.max(m.pstamp.load(Ordering::SeqCst));
     if st.mv.sstamp <= st.mv.pstamp {
         return conflict(ConflictReason::SsnExclusion);
@@ -719,6 +728,13 @@ fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
     // η(T): readers of the versions we overwrote precede us. Committed ones
     // raised the version's pstamp; ones still in pre-commit with a smaller
     // stamp are found through the readers bitmap and waited for.
+    // Orders our π marks (`on_overwrite`, plain release stores) before the
+    // bitmap loads below: a reader that registered (a SeqCst `fetch_or`)
+    // after this fence sees our mark in its SeqCst load of π; one that
+    // registered before it is in the bitmap we load.
+    if !st.sets.mvw.is_empty() {
+        fence(Ordering::SeqCst);
+    }
     for w in &st.sets.mvw {
         // SAFETY: pinned; SSN versions have metadata.
         let m: &SsnMeta = unsafe { Version::meta(w.oldv) }.expect("meta");
@@ -749,13 +765,19 @@ fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
 
     // π(T): overwriters of the versions we read follow us. Committed ones
     // left their π on the version; ones in pre-commit with a smaller stamp
-    // are waited for.
-    for &v in &st.sets.vreads {
+    // are waited for. A version we overwrote ourselves is tagged
+    // ([`OWN_OVERWRITE`]) so that post-commit skips it.
+    for r in st.sets.vreads.iter_mut() {
+        let v = *r;
         // SAFETY: as above.
         let m: &SsnMeta = unsafe { Version::meta(v) }.expect("meta");
         loop {
             let s = m.sstamp.load(Ordering::SeqCst);
-            if s == SSTAMP_INF || s == my {
+            if s == my {
+                *r = v.map_addr(|a| a | OWN_OVERWRITE);
+                break;
+            }
+            if s == SSTAMP_INF {
                 break;
             }
             if s & XID_FLAG == 0 {
@@ -852,15 +874,25 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
             let m = unsafe { Version::meta(w.newv) }.expect("meta");
             m.pstamp.store(c, Ordering::Relaxed);
             let om = unsafe { Version::meta(w.oldv) }.expect("meta");
-            om.sstamp.store(pi, Ordering::SeqCst);
+            // Release: a reader that finds our id stale re-reads π after
+            // seeing our slot's next id (an acquire load), so it sees this.
+            om.sstamp.store(pi, Ordering::Release);
         }
         nv.set_stamp(c);
-        // SAFETY: pinned; we wrote it.
-        unsafe { &*w.rec }.gc_hold();
-        st.mv.gc.push_back(GcEntry {
-            rec: w.rec,
-            stamp: c,
-        });
+        // Version GC has work only if something behind our version lives
+        // out of line. Inline versions (the record's first version and ⊥)
+        // are always the chain's oldest, so an inline overwritten version
+        // means nothing to free: skip the entry and the later revisit of a
+        // cold record (most first updates of a row, and every insert).
+        // SAFETY: pinned; the version we overwrote.
+        if !unsafe { &*w.oldv }.is_inline() {
+            // SAFETY: pinned; we wrote it.
+            unsafe { &*w.rec }.gc_hold();
+            st.mv.gc.push_back(GcEntry {
+                rec: w.rec,
+                stamp: c,
+            });
+        }
         if nv.is_tombstone() {
             st.pending_unlinks.push_back(PendingUnlink {
                 table: w.table,
@@ -873,6 +905,13 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
     if is_ssn {
         let mybit = 1u64 << (st.mv.slot % 64);
         for &v in &st.sets.vreads {
+            if v.addr() & OWN_OVERWRITE != 0 {
+                // We overwrote this version: only its overwriter (us, done
+                // above) ever consults its η or readers bitmap, so neither
+                // needs updating, and our bit may stay set (it is masked
+                // out by the overwriter, and nobody else can overwrite it).
+                continue;
+            }
             // SAFETY: pinned.
             let m = unsafe { Version::meta(v) }.expect("meta");
             m.pstamp.fetch_max(c, Ordering::SeqCst);
@@ -959,6 +998,9 @@ pub(crate) fn abort(tx: &mut Txn<'_>) {
     if is_ssn {
         let mybit = 1u64 << (st.mv.slot % 64);
         for &v in &st.sets.vreads {
+            // Aborting after pre-commit tagged some: our mark on them is gone
+            // now, so others may overwrite them and must not see our bit.
+            let v = v.map_addr(|a| a & !OWN_OVERWRITE);
             // SAFETY: pinned.
             let m = unsafe { Version::meta(v) }.expect("meta");
             m.readers.fetch_and(!mybit, Ordering::SeqCst);
