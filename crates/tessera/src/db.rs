@@ -973,6 +973,16 @@ impl Drop for Worker {
         if !self.st.mv.gc.is_empty() {
             self.db.orphan_gc.lock().extend(self.st.mv.gc.drain(..));
         }
+        // Records waiting for their inline version to be marked reusable:
+        // hand them over as GC entries (stamp 0: due at once), which only
+        // prune and drop the hold; the inline version is then not reused.
+        if !self.st.mv.inline_free.is_empty() {
+            let mut o = self.db.orphan_gc.lock();
+            o.extend(self.st.mv.inline_free.drain(..).map(|mut e| {
+                e.stamp = 0;
+                e
+            }));
+        }
         // Hand deleted records that still wait for their unlink to the database.
         if !self.st.pending_unlinks.is_empty() {
             self.db

@@ -39,6 +39,23 @@ pub const SSTAMP_INF: u64 = !XID_FLAG;
 const GC_SHIFT: u32 = 8;
 const GC_ONE: u64 = 1 << GC_SHIFT;
 
+/// TID-word bit of a multi-version record: its inline first version is out
+/// of every chain and past a memory-epoch grace period, so the next writer
+/// may build its version there instead of allocating one (see
+/// [`Record::take_inline`]).
+const INLINE_FREE: u64 = 1 << 4;
+
+/// What [`Record::prune_mv`] cut.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Versions cut from the chain (inline ones included).
+    pub versions: usize,
+    /// Whether the record's inline first version was among them: once no
+    /// pinned reader can still hold it, it may be reused
+    /// ([`Record::mark_inline_free`]).
+    pub first_inline: bool,
+}
+
 /// SSN's per-version metadata (ERMIA section 3.6.2).
 #[repr(C)]
 pub struct SsnMeta {
@@ -79,6 +96,13 @@ impl Version {
     #[inline]
     pub fn is_inline(&self) -> bool {
         self.flags & V_INLINE != 0
+    }
+
+    /// Whether this is a multi-version record's inline first version (the
+    /// reusable slot; ⊥, the other inline version, is not).
+    #[inline]
+    pub fn is_first_inline(&self) -> bool {
+        self.flags & V_BOTTOM != 0
     }
 
     /// The SSN metadata of version `v`, if it has any.
@@ -196,6 +220,23 @@ pub fn new_mv_version(
     // SAFETY: fresh allocation of the whole layout.
     unsafe { init_mv(p, cap, val, stamp, prev, flags) };
     p
+}
+
+/// Build a new version holding `val` (`None`: a tombstone), stamped
+/// `stamp`, in front of `prev`, in a claimed inline first version
+/// ([`Record::take_inline`]); capacity and flags stay as they are.
+///
+/// # Safety
+/// `v` must come from [`Record::take_inline`] and be unpublished; the value
+/// must fit.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub unsafe fn reinit_inline(v: *mut Version, val: Option<&[u8]>, stamp: u64, prev: *mut Version) {
+    // SAFETY: caller contract: nobody else can reach `v` (out of every chain
+    // and past the grace period), so its plain fields may be rewritten.
+    unsafe {
+        let (cap, flags) = ((*v).cap_words as usize, (*v).flags);
+        init_mv(v, cap, val, stamp, prev, flags);
+    }
 }
 
 /// Free an out-of-line version (not its chain). Used with `Guard::retire`.
@@ -325,30 +366,79 @@ impl Record {
     /// through the memory epoch (readers still walking them are pinned).
     ///
     /// The caller holds [`Record::mv_lock`], so two cuts never race.
-    pub fn prune_mv(&self, from: *mut Version, watermark: u64, g: &Guard<'_>) -> usize {
+    pub fn prune_mv(&self, from: *mut Version, watermark: u64, g: &Guard<'_>) -> Pruned {
         let mut v = from;
+        let mut out = Pruned::default();
         while !v.is_null() {
             // SAFETY: chain versions are reclaimed only through the epoch.
             let vr = unsafe { &*v };
             let s = vr.stamp();
             if s & XID_FLAG == 0 && s <= watermark {
                 let mut cut = vr.prev.swap(ptr::null_mut(), Ordering::AcqRel);
-                let mut n = 0;
                 while !cut.is_null() {
                     // SAFETY: unlinked above by the only pruner of this chain.
                     let next = unsafe { (*cut).prev() };
-                    if unsafe { (*cut).flags } & V_INLINE == 0 {
+                    // SAFETY: as above.
+                    let flags = unsafe { (*cut).flags };
+                    if flags & V_INLINE == 0 {
                         // SAFETY: unreachable for new readers; old ones are pinned.
                         unsafe { g.retire(cut as *mut u8, free_mv_version) };
+                    } else if flags & V_BOTTOM != 0 {
+                        out.first_inline = true;
                     }
-                    n += 1;
+                    out.versions += 1;
                     cut = next;
                 }
-                return n;
+                return out;
             }
             v = vr.prev();
         }
-        0
+        out
+    }
+
+    /// The inline first version, cut by [`Record::prune_mv`] (which said
+    /// `first_inline`), is past a memory-epoch grace period: no pinned
+    /// reader can hold it any more. Let the next writer reuse it.
+    #[inline]
+    pub fn mark_inline_free(&self) {
+        self.tid.fetch_or(INLINE_FREE, Ordering::Release);
+    }
+
+    /// Claim the inline first version for a new version of `len` bytes, if
+    /// it is free ([`Record::mark_inline_free`]) and large enough. The
+    /// claimer owns that memory until it publishes it with
+    /// [`Record::cas_head`] or hands it back with [`Record::give_back_inline`].
+    /// This is best-effort inlining in the manner of Cicada: a record
+    /// updated now and then keeps its newest version next to its head (one
+    /// cache miss per read instead of two, and no allocation), instead of
+    /// ERMIA's always out-of-line versions.
+    ///
+    /// # Safety
+    /// `this` must point to a live multi-version record (the caller is
+    /// pinned), with the provenance of its whole allocation.
+    #[inline]
+    pub unsafe fn take_inline(this: *const Record, len: usize) -> Option<*mut Version> {
+        // SAFETY: caller contract.
+        let r = unsafe { &*this };
+        if r.tid.load(Ordering::Relaxed) & INLINE_FREE == 0 {
+            return None;
+        }
+        let a = Record::inline_version(this as *mut Record);
+        // SAFETY: the inline first version's capacity never changes.
+        if !unsafe { &*a }.fits(len) {
+            return None;
+        }
+        if r.tid.fetch_and(!INLINE_FREE, Ordering::Acquire) & INLINE_FREE == 0 {
+            return None; // another writer claimed it first
+        }
+        Some(a)
+    }
+
+    /// Hand back an inline first version claimed with [`Record::take_inline`]
+    /// and never published.
+    #[inline]
+    pub fn give_back_inline(&self) {
+        self.tid.fetch_or(INLINE_FREE, Ordering::Release);
     }
 }
 
@@ -400,11 +490,35 @@ mod tests {
             // Watermark 6: v1 (stamp 5) is the oldest anyone needs; ⊥ is cut
             // (inline: not freed separately).
             rec.mv_lock();
-            assert_eq!(rec.prune_mv(v2, 6, &g), 1);
+            let p = rec.prune_mv(v2, 6, &g);
+            assert_eq!((p.versions, p.first_inline), (1, false));
             // Watermark 7: v2 is visible to all; v1 goes.
-            assert_eq!(rec.prune_mv(v2, 7, &g), 1);
+            let p = rec.prune_mv(v2, 7, &g);
+            assert_eq!((p.versions, p.first_inline), (1, true));
             rec.mv_unlock();
             assert_eq!(rec.chain_len(), 1);
+            // The cut first version is reusable once marked free: claimed
+            // by one writer at a time, only for values that fit, handed back
+            // if unused, then rebuilt in place in front of the head.
+            assert!(unsafe { Record::take_inline(r, 3) }.is_none(), "not marked");
+            rec.mark_inline_free();
+            assert!(unsafe { Record::take_inline(r, 9) }.is_none(), "too big");
+            let a = unsafe { Record::take_inline(r, 3) }.expect("free and fits");
+            assert_eq!(a, v1, "the inline first version");
+            assert!(unsafe { Record::take_inline(r, 3) }.is_none(), "claimed");
+            rec.give_back_inline();
+            let a = unsafe { Record::take_inline(r, 3) }.expect("handed back");
+            unsafe { reinit_inline(a, Some(b"two"), 8 | XID_FLAG, v2) };
+            if let Some(m) = unsafe { Version::meta(a) } {
+                assert_eq!(m.sstamp.load(Ordering::Relaxed), SSTAMP_INF);
+                assert_eq!(m.readers.load(Ordering::Relaxed), 0);
+            }
+            assert!(rec.cas_head(v2, a));
+            assert_eq!(rec.chain_len(), 2);
+            assert!(!unsafe { &*a }.is_tombstone() && unsafe { &*a }.is_first_inline());
+            out.clear();
+            unsafe { Version::read_into(a, &mut out) };
+            assert_eq!(out, b"two");
             drop(g);
             unsafe { Record::free(r as *mut u8) };
             ep.tick();
