@@ -48,7 +48,9 @@
 //! from its index and the record retired. Freed memory goes through the
 //! memory epoch (`epoch.rs`): two epoch schemes at different time scales,
 //! as in ERMIA (the TID table needs none: stale ids are detected by
-//! generation).
+//! generation). A record's inline first version, once cut and past two
+//! memory epochs, is reused by its next writer instead of a new allocation
+//! ([`crate::storage::mvcc`]; not in ERMIA).
 
 use std::collections::VecDeque;
 use std::ops::Bound;

@@ -16,6 +16,14 @@
 //! the paper's per-version stamps need a version to hang on, and a key that
 //! did not exist has none. The price is one small version per record.
 //!
+//! The first version's slot is reused: once GC has cut it from the chain
+//! and a memory-epoch grace period has passed, the record's TID word says
+//! so ([`Record::mark_inline_free`]) and the next writer builds its version
+//! there ([`Record::take_inline`], [`reinit_inline`]) instead of allocating
+//! one out of line, which keeps a row that is updated now and then one
+//! cache miss away from its head (best-effort inlining, as in Cicada; ERMIA
+//! allocates every version out of line).
+//!
 //! Versions of a database running SSN carry an [`SsnMeta`] between their
 //! header and their data words (η, π and the in-flight readers bitmap), so
 //! SSN's per-read bookkeeping touches the cache line the read touches
