@@ -15,9 +15,10 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-#[test]
-fn tpcc_hybrid_json_has_q2_star_and_consistency() {
-    let args = [
+/// `bench tpcc-hybrid` for 1 s on 2 threads and one warehouse at
+/// `--q2-size 5`, with `--json --quiet` and `extra`; must succeed.
+fn short_json_run(extra: &[&str]) -> Output {
+    let mut args = vec![
         "bench",
         "tpcc-hybrid",
         "--threads",
@@ -33,8 +34,15 @@ fn tpcc_hybrid_json_has_q2_star_and_consistency() {
         "--json",
         "--quiet",
     ];
+    args.extend_from_slice(extra);
     let o = tessera(&args);
     assert!(o.status.success(), "{args:?} failed: {}", stderr(&o));
+    o
+}
+
+#[test]
+fn tpcc_hybrid_json_has_q2_star_and_consistency() {
+    let o = short_json_run(&[]);
     assert!(o.stderr.is_empty(), "{}", stderr(&o));
     let out = String::from_utf8(o.stdout).unwrap();
     let v: serde_json::Value =
@@ -87,27 +95,7 @@ fn tpcc_hybrid_json_has_q2_star_and_consistency() {
 /// is dropped, the report says so, and the consistency conditions still hold.
 #[test]
 fn no_retry_drops_aborted_transactions_and_stays_consistent() {
-    let args = [
-        "bench",
-        "tpcc-hybrid",
-        "--cc",
-        "si",
-        "--threads",
-        "2",
-        "--warehouses",
-        "1",
-        "--q2-size",
-        "5",
-        "--seconds",
-        "1",
-        "--warmup",
-        "0",
-        "--no-retry",
-        "--json",
-        "--quiet",
-    ];
-    let o = tessera(&args);
-    assert!(o.status.success(), "{args:?} failed: {}", stderr(&o));
+    let o = short_json_run(&["--cc", "si", "--no-retry"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["retry"], false);
     assert_eq!(v["protocol"], "si");

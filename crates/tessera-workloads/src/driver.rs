@@ -15,9 +15,9 @@
 //!   backoff), or, with [`RunConfig::retry`] off, dropped so that the thread
 //!   draws a new transaction (Silo's and ERMIA's benchmark drivers do this
 //!   unless given `--retry-aborted-transactions`); every abort is counted by
-//!   reason and transaction type; a
-//!   **user abort** is counted apart and not retried; a real error stops the
-//!   run. Latency runs from the first attempt to the commit.
+//!   reason and transaction type; a **user abort** is counted apart and not
+//!   retried; a real error stops the run. Latency runs from the first
+//!   attempt to the commit.
 //! * **live progress**: once a second, one line on stderr (elapsed time,
 //!   committed txn/s and abort rate over the last second); updated in place
 //!   with a carriage return on a terminal, plain lines otherwise, nothing
@@ -1206,6 +1206,19 @@ mod tests {
         }
     }
 
+    /// A short, quiet, single-thread run (tests override what they vary).
+    fn short_run() -> RunConfig {
+        RunConfig {
+            threads: 1,
+            load_threads: 1,
+            seconds: 0.3,
+            warmup: 0.0,
+            quiet: true,
+            seed: 1,
+            ..RunConfig::default()
+        }
+    }
+
     fn counter() -> Counter {
         Counter {
             table: std::sync::OnceLock::new(),
@@ -1221,13 +1234,8 @@ mod tests {
         let cfg = RunConfig {
             threads: 2,
             load_threads: 0,
-            seconds: 0.3,
             warmup: 0.1,
-            quiet: true,
-            seed: 1,
-            backoff: true,
-            retry: true,
-            durability: Durability::None,
+            ..short_run()
         };
         let mut rep = bench(&db, &wl, &cfg).unwrap();
         rep.engine = serde_json::json!({"epoch_ms": 40});
@@ -1301,15 +1309,8 @@ mod tests {
         let db = Database::open(Options::in_memory().workers(1)).unwrap();
         let wl = counter();
         let cfg = RunConfig {
-            threads: 1,
-            load_threads: 1,
-            seconds: 0.3,
-            warmup: 0.0,
-            quiet: true,
-            seed: 1,
             backoff: false,
-            retry: true,
-            durability: Durability::None,
+            ..short_run()
         };
         let l = load(&db, &wl, &cfg).unwrap();
         let rep = run(&db, &wl, &cfg, l).unwrap();
@@ -1342,15 +1343,8 @@ mod tests {
         let db = Database::open(Options::in_memory().workers(1)).unwrap();
         let wl = counter();
         let cfg = RunConfig {
-            threads: 1,
-            load_threads: 1,
-            seconds: 0.3,
-            warmup: 0.0,
-            quiet: true,
-            seed: 1,
-            backoff: true,
             retry: false,
-            durability: Durability::None,
+            ..short_run()
         };
         let rep = bench(&db, &wl, &cfg).unwrap();
         assert!(!rep.retry);
@@ -1377,7 +1371,6 @@ mod tests {
         let cfg = RunConfig {
             threads: 1,
             backoff: false,
-            retry: true,
             ..RunConfig::default()
         };
         // Stop after a short while from another thread.
@@ -1409,15 +1402,9 @@ mod tests {
         .unwrap();
         let wl = counter();
         let cfg = RunConfig {
-            threads: 1,
-            load_threads: 1,
-            seconds: 0.3,
-            warmup: 0.0,
-            quiet: true,
-            seed: 1,
             backoff: false,
-            retry: true,
             durability: Durability::Sync,
+            ..short_run()
         };
         let rep = bench(&db, &wl, &cfg).unwrap();
         assert_eq!(rep.durability, "sync");

@@ -75,6 +75,9 @@ const STALE_RETRIES: usize = 16;
 
 /// Tag (bit 0; versions are 8-aligned) on an SSN read-set entry whose
 /// version this transaction also overwrote, set by [`ssn_precommit`].
+/// ERMIA's `ssn_read` leaves a version it already overwrote out of the read
+/// set; this covers the other order (read, then overwrite), which ERMIA
+/// still tracks and updates at post-commit for no reader's benefit.
 const OWN_OVERWRITE: usize = 1;
 
 /// Transactions between refreshes of a worker's GC watermark.
@@ -111,9 +114,11 @@ pub(crate) struct MvState {
     pub inline_free: VecDeque<GcEntry>,
 }
 
-/// See [`MvState::gc`].
+/// See [`MvState::gc`] and [`MvState::inline_free`].
 pub(crate) struct GcEntry {
     pub rec: *const Record,
+    /// In `gc`: the commit stamp of our write; in `inline_free`: the memory
+    /// epoch of the cut.
     pub stamp: u64,
 }
 
@@ -865,7 +870,10 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
     }
     // Pre-commit: the commit stamp (ERMIA's commit-LSN fetch-and-add).
     // Read-only SSN transactions take one too: an overwriter that commits
-    // later must be able to order itself after this reader.
+    // later must be able to order itself after this reader (ERMIA's code
+    // likewise takes `log->pre_commit()` before `parallel_ssn_commit` for
+    // every SSN transaction; the issue's "read-only transactions take no
+    // commit stamp" holds for si).
     db.xids.precommit(xid);
     let c = db.clock.fetch_add(1, Ordering::SeqCst) + 1;
     // The log's epoch for this commit: read after the stamp and before the
@@ -940,7 +948,12 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
             }
             // SAFETY: pinned.
             let m = unsafe { Version::meta(v) }.expect("meta");
-            m.pstamp.fetch_max(c, Ordering::SeqCst);
+            // Raise η(V) unless a later reader already did (ERMIA's
+            // `set_tuple_xstamp` CASes only while below): no locked write
+            // then. Either way η(V) >= c before our bit goes.
+            if m.pstamp.load(Ordering::SeqCst) < c {
+                m.pstamp.fetch_max(c, Ordering::SeqCst);
+            }
             m.readers.fetch_and(!mybit, Ordering::SeqCst);
         }
     }
@@ -1071,22 +1084,26 @@ pub(crate) fn maintain(db: &DbInner, st: &mut WorkerState, g: &Guard<'_>) {
             unsafe { g.retire(e.rec as *mut u8, Record::free) };
         }
     }
-    let bound = db.epochs.reclaim_bound();
-    while st
-        .mv
-        .inline_free
-        .front()
-        .is_some_and(|e| e.stamp + 2 <= bound)
-    {
-        let e = st.mv.inline_free.pop_front().expect("front");
-        // SAFETY: held by this entry, so not freed; we are pinned.
-        let r = unsafe { &*e.rec };
-        // Cut at memory epoch `stamp` by a pinned worker; every worker
-        // pinned now pinned after that (the garbage rule of `epoch.rs`).
-        r.mark_inline_free();
-        if r.gc_release() {
-            // SAFETY: unlinked from its index, and this was the last hold.
-            unsafe { g.retire(e.rec as *mut u8, Record::free) };
+    // Inline versions cut two memory epochs ago are free for reuse (the
+    // shared bound is read only when something waits).
+    if !st.mv.inline_free.is_empty() {
+        let bound = db.epochs.reclaim_bound();
+        while st
+            .mv
+            .inline_free
+            .front()
+            .is_some_and(|e| e.stamp + 2 <= bound)
+        {
+            let e = st.mv.inline_free.pop_front().expect("front");
+            // SAFETY: held by this entry, so not freed; we are pinned.
+            let r = unsafe { &*e.rec };
+            // Cut at memory epoch `stamp` by a pinned worker; every worker
+            // pinned now pinned after that (the garbage rule of `epoch.rs`).
+            r.mark_inline_free();
+            if r.gc_release() {
+                // SAFETY: unlinked from its index, and this was the last hold.
+                unsafe { g.retire(e.rec as *mut u8, Record::free) };
+            }
         }
     }
     if st.mv.gc.is_empty() {

@@ -110,6 +110,29 @@ pub struct LogScan {
     pub torn: Vec<(PathBuf, u64, String)>,
 }
 
+/// Cut the newest segment's damaged end at `offset`: record the warning
+/// (`what`: "torn tail", "damaged unsynced end") and return the new end of
+/// the valid prefix.
+fn cut_tail(
+    torn: &mut Vec<(PathBuf, u64, String)>,
+    path: &Path,
+    bytes: &[u8],
+    offset: u64,
+    what: &str,
+    reason: &str,
+) -> u64 {
+    torn.push((
+        path.to_path_buf(),
+        offset,
+        format!(
+            "{}: {what} at offset {offset} ({reason}); {} bytes after it are cut off",
+            path.display(),
+            bytes.len() as u64 - offset
+        ),
+    ));
+    offset
+}
+
 impl LogScan {
     /// Read every segment of `dir` and check it. Damage other than a torn
     /// tail in a logger's newest segment is an error.
@@ -180,16 +203,7 @@ impl LogScan {
                             valid = b.offset + (format::HEADER_LEN + b.payload.len()) as u64;
                         }
                         Err(Damage::TornTail { offset, reason }) if k + 1 == nfiles => {
-                            scan.torn.push((
-                                path.clone(),
-                                offset,
-                                format!(
-                                    "{}: torn tail at offset {offset} ({reason}); {} bytes after it are cut off",
-                                    path.display(),
-                                    bytes.len() as u64 - offset
-                                ),
-                            ));
-                            valid = offset;
+                            valid = cut_tail(&mut scan.torn, &path, &bytes, offset, "torn tail", &reason);
                             break;
                         }
                         Err(Damage::TornTail { offset, reason }) => {
@@ -209,16 +223,14 @@ impl LogScan {
                             if k + 1 == nfiles
                                 && format::marks_after(&bytes, offset as usize + 1, 2) < 2 =>
                         {
-                            scan.torn.push((
-                                path.clone(),
+                            valid = cut_tail(
+                                &mut scan.torn,
+                                &path,
+                                &bytes,
                                 offset,
-                                format!(
-                                    "{}: damaged unsynced end at offset {offset} ({reason}); {} bytes after it are cut off",
-                                    path.display(),
-                                    bytes.len() as u64 - offset
-                                ),
-                            ));
-                            valid = offset;
+                                "damaged unsynced end",
+                                &reason,
+                            );
                             break;
                         }
                         Err(Damage::Corrupt { offset, reason }) => {
