@@ -5,8 +5,14 @@
 //! tools for a data directory: `tessera recover`, `tessera inspect` and
 //! `tessera check tpcc`.
 //!
-//! Exit status: 0 on success, 2 for bad arguments (clap's errors and ours
-//! alike), 1 when a run fails, a database is damaged or inconsistent.
+//! Exit status: 0 on success; 1 when a run fails, or a data directory is
+//! damaged (refused), holds no database, or is inconsistent; 2 for bad
+//! arguments (clap's errors and ours alike, a `--data-dir` that does not
+//! exist or is not a directory); 3 for an I/O error (permission, read-only
+//! file system, disk full: the operating system's message is kept); 4 when
+//! the data directory is in use by another open database. With `--json`,
+//! every failure also prints `{"error": {kind, message, exit_status,
+//! io_kind}}` on stdout.
 
 use std::process::ExitCode;
 

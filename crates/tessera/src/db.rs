@@ -17,7 +17,7 @@ use crate::epoch::{Epochs, LocalEpoch, Ticker};
 use crate::error::{ConflictReason, Error, TxError, TxResult};
 use crate::log::checkpoint::CheckpointInfo;
 use crate::log::meta::{Meta, MetaTable};
-use crate::log::recovery::{LogScan, RecoveryReport};
+use crate::log::recovery::{LogScan, Loss, RecoveryMode, RecoveryReport};
 use crate::log::{CommitToken, Durability, Log, LogCursor, LogStats};
 use crate::txn::Txn;
 
@@ -95,6 +95,8 @@ pub struct Options {
     pub(crate) loggers: usize,
     pub(crate) segment_bytes: u64,
     pub(crate) checkpoint_interval: Option<Duration>,
+    pub(crate) recovery_mode: RecoveryMode,
+    pub(crate) read_only: bool,
 }
 
 impl Options {
@@ -113,7 +115,29 @@ impl Options {
             loggers: 1,
             segment_bytes: 64 << 20,
             checkpoint_interval: None,
+            recovery_mode: RecoveryMode::Strict,
+            read_only: false,
         }
+    }
+
+    /// How much damage recovery accepts when the data directory is opened
+    /// (default [`RecoveryMode::Strict`]: only a torn tail after the
+    /// recorded durable frontier, which holds nothing acknowledged). A
+    /// mode that accepts a loss reports it in
+    /// [`Database::recovery_report`] and keeps copies of what it changed.
+    pub fn recovery_mode(mut self, m: RecoveryMode) -> Options {
+        self.recovery_mode = m;
+        self
+    }
+
+    /// Recover the data directory into memory without changing anything
+    /// in it (a dry run: no tail is cut, no `LOCK` or control file is
+    /// written, nothing is logged), e.g. to check a read-only copy. The
+    /// recovery report says what an ordinary open would change. Writes and
+    /// new tables are refused with [`Error::ReadOnly`].
+    pub fn read_only(mut self, on: bool) -> Options {
+        self.read_only = on;
+        self
     }
 
     /// Take a checkpoint in the background every `d` (durable databases;
@@ -233,7 +257,20 @@ impl Options {
                 "snapshot_epochs must be at least 1".into(),
             ));
         }
+        if self.read_only {
+            if self.data_dir.is_none() {
+                return Err(Error::InvalidArgument(
+                    "read_only(true) needs a data directory to recover from".into(),
+                ));
+            }
+            if self.checkpoint_interval.is_some() {
+                return Err(Error::InvalidArgument(
+                    "a read-only database takes no checkpoints (drop checkpoint_interval)".into(),
+                ));
+            }
+        }
         match (self.durability, &self.data_dir) {
+            (_, Some(_)) if self.read_only => {}
             (Durability::None, Some(d)) => {
                 return Err(Error::InvalidArgument(format!(
                     "data directory {} given with durability none (use async or sync)",
@@ -424,12 +461,194 @@ struct Closer {
     checkpointer: Mutex<Option<Checkpointer>>,
 }
 
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let o = &self.inner.opts;
+        f.debug_struct("Database")
+            .field("protocol", &o.protocol)
+            .field("durability", &o.durability)
+            .field("data_dir", &o.data_dir)
+            .field("tables", &self.inner.tables.read().len())
+            .field("durable_epoch", &self.durable_epoch())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("protocol", &self.db.opts.protocol)
+            .field("stats", &self.st.stats)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Closer {
     fn drop(&mut self) {
         if let Some(c) = self.checkpointer.get_mut().take() {
             c.stop();
         }
     }
+}
+
+/// A data directory path must be a directory (created when `create`).
+fn check_dir(dir: &Path, create: bool) -> Result<(), Error> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(Error::InvalidArgument(format!(
+            "{} is not a directory",
+            dir.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Err(
+            Error::InvalidArgument(format!("{} does not exist", dir.display())),
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e)),
+        Err(e) => Err(Error::io(format!("cannot read {}", dir.display()), e)),
+    }
+}
+
+/// Names of the tessera files in `dir` other than `LOCK` (segments,
+/// checkpoints, the frontier).
+fn tessera_files(dir: &Path) -> Result<Vec<String>, Error> {
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(format!("cannot list {}", dir.display()), e))?;
+    let mut v = Vec::new();
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if crate::log::segment::parse_segment_name(&n).is_some()
+            || n == crate::log::frontier::FRONTIER_FILE
+            || (n.starts_with("ckpt-") && n.ends_with(".tckp"))
+        {
+            v.push(n);
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// Before an accepted loss changes anything: a `recovery-<time>-<mode>`
+/// folder in `dir` with copies of `tessera.meta`, `tessera.frontier`, every
+/// file cut (copied) and every file set aside (moved there); under salvage
+/// also every segment and the checkpoint (the checkpoint salvage takes
+/// retires them).
+fn keep_copies(
+    dir: &Path,
+    mode: RecoveryMode,
+    scan: &LogScan,
+    ckpt: Option<&Path>,
+) -> Result<PathBuf, Error> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut kept = dir.join(format!("recovery-{secs}-{}", mode.name()));
+    let mut n = 1;
+    while kept.exists() {
+        n += 1;
+        kept = dir.join(format!("recovery-{secs}-{}-{n}", mode.name()));
+    }
+    let io = |what: &str, p: &Path, e| Error::io(format!("cannot {what} {}", p.display()), e);
+    std::fs::create_dir(&kept).map_err(|e| io("create", &kept, e))?;
+    let copy = |p: &Path| -> Result<(), Error> {
+        let Some(name) = p.file_name() else {
+            return Ok(());
+        };
+        match std::fs::copy(p, kept.join(name)) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io("copy", p, e)),
+        }
+    };
+    copy(&dir.join(crate::log::meta::META_FILE))?;
+    copy(&dir.join(crate::log::frontier::FRONTIER_FILE))?;
+    for (p, _) in &scan.cuts {
+        copy(p)?;
+    }
+    if mode == RecoveryMode::Salvage {
+        for s in &scan.streams {
+            for (_, p, _, _) in &s.segments {
+                copy(p)?;
+            }
+        }
+        if let Some(c) = ckpt {
+            copy(c)?;
+        }
+    }
+    for p in &scan.set_aside {
+        if let Some(name) = p.file_name() {
+            std::fs::rename(p, kept.join(name)).map_err(|e| io("move", p, e))?;
+        }
+    }
+    // Make the copies durable before anything they preserve is changed.
+    for e in std::fs::read_dir(&kept)
+        .map_err(|e| io("list", &kept, e))?
+        .flatten()
+    {
+        if let Ok(f) = std::fs::File::open(e.path()) {
+            f.sync_all().map_err(|e2| io("sync", &e.path(), e2))?;
+        }
+    }
+    crate::log::segment::sync_dir(&kept).map_err(|e| io("sync", &kept, e))?;
+    crate::log::segment::sync_dir(dir).map_err(|e| io("sync", dir, e))?;
+    Ok(kept)
+}
+
+/// The text of `REPORT.txt` in a `recovery-*` folder.
+fn loss_report(dir: &Path, r: &RecoveryReport) -> String {
+    let loss = r.loss.as_ref().expect("a loss to report");
+    let mut s = format!(
+        "Recovery of {} in mode {} accepted a loss.
+
+",
+        dir.display(),
+        r.mode
+    );
+    match loss.acknowledged_epochs {
+        Some((lo, hi)) => {
+            s += &format!(
+                "Acknowledged durable epochs lost: {}..={hi} (recovered to epoch {lo}).
+",
+                lo + 1
+            )
+        }
+        None => {
+            s += "No acknowledged epoch was lost (or tessera.frontier could not tell).
+"
+        }
+    }
+    s += &format!(
+        "Transaction entries in the parts cut off or set aside: {}.
+",
+        loss.txns_set_aside
+    );
+    if !loss.consistent {
+        s += "Salvage: the recovered state is NOT guaranteed to be consistent.
+";
+    }
+    s += "
+What was found:
+";
+    for d in &loss.details {
+        s += &format!(
+            "  {d}
+"
+        );
+    }
+    s += "
+Files cut or set aside (their originals are in this folder):
+";
+    for f in &loss.files {
+        s += &format!(
+            "  {f}
+"
+        );
+    }
+    s += "
+To undo: stop every process using the directory, then copy the files of this
+          folder back over the data directory's (tessera.meta, tessera.frontier and the
+          log segments), and delete the log segments and checkpoint written since.
+";
+    s
 }
 
 impl Database {
@@ -446,16 +665,17 @@ impl Database {
         let mut recovery = None;
         let mut dir_lock = None;
         if let Some(dir) = &opts.data_dir {
-            dir_lock = Some(Database::lock_dir(dir)?);
+            dir_lock = Database::lock_dir(dir, opts.read_only)?;
             let (m, t, l, r) = Database::recover(&opts, dir, &epochs)?;
             meta = m;
             tables = t;
-            log = Some(l);
+            log = l;
             recovery = Some(r);
         }
         let ticker = Ticker::start(Arc::clone(&epochs), opts.epoch_interval);
         let every = opts.checkpoint_interval;
-        let db = Database {
+        #[allow(unused_mut)]
+        let mut db = Database {
             inner: Arc::new(DbInner {
                 opts,
                 epochs,
@@ -475,6 +695,22 @@ impl Database {
             }),
             closer: Arc::new(Closer::default()),
         };
+        if db.inner.opts.recovery_mode == RecoveryMode::Salvage
+            && db.inner.recovery.as_ref().is_some_and(|r| r.loss.is_some())
+            && db.inner.log.is_some()
+        {
+            // Salvage replayed past damage: a checkpoint of what it kept
+            // retires the damaged segments (copies were kept first), so the
+            // next open finds a clean directory.
+            let info = crate::log::checkpoint::take(&db.inner)?;
+            if let Some(r) = Arc::get_mut(&mut db.inner).and_then(|i| i.recovery.as_mut()) {
+                r.changes.push(format!(
+                    "took checkpoint {} of the salvaged state; {} old log segment(s) deleted",
+                    info.file.display(),
+                    info.segments_deleted
+                ));
+            }
+        }
         if let Some(every) = every {
             *db.closer.checkpointer.lock() =
                 Some(Checkpointer::start(Arc::downgrade(&db.inner), every));
@@ -500,47 +736,138 @@ impl Database {
 
     /// Lock `dir` for this process (a second open of the same directory,
     /// here or in another process, is refused rather than corrupting it).
-    fn lock_dir(dir: &Path) -> Result<std::fs::File, Error> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::Io(format!("cannot create {}: {e}", dir.display())))?;
+    /// A read-only open creates nothing: it takes a shared lock on an
+    /// existing `LOCK` file (so it does not read a directory being written)
+    /// and goes without one when there is none or it cannot be opened (a
+    /// read-only copy).
+    fn lock_dir(dir: &Path, read_only: bool) -> Result<Option<std::fs::File>, Error> {
+        check_dir(dir, !read_only)?;
         let path = dir.join("LOCK");
+        let in_use = || {
+            Error::InUse(format!(
+                "{} is in use by another open database (drop it first, or open another directory)",
+                dir.display()
+            ))
+        };
+        if read_only {
+            let Ok(f) = std::fs::File::open(&path) else {
+                return Ok(None);
+            };
+            return match f.try_lock_shared() {
+                Ok(()) => Ok(Some(f)),
+                Err(std::fs::TryLockError::WouldBlock) => Err(in_use()),
+                Err(std::fs::TryLockError::Error(_)) => Ok(None),
+            };
+        }
         let f = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| Error::Io(format!("cannot open {}: {e}", path.display())))?;
+            .map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
         match f.try_lock() {
-            Ok(()) => Ok(f),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidArgument(format!(
-                "{} is in use by another open database (drop it first, or open another directory)",
-                dir.display()
-            ))),
+            Ok(()) => Ok(Some(f)),
+            Err(std::fs::TryLockError::WouldBlock) => Err(in_use()),
             Err(std::fs::TryLockError::Error(e)) => {
-                Err(Error::Io(format!("cannot lock {}: {e}", path.display())))
+                Err(Error::io(format!("cannot lock {}", path.display()), e))
             }
         }
     }
 
-    /// Recovery at open: read the control file and the log, replay the
-    /// durable prefix into fresh tables, record the void range of this
-    /// crash and the new run, start the epochs above everything seen, and
-    /// start the loggers.
+    /// Recovery at open, in two phases. First everything is read, checked
+    /// and replayed into fresh tables with nothing in the directory
+    /// changed, so a refusal (or a read-only open) leaves it as it was:
+    /// `tessera.meta`, `tessera.frontier`, every log segment (against the
+    /// frontier, under the recovery mode) and the checkpoint. Then, unless
+    /// read-only: copies of whatever an accepted loss changes go to a
+    /// `recovery-*` folder, torn tails are cut, leftovers removed, the void
+    /// range of this crash and the new run are recorded, and the loggers
+    /// start (writing a new frontier).
     #[allow(clippy::type_complexity)]
     fn recover(
         opts: &Options,
         dir: &Path,
         epochs: &Arc<Epochs>,
-    ) -> Result<(Meta, Vec<Arc<Table>>, Arc<Log>, RecoveryReport), Error> {
+    ) -> Result<(Meta, Vec<Arc<Table>>, Option<Arc<Log>>, RecoveryReport), Error> {
+        use crate::log::frontier::{self, FRONTIER_FILE};
+        use crate::log::meta::META_FILE;
         let started = std::time::Instant::now();
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::Io(format!("cannot create {}: {e}", dir.display())))?;
-        let mut meta = Meta::load(dir)?.unwrap_or_default();
-        let scan = LogScan::read(dir)?;
-        let read_seconds = started.elapsed().as_secs_f64();
+        let mode = opts.recovery_mode;
+        let salvage = mode == RecoveryMode::Salvage;
+        let mut report = RecoveryReport {
+            mode,
+            dry_run: opts.read_only,
+            ..RecoveryReport::default()
+        };
+        let mut losses: Vec<String> = Vec::new();
+        let meta = Meta::load(dir)?;
+        let frontier = match frontier::read(dir) {
+            Ok(Some(r)) => {
+                report.warnings.extend(r.warning);
+                Some(r.frontier)
+            }
+            Ok(None) => None,
+            Err(e @ Error::Corrupt(_)) if mode != RecoveryMode::Strict => {
+                losses.push(format!("{e}: the log's completeness cannot be checked"));
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let mut meta = match meta {
+            Some(m) => m,
+            None => {
+                let found = tessera_files(dir)?;
+                if !found.is_empty() {
+                    return Err(Error::Corrupt(format!(
+                        "{} holds {} but no {META_FILE} (deleted or lost): refusing to start an empty database over them",
+                        dir.display(),
+                        found.join(", ")
+                    )));
+                }
+                if opts.read_only {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} holds no tessera database (no {META_FILE}), and a read-only open creates none",
+                        dir.display()
+                    )));
+                }
+                Meta::default()
+            }
+        };
+        if meta.run.is_some() && frontier.is_none() && losses.is_empty() {
+            let e = format!(
+                "{} is missing: {} records a run but nothing says how far its log was made durable",
+                dir.join(FRONTIER_FILE).display(),
+                dir.join(META_FILE).display()
+            );
+            if mode == RecoveryMode::Strict {
+                return Err(Error::Corrupt(format!(
+                    "{e}; --recovery-mode tolerate-tail (or a milder loss-accepting mode) recovers what the log holds without that check"
+                )));
+            }
+            losses.push(e);
+        }
+        if let Some(f) = &frontier {
+            if meta.gen < f.meta_gen {
+                let e = format!(
+                    "{}: generation {} is older than the generation {} that {FRONTIER_FILE} recorded (an older copy of {META_FILE}?)",
+                    dir.join(META_FILE).display(),
+                    meta.gen,
+                    f.meta_gen
+                );
+                if !salvage {
+                    return Err(Error::Corrupt(format!(
+                        "{e}; only --recovery-mode salvage opens it"
+                    )));
+                }
+                losses.push(e);
+            }
+        }
+        let scan = LogScan::read(dir, frontier.as_ref(), mode)?;
+        losses.extend(scan.losses.iter().cloned());
+        report.phase_seconds[0] = started.elapsed().as_secs_f64();
         if meta.run.is_none() && !scan.streams.is_empty() {
             return Err(Error::Corrupt(format!(
-                "{} holds log segments but its tessera.meta records no run",
+                "{} holds log segments but its {META_FILE} records no run",
                 dir.display()
             )));
         }
@@ -549,31 +876,93 @@ impl Database {
             .iter()
             .map(|t| Arc::new(Table::new(TableId(t.id), t.name.clone(), t.secondary)))
             .collect();
-        let durable = match meta.run {
+        let mut durable = match meta.run {
             Some((loggers, base)) => scan.durable_epoch(loggers, base),
             None => 0,
         };
+        let frontier_epoch = frontier.as_ref().map(|f| f.durable);
+        if salvage {
+            durable = durable.max(frontier_epoch.unwrap_or(0));
+        }
         let max_seen = scan.max_epoch();
-        let mut report = RecoveryReport {
-            durable_epoch: durable,
-            max_epoch_seen: max_seen,
-            segments: scan.streams.iter().map(|s| s.segments.len()).sum(),
-            log_bytes: scan.valid_bytes(),
-            warnings: scan.torn.iter().map(|t| t.2.clone()).collect(),
-            ..RecoveryReport::default()
-        };
-        scan.truncate_torn()?;
-        epochs.start_at(durable.max(max_seen) + 1);
+        // The checkpoint: complete, the size recorded, and the log must
+        // reach the epoch it waited for.
         let ckpt_bytes = match &meta.checkpoint {
-            Some((name, c)) => Some((
-                dir.join(name),
-                crate::log::checkpoint::read(dir, name, *c)?,
-                *c,
-            )),
+            Some((name, c)) => {
+                let path = dir.join(name);
+                let read = crate::log::checkpoint::read(dir, name, *c).and_then(|b| {
+                    match meta.checkpoint_needs {
+                        Some((_, size)) if size != b.len() as u64 => Err(Error::Corrupt(format!(
+                            "checkpoint {}: {} bytes, but {META_FILE} records {size}",
+                            path.display(),
+                            b.len()
+                        ))),
+                        _ => Ok(b),
+                    }
+                });
+                match read {
+                    Ok(b) => Some((path, b, *c)),
+                    Err(e) if salvage => {
+                        losses.push(e.to_string());
+                        std::fs::read(&path).ok().map(|b| (path, b, *c))
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
             None => None,
         };
-        crate::log::checkpoint::remove_stale(dir, meta.checkpoint.as_ref().map(|c| c.0.as_str()));
+        if let (Some((name, c)), Some((needs, _))) = (&meta.checkpoint, meta.checkpoint_needs) {
+            if durable < needs && !salvage {
+                return Err(Error::Corrupt(format!(
+                    "checkpoint {} (epoch {c}) needs the log through epoch {needs}, but the log reaches only epoch {durable}: log segments are missing or damaged{}",
+                    dir.join(name).display(),
+                    if losses.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({}); no consistent state survives: only --recovery-mode salvage opens it", losses.join("; "))
+                    }
+                )));
+            }
+        }
+        if let Some(fd) = frontier_epoch {
+            if durable < fd && losses.is_empty() {
+                // The per-stream checks imply this; kept as a last guard.
+                return Err(Error::Corrupt(format!(
+                    "the log reaches durable epoch {durable}, below the epoch {fd} recorded in {}",
+                    dir.join(FRONTIER_FILE).display()
+                )));
+            }
+        }
+        report.durable_epoch = durable;
+        report.frontier_epoch = frontier_epoch;
+        report.max_epoch_seen = max_seen;
+        report.segments = scan.streams.iter().map(|s| s.segments.len()).sum();
+        report.log_bytes = scan.valid_bytes();
+        report
+            .warnings
+            .extend(scan.torn.iter().map(|t| t.2.clone()));
         report.checkpoint = meta.checkpoint.clone();
+        if !losses.is_empty() {
+            let mut files: Vec<String> = scan
+                .cuts
+                .iter()
+                .map(|c| c.0.clone())
+                .chain(scan.set_aside.iter().cloned())
+                .map(|p| p.display().to_string())
+                .collect();
+            files.sort();
+            report.loss = Some(Loss {
+                acknowledged_epochs: frontier_epoch
+                    .filter(|&fd| durable < fd)
+                    .map(|fd| (durable, fd)),
+                txns_set_aside: scan.txns_set_aside,
+                details: losses,
+                files,
+                kept_in: None,
+                consistent: !salvage,
+            });
+        }
+        epochs.start_at(durable.max(max_seen) + 1);
         crate::log::recovery::replay(
             &scan,
             ckpt_bytes
@@ -586,8 +975,73 @@ impl Database {
             epochs,
             &mut report,
         )?;
+        let stale =
+            crate::log::checkpoint::stale(dir, meta.checkpoint.as_ref().map(|c| c.0.as_str()));
+        if opts.read_only {
+            // Say what an ordinary open would change.
+            for (p, len, _) in &scan.torn {
+                report
+                    .changes
+                    .push(format!("would cut {} to {len} bytes", p.display()));
+            }
+            for p in stale.iter().chain(&scan.leftovers) {
+                report.changes.push(format!("would remove {}", p.display()));
+            }
+            report.seconds = started.elapsed().as_secs_f64();
+            return Ok((meta, tables, None, report));
+        }
+        // Phase 2: change the directory.
+        if let Some(loss) = &mut report.loss {
+            let kept = keep_copies(dir, mode, &scan, ckpt_bytes.as_ref().map(|c| c.0.as_path()))?;
+            report.changes.push(format!(
+                "kept copies of tessera.meta, tessera.frontier and every log file this recovery cuts or sets aside in {}",
+                kept.display()
+            ));
+            loss.kept_in = Some(kept.clone());
+            for p in &scan.set_aside {
+                report.changes.push(format!(
+                    "set aside {} (moved to {})",
+                    p.display(),
+                    kept.display()
+                ));
+            }
+            std::fs::write(kept.join("REPORT.txt"), loss_report(dir, &report)).map_err(|e| {
+                Error::io(
+                    format!("cannot write {}", kept.join("REPORT.txt").display()),
+                    e,
+                )
+            })?;
+            crate::log::segment::sync_dir(&kept)
+                .map_err(|e| Error::io(format!("cannot sync {}", kept.display()), e))?;
+        }
+        scan.truncate_torn()?;
+        for (p, len, _) in &scan.torn {
+            report.changes.push(format!(
+                "cut the torn tail of {} at {len} bytes",
+                p.display()
+            ));
+        }
+        for (p, len) in &scan.cuts {
+            crate::log::segment::truncate_file(p, *len)
+                .map_err(|e| Error::io(format!("cannot truncate {}", p.display()), e))?;
+            report.changes.push(format!(
+                "cut {} at offset {len} (the rest is lost)",
+                p.display()
+            ));
+        }
+        for p in stale.iter().chain(&scan.leftovers) {
+            if std::fs::remove_file(p).is_ok() {
+                report
+                    .changes
+                    .push(format!("removed leftover {}", p.display()));
+            }
+        }
         if max_seen > durable {
             meta.voids.push((durable, max_seen));
+            report.changes.push(format!(
+                "recorded void epochs ({durable}, {max_seen}] in {META_FILE}: entries of those epochs (never durable{}) are ignored from now on",
+                if report.loss.is_some() { ", or given up by this recovery" } else { "" }
+            ));
         }
         meta.run = Some((opts.loggers as u32, durable));
         meta.store(dir)?;
@@ -598,12 +1052,12 @@ impl Database {
             scan.starts(opts.loggers),
             scan.closed_segments(),
             durable,
+            scan.frontier(frontier.as_ref(), meta.gen),
             opts.segment_bytes,
             opts.epoch_interval,
         )?;
         report.seconds = started.elapsed().as_secs_f64();
-        report.phase_seconds[0] = read_seconds;
-        Ok((meta, tables, log, report))
+        Ok((meta, tables, Some(log), report))
     }
 
     /// What recovery found and did when this database was opened from a
@@ -663,6 +1117,9 @@ impl Database {
         if ts.iter().any(|t| t.name == name) {
             return Err(Error::TableExists(name.into()));
         }
+        if self.inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
         let id = TableId(ts.len() as u32);
         if let Some(dir) = &self.inner.opts.data_dir {
             // The catalog is durable before any log record can name the table.
@@ -675,6 +1132,9 @@ impl Database {
             if let Err(e) = m.store(dir) {
                 m.tables.pop();
                 return Err(e);
+            }
+            if let Some(log) = &self.inner.log {
+                log.note_meta_gen(m.gen);
             }
         }
         ts.push(Arc::new(Table::new(id, name.into(), secondary)));

@@ -118,17 +118,80 @@ pub enum Error {
         /// Configured number of slots.
         capacity: usize,
     },
-    /// A write in a read-only (snapshot) transaction.
+    /// A write in a read-only snapshot transaction, or in a database
+    /// opened with `Options::read_only`.
     ReadOnly,
     /// An I/O failure of the log, a checkpoint or the data directory: says
-    /// which file and which operation.
-    Io(String),
+    /// which file and which operation, and keeps the `std::io::Error` (its
+    /// [`std::io::ErrorKind`] and message) as its [`std::error::Error::source`].
+    Io(IoError),
     /// Damage found in the data directory (a checksum failure, garbage in
     /// the middle of the log, a missing segment, a corrupt checkpoint): says
     /// which file and at which offset. Never silently skipped.
     Corrupt(String),
     /// The data directory was written by a newer format version.
     NewerFormat(String),
+    /// The data directory is open in another `Database` (in this process or
+    /// another one): its `LOCK` file is held.
+    InUse(String),
+}
+
+/// The cause of an [`Error::Io`]: what was being done to which path, and the
+/// operating system's error.
+#[derive(Debug, Clone)]
+pub struct IoError {
+    context: String,
+    source: std::sync::Arc<std::io::Error>,
+}
+
+impl IoError {
+    /// What was being done, e.g. "cannot read /data/tessera.meta".
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+
+    /// The operating system's error kind (`PermissionDenied`,
+    /// `ReadOnlyFilesystem`, `StorageFull`, ...).
+    pub fn kind(&self) -> std::io::ErrorKind {
+        self.source.kind()
+    }
+
+    /// The underlying error.
+    pub fn io_error(&self) -> &std::io::Error {
+        &self.source
+    }
+}
+
+impl PartialEq for IoError {
+    fn eq(&self, other: &Self) -> bool {
+        self.context == other.context && self.source.kind() == other.source.kind()
+    }
+}
+
+impl Eq for IoError {}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.context, self.source)
+    }
+}
+
+impl Error {
+    /// An [`Error::Io`]: `context` says what was being done to which path.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io(IoError {
+            context: context.into(),
+            source: std::sync::Arc::new(source),
+        })
+    }
+
+    /// The `std::io::ErrorKind` of an [`Error::Io`].
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            Error::Io(e) => Some(e.kind()),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -149,15 +212,25 @@ impl fmt::Display for Error {
                 f,
                 "all {capacity} worker slots are in use (raise Options::workers)"
             ),
-            Error::ReadOnly => f.write_str("write attempted in a read-only snapshot transaction"),
-            Error::Io(s) => write!(f, "I/O error: {s}"),
+            Error::ReadOnly => f.write_str(
+                "write attempted in a read-only snapshot transaction or a database opened read-only",
+            ),
+            Error::Io(e) => write!(f, "I/O error: {e}"),
             Error::Corrupt(s) => write!(f, "damaged data directory: {s}"),
             Error::NewerFormat(s) => write!(f, "unsupported format: {s}"),
+            Error::InUse(s) => write!(f, "in use: {s}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(&*e.source),
+            _ => None,
+        }
+    }
+}
 
 /// Result of a transaction operation.
 pub type TxResult<T> = Result<T, TxError>;

@@ -56,8 +56,8 @@ pub mod txn;
 
 pub use catalog::TableId;
 pub use db::{Database, Options, Protocol, Worker, WorkerStats};
-pub use error::{ConflictReason, Error, TxError, TxResult};
+pub use error::{ConflictReason, Error, IoError, TxError, TxResult};
 pub use log::checkpoint::CheckpointInfo;
-pub use log::recovery::RecoveryReport;
+pub use log::recovery::{Loss, RecoveryMode, RecoveryReport};
 pub use log::{CommitToken, Durability, LogStats};
 pub use txn::{ScanOptions, Txn, MAX_KEY_LEN, MAX_VALUE_LEN};

@@ -122,7 +122,7 @@ impl<'a> Txn<'a> {
     }
 
     fn writable(&self) -> TxResult<()> {
-        if self.snapshot.is_some() {
+        if self.snapshot.is_some() || self.db.opts.read_only {
             return Err(TxError::Error(Error::ReadOnly));
         }
         Ok(())

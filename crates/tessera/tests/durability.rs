@@ -347,8 +347,11 @@ fn copy_image(from: &Path, to: &Path) {
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    // The control file first: it names the run whose marks count.
-    names.sort_by_key(|n| n != "tessera.meta");
+    // A copy made file by file while the database runs: the frontier
+    // first (an older frontier asks less of the files copied after it),
+    // then the control file (it names the run whose marks count), then the
+    // log.
+    names.sort_by_key(|n| (n != "tessera.frontier", n != "tessera.meta"));
     for n in names {
         if let Ok(bytes) = std::fs::read(from.join(&n)) {
             std::fs::write(to.join(&n), bytes).unwrap();

@@ -16,10 +16,13 @@
 //!    directory.
 //! 4. Wait until the durable epoch covers the end of the scan (so the file
 //!    holds only durable values), then record the checkpoint in
-//!    `tessera.meta` (atomically): that is the commit point. A crash before
+//!    `tessera.meta` (atomically) with that epoch `E` and the file's size:
+//!    that is the commit point. Recovery refuses the checkpoint if the log
+//!    does not reach `E` or the size differs. A crash before
 //!    it leaves the previous checkpoint in force.
 //! 5. Delete the previous checkpoint and every log segment whose entries
-//!    all have epochs below `C`.
+//!    all have epochs below `C` (after `tessera.frontier` records each
+//!    stream's new oldest segment).
 //!
 //! Recovery loads the rows as if written at epoch `C - 1` after every log
 //! entry of that epoch, and replays log entries of epochs >= `C` over them
@@ -96,7 +99,7 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(&name);
     let io = |what: &str, p: &Path, e: std::io::Error| {
-        Error::Io(format!("checkpoint: cannot {what} {}: {e}", p.display()))
+        Error::io(format!("checkpoint: cannot {what} {}", p.display()), e)
     };
     let mut file = std::io::BufWriter::with_capacity(
         1 << 20,
@@ -193,13 +196,19 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
     // 4. Only durable values in the file, then the commit point.
     let end = epochs.global();
     log.wait_durable(end)?;
+    // The log must reach `end` for this file to be exact (rows of
+    // transactions up to `end` may be in it): recorded beside it, so a
+    // recovery whose log ends earlier refuses instead of loading it.
     let old = {
         let mut m = db.meta.lock();
         let old = m.checkpoint.replace((name.clone(), c));
+        let old_needs = m.checkpoint_needs.replace((end, bytes));
         if let Err(e) = m.store(&dir) {
             m.checkpoint = old;
+            m.checkpoint_needs = old_needs;
             return Err(e);
         }
+        log.note_meta_gen(m.gen);
         old
     };
     // 5. What the new checkpoint covers.
@@ -208,7 +217,7 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
             let _ = std::fs::remove_file(dir.join(f));
         }
     }
-    let deleted = log.delete_segments_below(c);
+    let deleted = log.delete_segments_below(c)?;
     db.checkpoints.fetch_add(1, Ordering::Relaxed);
     Ok(CheckpointInfo {
         epoch: c,
@@ -224,7 +233,7 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
 /// valid, ending with the epoch mark of `c`. Any damage is an error naming
 /// the file and offset (a checkpoint has no torn tail: it is renamed into
 /// place only once complete and synced).
-pub(crate) fn read(dir: &Path, name: &str, c: u64) -> Result<Vec<u8>, Error> {
+pub fn read(dir: &Path, name: &str, c: u64) -> Result<Vec<u8>, Error> {
     let path = dir.join(name);
     let bytes = std::fs::read(&path)
         .map_err(|e| Error::Corrupt(format!("cannot read checkpoint {}: {e}", path.display())))?;
@@ -276,17 +285,22 @@ pub(crate) fn read(dir: &Path, name: &str, c: u64) -> Result<Vec<u8>, Error> {
     Ok(bytes)
 }
 
-/// Remove leftovers of checkpoints that never became the current one.
-pub(crate) fn remove_stale(dir: &Path, current: Option<&str>) {
+/// Leftovers of checkpoints that never became the current one (a
+/// `.tckp.tmp` of an unfinished checkpoint, an older checkpoint whose
+/// deletion did not finish): removed at open.
+pub(crate) fn stale(dir: &Path, current: Option<&str>) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
+        return Vec::new();
     };
+    let mut v = Vec::new();
     for e in rd.flatten() {
         let n = e.file_name();
         let Some(n) = n.to_str() else { continue };
         let is_ckpt = n.starts_with("ckpt-") && (n.ends_with(".tckp") || n.ends_with(".tckp.tmp"));
-        if is_ckpt && Some(n) != current {
-            let _ = std::fs::remove_file(e.path());
+        if is_ckpt && Some(n) != current && e.file_type().is_ok_and(|t| t.is_file()) {
+            v.push(e.path());
         }
     }
+    v.sort();
+    v
 }

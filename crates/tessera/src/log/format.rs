@@ -584,6 +584,27 @@ impl<'a> Iterator for BlockReader<'a> {
     }
 }
 
+/// Every valid block of `bytes`, skipping damaged stretches (salvage
+/// recovery): after damage, reading resumes at the next position where a
+/// whole block with a valid checksum starts. Blocks of a newer format are
+/// skipped like damage.
+pub fn salvage_blocks(bytes: &[u8]) -> impl Iterator<Item = Block<'_>> {
+    let mut reader = BlockReader::new(bytes);
+    std::iter::from_fn(move || loop {
+        match reader.next()? {
+            Ok(b) => return Some(b),
+            Err(d) => {
+                let next = next_valid_block(bytes, d.offset() as usize + 1)?;
+                reader = BlockReader {
+                    bytes,
+                    pos: next,
+                    done: false,
+                };
+            }
+        }
+    })
+}
+
 // ---------------------------------------------------------------------------
 // Reading transaction entries
 // ---------------------------------------------------------------------------

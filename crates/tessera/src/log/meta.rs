@@ -46,6 +46,14 @@ pub struct Meta {
     /// The last run: how many loggers it started, and the durable epoch it
     /// started from (every logger of that run wrote a mark of it first).
     pub run: Option<(u32, u64)>,
+    /// With `checkpoint`: the durable epoch the checkpoint waited for before
+    /// it was recorded (the log must reach it: rows of transactions up to
+    /// that epoch may be in the file), and the file's size in bytes.
+    pub checkpoint_needs: Option<(u64, u64)>,
+    /// Generation: incremented by every [`Meta::store`]. `tessera.frontier`
+    /// records the generation it was written under, so an older copy of
+    /// this file is recognized.
+    pub gen: u64,
 }
 
 impl Meta {
@@ -55,7 +63,7 @@ impl Meta {
     }
 
     fn render(&self) -> String {
-        let mut s = format!("tessera-meta {FORMAT_VERSION}\n");
+        let mut s = format!("tessera-meta {FORMAT_VERSION}\ngen {}\n", self.gen);
         for t in &self.tables {
             s += &format!(
                 "table {} {} {}\n",
@@ -69,6 +77,9 @@ impl Meta {
         }
         if let Some((f, e)) = &self.checkpoint {
             s += &format!("checkpoint {e} {f}\n");
+        }
+        if let Some((needs, bytes)) = &self.checkpoint_needs {
+            s += &format!("checkpoint-needs {needs} {bytes}\n");
         }
         if let Some((l, d)) = &self.run {
             s += &format!("run {l} {d}\n");
@@ -157,6 +168,20 @@ impl Meta {
                         _ => return Err(bad(n, "malformed checkpoint line")),
                     }
                 }
+                "gen" => {
+                    m.gen = parts
+                        .next()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or_else(|| bad(n, "malformed gen line"))?;
+                }
+                "checkpoint-needs" => {
+                    let e = parts.next().and_then(|v| v.parse().ok());
+                    let b = parts.next().and_then(|v| v.parse().ok());
+                    match (e, b) {
+                        (Some(e), Some(b)) => m.checkpoint_needs = Some((e, b)),
+                        _ => return Err(bad(n, "malformed checkpoint-needs line")),
+                    }
+                }
                 "run" => {
                     let l = parts.next().and_then(|v| v.parse().ok());
                     let d = parts.next().and_then(|v| v.parse().ok());
@@ -168,6 +193,12 @@ impl Meta {
                 "" => {}
                 other => return Err(bad(n, &format!("unknown entry '{other}'"))),
             }
+        }
+        if m.checkpoint_needs.is_some() != m.checkpoint.is_some() {
+            return Err(bad(
+                0,
+                "checkpoint and checkpoint-needs lines must come together",
+            ));
         }
         Ok(m)
     }
@@ -182,16 +213,19 @@ impl Meta {
                 Meta::parse(&path, &text).map(Some)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::Io(format!("cannot read {}: {e}", path.display()))),
+            Err(e) => Err(Error::io(format!("cannot read {}", path.display()), e)),
         }
     }
 
-    /// Replace `dir/tessera.meta` atomically and durably.
-    pub fn store(&self, dir: &Path) -> Result<(), Error> {
+    /// Replace `dir/tessera.meta` atomically and durably, as the next
+    /// generation (`gen` is incremented first, and stays so even if the
+    /// store fails: a generation is never reused).
+    pub fn store(&mut self, dir: &Path) -> Result<(), Error> {
+        self.gen += 1;
         let path = dir.join(META_FILE);
         let tmp: PathBuf = dir.join(format!("{META_FILE}.tmp"));
         let io = |what: &str, p: &Path, e: std::io::Error| {
-            Error::Io(format!("cannot {what} {}: {e}", p.display()))
+            Error::io(format!("cannot {what} {}", p.display()), e)
         };
         {
             let mut f = std::fs::File::create(&tmp).map_err(|e| io("create", &tmp, e))?;
@@ -230,9 +264,13 @@ mod tests {
             voids: vec![(7, 12)],
             checkpoint: Some(("ckpt-00000003.tckp".into(), 40)),
             run: Some((2, 6)),
+            checkpoint_needs: Some((42, 123456)),
+            gen: 6,
         };
-        m.store(&dir).unwrap();
-        assert_eq!(Meta::load(&dir).unwrap(), Some(m.clone()));
+        let mut stored = m.clone();
+        stored.store(&dir).unwrap();
+        assert_eq!(stored.gen, 7);
+        assert_eq!(Meta::load(&dir).unwrap(), Some(stored));
         assert!(m.is_void(8) && m.is_void(12) && !m.is_void(7) && !m.is_void(13));
         // A flipped byte is caught by the checksum.
         let p = dir.join(META_FILE);

@@ -43,6 +43,7 @@
 
 pub mod checkpoint;
 pub mod format;
+pub mod frontier;
 pub mod meta;
 pub mod recovery;
 pub mod segment;
@@ -59,6 +60,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::epoch::Epochs;
 use crate::error::Error;
 use format::BlockKind;
+use frontier::{Frontier, FrontierWriter};
 use segment::SegmentWriter;
 
 /// When [`crate::Worker::run`] returns relative to the log.
@@ -193,7 +195,7 @@ pub(crate) struct Log {
     waiters_cv: Condvar,
     kick: Mutex<bool>,
     kick_cv: Condvar,
-    failed: Mutex<Option<String>>,
+    failed: Mutex<Option<Error>>,
     has_failed: AtomicBool,
     stop: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -204,11 +206,17 @@ pub(crate) struct Log {
     poll: Duration,
     /// Closed segments, for deletion once a checkpoint covers them.
     closed: Mutex<Vec<ClosedSegment>>,
+    /// `tessera.frontier` and its contents: written before a new durable
+    /// epoch is published (see the `frontier` module).
+    frontier: Mutex<(FrontierWriter, Frontier)>,
 }
 
 impl Log {
     /// Start `starts.len()` loggers writing new segments in `dir`; the
-    /// durable epoch starts at `durable` (what recovery found).
+    /// durable epoch starts at `durable` (what recovery found). `frontier`
+    /// describes the streams already in `dir` as recovery checked them; it
+    /// is completed with the new segments and written (atomically) before
+    /// the loggers start.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         dir: &Path,
@@ -217,11 +225,46 @@ impl Log {
         starts: Vec<LoggerStart>,
         closed: Vec<ClosedSegment>,
         durable: u64,
+        mut frontier: Frontier,
         segment_bytes: u64,
         epoch_interval: Duration,
     ) -> Result<Arc<Log>, Error> {
         let nslots = epochs.capacity();
         let nloggers = starts.len().max(1);
+        // Every logger of a run starts with a mark of the durable epoch it
+        // starts from, so recovery's minimum over this run's loggers never
+        // falls below it; the frontier records those marks before any
+        // logger runs.
+        let mut writers = Vec::new();
+        for (i, s) in starts.iter().enumerate() {
+            let mut writer = SegmentWriter::create(dir, i as u16, s.segno, segment_bytes)
+                .map_err(|e| io_error("create a log segment in", dir, e))?;
+            let mut first = Vec::new();
+            format::write_block(
+                &mut first,
+                BlockKind::EpochMark,
+                i as u16,
+                s.seq,
+                durable,
+                &[],
+            );
+            writer
+                .append(&first)
+                .and_then(|_| writer.sync())
+                .map_err(|e| io_error("write", writer.path(), e))?;
+            let had = frontier.stream(i as u16).is_some();
+            let f = frontier.stream_mut(i as u16);
+            if !had {
+                f.first_segno = s.segno;
+            }
+            f.segno = s.segno;
+            f.offset = writer.len();
+            f.mark = durable;
+            writers.push((writer, s.seq + 1));
+        }
+        frontier.durable = durable;
+        frontier.gen += 1;
+        let fw = FrontierWriter::create(dir, &frontier)?;
         let log = Arc::new(Log {
             mode,
             slots: (0..nslots)
@@ -253,32 +296,15 @@ impl Log {
             // epoch durable about one fsync after the epoch advanced.
             poll: (epoch_interval / 8).clamp(Duration::from_micros(200), Duration::from_millis(5)),
             closed: Mutex::new(closed),
+            frontier: Mutex::new((fw, frontier)),
         });
         let mut handles = Vec::new();
-        for (i, s) in starts.into_iter().enumerate() {
-            let mut writer = SegmentWriter::create(dir, i as u16, s.segno, segment_bytes)
-                .map_err(|e| io_error("create log segment in", dir, &e))?;
-            // Every logger of a run starts with a mark of the durable epoch
-            // it starts from, so recovery's minimum over this run's loggers
-            // never falls below it.
-            let mut first = Vec::new();
-            format::write_block(
-                &mut first,
-                BlockKind::EpochMark,
-                i as u16,
-                s.seq,
-                durable,
-                &[],
-            );
-            writer
-                .append(&first)
-                .and_then(|_| writer.sync())
-                .map_err(|e| io_error("write", writer.path(), &e))?;
+        for (i, (writer, seq)) in writers.into_iter().enumerate() {
             let l = Arc::clone(&log);
             let h = std::thread::Builder::new()
                 .name(format!("tessera-logger-{i}"))
-                .spawn(move || l.logger_main(i, writer, s.seq + 1, durable))
-                .map_err(|e| Error::Io(format!("cannot start logger thread: {e}")))?;
+                .spawn(move || l.logger_main(i, writer, seq, durable))
+                .map_err(|e| Error::io("cannot start a logger thread", e))?;
             handles.push(h);
         }
         *log.threads.lock() = handles;
@@ -304,7 +330,7 @@ impl Log {
     /// The error that stopped a logger, if any.
     pub fn failure(&self) -> Option<Error> {
         if self.has_failed.load(Ordering::Acquire) {
-            self.failed.lock().clone().map(Error::Io)
+            self.failed.lock().clone()
         } else {
             None
         }
@@ -411,39 +437,71 @@ impl Log {
 
     /// Delete closed segments all of whose entries have epochs below `c`
     /// (a checkpoint of epoch `c` covers them), oldest first per logger.
-    /// Returns how many were deleted.
-    pub fn delete_segments_below(&self, c: u64) -> usize {
+    /// The frontier records each stream's new oldest segment first, so a
+    /// crash between the two leaves extra old segments, never a missing
+    /// one. Returns how many were deleted.
+    pub fn delete_segments_below(&self, c: u64) -> Result<usize, Error> {
         let mut closed = self.closed.lock();
         closed.sort_by_key(|s| (s.logger, s.segno));
-        let mut deleted = 0;
+        // Only a prefix of each stream goes, so recovery never sees a gap.
+        let mut doomed = Vec::new();
         let mut blocked: Vec<u16> = Vec::new();
-        closed.retain(|s| {
+        for (i, s) in closed.iter().enumerate() {
             if blocked.contains(&s.logger) {
-                return true;
+                continue;
             }
             if s.max_epoch >= c {
-                // Later segments of this logger stay too: only a prefix
-                // goes, so recovery never sees a gap.
                 blocked.push(s.logger);
-                return true;
+                continue;
             }
+            doomed.push(i);
+        }
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        {
+            let mut fr = self.frontier.lock();
+            for &i in &doomed {
+                let s = &closed[i];
+                let f = fr.1.stream_mut(s.logger);
+                f.first_segno = f.first_segno.max(s.segno + 1);
+            }
+            fr.1.gen += 1;
+            let (w, f) = &mut *fr;
+            w.write(f)?;
+        }
+        let mut deleted = 0;
+        let mut gone = vec![false; closed.len()];
+        for &i in &doomed {
+            let s = &closed[i];
             match std::fs::remove_file(&s.path) {
                 Ok(()) => {
                     deleted += 1;
-                    false
+                    gone[i] = true;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-                Err(_) => {
-                    blocked.push(s.logger);
-                    true
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => gone[i] = true,
+                // Left for the next checkpoint (recovery ignores segments
+                // older than the frontier's oldest).
+                Err(_) => {}
             }
+        }
+        let mut k = 0;
+        closed.retain(|_| {
+            k += 1;
+            !gone[k - 1]
         });
-        deleted
+        Ok(deleted)
     }
 
-    fn fail(&self, msg: String) {
-        *self.failed.lock() = Some(msg);
+    /// `tessera.meta` moved to generation `gen`: the next frontier write
+    /// records it.
+    pub fn note_meta_gen(&self, gen: u64) {
+        let mut fr = self.frontier.lock();
+        fr.1.meta_gen = fr.1.meta_gen.max(gen);
+    }
+
+    fn fail(&self, err: Error) {
+        *self.failed.lock() = Some(err);
         self.has_failed.store(true, Ordering::Release);
         let _g = self.waiters.lock();
         self.waiters_cv.notify_all();
@@ -528,9 +586,9 @@ impl Log {
                 }
                 seg_max = seg_max.max(round_max);
                 if let Err(err) = res {
-                    self.fail(format!(
-                        "logger {me}: cannot write or sync {}: {err}",
-                        w.path().display()
+                    self.fail(Error::io(
+                        format!("logger {me}: cannot write or sync {}", w.path().display()),
+                        err,
                     ));
                     return;
                 }
@@ -547,6 +605,18 @@ impl Log {
                 }
                 if advance {
                     mark = new_mark;
+                    // Under the frontier's lock: this stream's synced
+                    // position goes into the frontier before its mark can
+                    // count towards a durable epoch, and a new durable
+                    // epoch is recorded (written and synced) before it is
+                    // published to waiters.
+                    let mut fr = self.frontier.lock();
+                    {
+                        let f = fr.1.stream_mut(me as u16);
+                        f.segno = w.segno();
+                        f.offset = w.len();
+                        f.mark = mark;
+                    }
                     self.logger_durable[me].store(mark, Ordering::Release);
                     let d = self
                         .logger_durable
@@ -554,9 +624,20 @@ impl Log {
                         .map(|x| x.load(Ordering::Acquire))
                         .min()
                         .unwrap_or(mark);
-                    if self.durable.fetch_max(d, Ordering::AcqRel) < d {
-                        let _g = self.waiters.lock();
-                        self.waiters_cv.notify_all();
+                    if d > fr.1.durable {
+                        fr.1.durable = d;
+                        fr.1.gen += 1;
+                        let (fw, f) = &mut *fr;
+                        if let Err(e) = fw.write(f) {
+                            drop(fr);
+                            self.fail(e);
+                            return;
+                        }
+                        drop(fr);
+                        if self.durable.fetch_max(d, Ordering::AcqRel) < d {
+                            let _g = self.waiters.lock();
+                            self.waiters_cv.notify_all();
+                        }
                     }
                 }
             }
@@ -572,6 +653,6 @@ impl Log {
     }
 }
 
-fn io_error(what: &str, path: &Path, e: &std::io::Error) -> Error {
-    Error::Io(format!("{what} {}: {e}", path.display()))
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::io(format!("cannot {what} {}", path.display()), e)
 }

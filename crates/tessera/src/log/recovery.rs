@@ -26,15 +26,143 @@ use crate::storage::tid::{make_tid, LATEST};
 use crate::storage::Record;
 
 use super::format::{self, BlockKind, Damage, WriteOp};
+use super::frontier::Frontier;
 use super::meta::Meta;
 use super::segment;
 use super::LoggerStart;
 
+/// How much damage recovery accepts (RocksDB's WAL recovery modes, adapted
+/// to a log with a recorded durable frontier). Every mode refuses what it
+/// does not accept with [`Error::Corrupt`] naming the file, and changes
+/// nothing in the directory when it refuses. A mode that accepts a loss
+/// reports it ([`RecoveryReport::loss`]) and first keeps a copy of every
+/// file it cuts, sets aside or rewrites in a `recovery-*` folder of the
+/// data directory, so the decision can be undone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RecoveryMode {
+    /// The default: accept only what a crash can leave, a torn or unsynced
+    /// tail after the recorded durable frontier (never acknowledged, so
+    /// cutting it loses nothing). Everything else is refused.
+    #[default]
+    Strict,
+    /// Also accept a loss at the end of a logger's stream: its newest
+    /// segment damaged, truncated or deleted before the frontier. The
+    /// stream is cut at the damage; acknowledged commits after it are lost
+    /// (reported). Damage further back is refused.
+    TolerateTail,
+    /// Accept damage anywhere in the log: each stream is cut at its first
+    /// damage (a damaged block, a missing segment, a missing stream), and
+    /// the database is recovered to the newest epoch every stream still
+    /// covers: a consistent, older state. Refused if the checkpoint is
+    /// damaged or needs more log than survives.
+    PointInTime,
+    /// Keep every valid block that can be read, skipping damage, missing
+    /// segments and a damaged checkpoint's bad blocks. The result is NOT
+    /// guaranteed to be a consistent state; a checkpoint of it is taken at
+    /// once, so the damaged files are retired (copies are kept).
+    Salvage,
+}
+
+impl RecoveryMode {
+    /// Every mode, mildest first.
+    pub const ALL: [RecoveryMode; 4] = [
+        RecoveryMode::Strict,
+        RecoveryMode::TolerateTail,
+        RecoveryMode::PointInTime,
+        RecoveryMode::Salvage,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecoveryMode::Strict => "strict",
+            RecoveryMode::TolerateTail => "tolerate-tail",
+            RecoveryMode::PointInTime => "point-in-time",
+            RecoveryMode::Salvage => "salvage",
+        }
+    }
+
+    /// Whether this mode accepts a loss of the given kind.
+    fn accepts(self, kind: LossKind) -> bool {
+        match kind {
+            LossKind::Tail => self != RecoveryMode::Strict,
+            LossKind::Middle => matches!(self, RecoveryMode::PointInTime | RecoveryMode::Salvage),
+        }
+    }
+
+    /// The mode that would accept a loss of `kind`, for messages.
+    fn hint(kind: LossKind) -> &'static str {
+        match kind {
+            LossKind::Tail => {
+                "--recovery-mode tolerate-tail (or point-in-time) accepts the loss and reports it"
+            }
+            LossKind::Middle => {
+                "--recovery-mode point-in-time recovers the state before the damage; salvage keeps what can be read"
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for RecoveryMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        RecoveryMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s.to_ascii_lowercase())
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "unknown recovery mode '{s}' (known: strict, tolerate-tail, point-in-time, salvage)"
+                ))
+            })
+    }
+}
+
+impl std::fmt::Display for RecoveryMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a loss lies in a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LossKind {
+    /// In or after the newest segment the frontier records (the end of the
+    /// stream).
+    Tail,
+    /// Further back: an older segment, a gap, the oldest segments.
+    Middle,
+}
+
+/// What an accepting recovery mode gave up (see [`RecoveryMode`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Loss {
+    /// Acknowledged durable epochs that are gone: `(lo, hi]`, from the
+    /// durable epoch recovered to the one `tessera.frontier` recorded.
+    pub acknowledged_epochs: Option<(u64, u64)>,
+    /// Transaction entries found in the parts cut off or set aside.
+    pub txns_set_aside: u64,
+    /// What was lost and where, one line each (file, offset, why).
+    pub details: Vec<String>,
+    /// Files cut, set aside or rewritten (their copies are in `kept_in`).
+    pub files: Vec<String>,
+    /// The folder holding the copies and a report (`None` on a dry run).
+    pub kept_in: Option<PathBuf>,
+    /// False after salvage: the state may mix epochs.
+    pub consistent: bool,
+}
+
 /// What recovery found and did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RecoveryReport {
+    /// The recovery mode used.
+    pub mode: RecoveryMode,
+    /// A dry run (read-only open): nothing in the directory was changed.
+    pub dry_run: bool,
     /// The durable epoch: every entry at or below it was replayed.
     pub durable_epoch: u64,
+    /// The durable epoch `tessera.frontier` recorded (every acknowledged
+    /// commit is at or below it).
+    pub frontier_epoch: Option<u64>,
     /// The largest epoch in any block (entries above `durable_epoch` are
     /// ignored and voided for later runs).
     pub max_epoch_seen: u64,
@@ -42,18 +170,27 @@ pub struct RecoveryReport {
     pub segments: usize,
     /// Bytes of log read.
     pub log_bytes: u64,
-    /// Transaction entries replayed.
+    /// Transaction entries replayed from the log.
     pub txns_replayed: u64,
-    /// Transaction entries ignored: after the durable epoch or void.
+    /// Log entries the checkpoint covers (older than its epoch: skipped).
+    pub txns_covered: u64,
+    /// Log entries ignored: after the durable epoch, or void.
     pub txns_ignored: u64,
     /// Record writes replayed (before picking the newest per record).
     pub writes_replayed: u64,
+    /// Rows loaded from the checkpoint.
+    pub checkpoint_rows: u64,
     /// Live records after recovery.
     pub records: u64,
     /// The checkpoint loaded: (file name, checkpoint epoch).
     pub checkpoint: Option<(String, u64)>,
-    /// Warnings (torn tails cut off).
+    /// Warnings: torn tails cut off (nothing acknowledged in them), a
+    /// damaged copy of the frontier, leftovers removed.
     pub warnings: Vec<String>,
+    /// Changes made to the directory (empty on a dry run, and when refused).
+    pub changes: Vec<String>,
+    /// What an accepting mode gave up (`None`: nothing).
+    pub loss: Option<Loss>,
     /// Wall-clock seconds.
     pub seconds: f64,
     /// Of which: reading and checking the files, decoding and routing the
@@ -74,7 +211,8 @@ impl RecoveryReport {
     }
 }
 
-/// One logger's stream as found on disk.
+/// One logger's stream as found on disk (its intact prefix: what recovery
+/// uses).
 #[derive(Clone, Debug, Default)]
 pub struct StreamInfo {
     /// Logger number.
@@ -93,10 +231,25 @@ pub struct StreamInfo {
     pub txns: u64,
     /// Largest epoch of any transaction block, per segment (as `segments`).
     pub segment_max_epochs: Vec<u64>,
+    /// The stream was cut by an accepted loss: entries beyond its last mark
+    /// may be missing, so the durable epoch is at most that mark.
+    pub cut: bool,
 }
 
-/// The log of a data directory, read and checked (for recovery and
-/// `tessera inspect`).
+/// A problem found in one stream: where it is, what it is.
+#[derive(Clone, Debug)]
+struct Problem {
+    /// Index of the file in the stream's list where the intact prefix
+    /// ends (the damaged file, or the first file after a gap).
+    file: usize,
+    /// Offset in that file where the intact prefix ends.
+    offset: u64,
+    /// The message (names the file).
+    msg: String,
+}
+
+/// The log of a data directory, read and checked against
+/// `tessera.frontier` (for recovery and `tessera inspect`).
 pub struct LogScan {
     /// Per logger.
     pub streams: Vec<StreamInfo>,
@@ -106,86 +259,170 @@ pub struct LogScan {
     files: Vec<(u16, u64, PathBuf, usize)>,
     /// Writes in each file (to size the replay's buffers).
     file_writes: Vec<u64>,
-    /// Torn tails found: (path, valid length, message).
+    /// Salvage: replay every valid block of each file, past damage.
+    salvage: bool,
+    /// Tails to cut off (nothing acknowledged in them): (path, valid
+    /// length, message).
     pub torn: Vec<(PathBuf, u64, String)>,
+    /// Files cut by an accepted loss: (path, new length).
+    pub cuts: Vec<(PathBuf, u64)>,
+    /// Whole files set aside by an accepted loss.
+    pub set_aside: Vec<PathBuf>,
+    /// Segments older than the frontier's oldest (a checkpoint covers
+    /// them; a deletion that did not finish): removed at open.
+    pub leftovers: Vec<PathBuf>,
+    /// Accepted losses (messages), and entries found in what they cut.
+    pub losses: Vec<String>,
+    /// Transaction entries in the cut parts.
+    pub txns_set_aside: u64,
 }
 
-/// Cut the newest segment's damaged end at `offset`: record the warning
-/// (`what`: "torn tail", "damaged unsynced end") and return the new end of
-/// the valid prefix.
-fn cut_tail(
-    torn: &mut Vec<(PathBuf, u64, String)>,
-    path: &Path,
-    bytes: &[u8],
-    offset: u64,
-    what: &str,
-    reason: &str,
-) -> u64 {
-    torn.push((
-        path.to_path_buf(),
-        offset,
-        format!(
-            "{}: {what} at offset {offset} ({reason}); {} bytes after it are cut off",
-            path.display(),
-            bytes.len() as u64 - offset
-        ),
-    ));
-    offset
+/// Count the transaction entries in the valid blocks of `bytes`.
+fn count_entries(bytes: &[u8]) -> u64 {
+    format::salvage_blocks(bytes)
+        .filter(|b| b.header.kind == BlockKind::Txns)
+        .map(|b| format::entries(b.payload).flatten().count() as u64)
+        .sum()
 }
 
 impl LogScan {
-    /// Read every segment of `dir` and check it. Damage other than a torn
-    /// tail in a logger's newest segment is an error.
-    pub fn read(dir: &Path) -> Result<LogScan, Error> {
-        let segs = segment::list_segments(dir)
-            .map_err(|e| Error::Io(format!("cannot list {}: {e}", dir.display())))?;
+    /// Read every segment of `dir` and check it. With `frontier` (from
+    /// `tessera.frontier`), a stream must reach its recorded position and
+    /// start at its recorded oldest segment; damage after the position, at
+    /// the end of the newest segment, is a tail to cut. What `mode` does not
+    /// accept is an error naming the file.
+    pub fn read(
+        dir: &Path,
+        frontier: Option<&Frontier>,
+        mode: RecoveryMode,
+    ) -> Result<LogScan, Error> {
+        let mut segs = segment::list_segments(dir)
+            .map_err(|e| Error::io(format!("cannot list {}", dir.display()), e))?;
         let mut scan = LogScan {
             streams: Vec::new(),
             bytes: Vec::new(),
             files: Vec::new(),
             file_writes: Vec::new(),
+            salvage: mode == RecoveryMode::Salvage,
             torn: Vec::new(),
+            cuts: Vec::new(),
+            set_aside: Vec::new(),
+            leftovers: Vec::new(),
+            losses: Vec::new(),
+            txns_set_aside: 0,
         };
-        for (logger, files) in segs {
+        // A stream the frontier records must exist, even if no file of it
+        // is left.
+        if let Some(f) = frontier {
+            for s in &f.streams {
+                segs.entry(s.logger).or_default();
+            }
+        }
+        for (logger, mut files) in segs {
+            let fr = frontier.and_then(|f| f.stream(logger)).copied();
+            if let Some(fr) = &fr {
+                // Older than the oldest segment that must exist: covered by
+                // the checkpoint, left by a deletion that did not finish.
+                files.retain(|(segno, path)| {
+                    let keep = *segno >= fr.first_segno;
+                    if !keep {
+                        scan.leftovers.push(path.clone());
+                    }
+                    keep
+                });
+            }
             let mut info = StreamInfo {
                 logger,
                 ..StreamInfo::default()
             };
-            let nfiles = files.len();
-            for (k, (segno, path)) in files.into_iter().enumerate() {
-                if let Some(&(prev, _, _, _)) = info.segments.last() {
-                    if segno != prev + 1 {
-                        return Err(Error::Corrupt(format!(
-                            "missing log segment {} (logger {logger} has segments {prev} and {segno})",
-                            segment::segment_name(logger, prev + 1)
-                        )));
+            let mut problem: Option<Problem> = None;
+            let mut kind = LossKind::Middle;
+            let mut datas: Vec<Vec<u8>> = Vec::new();
+            // A stream a checkpoint covers whole needs no file at all.
+            let fr = fr.filter(|f| f.first_segno <= f.segno);
+            if let Some(fr) = &fr {
+                let first = files.first().map(|f| f.0);
+                if first != Some(fr.first_segno) {
+                    let missing = segment::segment_name(logger, fr.first_segno);
+                    problem = Some(Problem {
+                        file: 0,
+                        offset: 0,
+                        msg: match first {
+                            None => format!(
+                                "logger {logger}'s log stream is missing: tessera.frontier records segments {missing} to {} (durable through epoch {}), none is in {}",
+                                segment::segment_name(logger, fr.segno),
+                                fr.mark,
+                                dir.display()
+                            ),
+                            Some(_) => format!(
+                                "missing log segment {missing} (tessera.frontier records it as logger {logger}'s oldest needed segment)"
+                            ),
+                        },
+                    });
+                    // Nothing of the stream is left before its newest
+                    // recorded segment: the end of the stream is what is
+                    // missing.
+                    if fr.first_segno == fr.segno && first.is_none_or(|f| f > fr.segno) {
+                        kind = LossKind::Tail;
                     }
                 }
-                let bytes = segment::read_segment(&path)
-                    .map_err(|e| Error::Io(format!("cannot read {}: {e}", path.display())))?;
+            }
+            let nfiles = files.len();
+            'files: for (k, (segno, path)) in files.iter().enumerate() {
+                if problem.is_some() && !scan.salvage {
+                    break;
+                }
+                if let Some(&(prev, _, _, _)) = info.segments.last() {
+                    if *segno != prev + 1 && problem.is_none() {
+                        problem = Some(Problem {
+                            file: k,
+                            offset: 0,
+                            msg: format!(
+                                "missing log segment {} (logger {logger} has segments {prev} and {segno})",
+                                segment::segment_name(logger, prev + 1)
+                            ),
+                        });
+                        kind = match &fr {
+                            Some(fr) if prev + 1 > fr.segno => LossKind::Tail,
+                            _ => LossKind::Middle,
+                        };
+                        if !scan.salvage {
+                            break;
+                        }
+                    }
+                }
+                let bytes = segment::read_segment(path)
+                    .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+                let newest = k + 1 == nfiles;
+                // The frontier's position, if it lies in this file.
+                let at_or_after_frontier = |off: u64| match &fr {
+                    None => true,
+                    Some(fr) => *segno > fr.segno || (*segno == fr.segno && off >= fr.offset),
+                };
                 let mut valid = 0u64;
                 let mut seg_max = 0u64;
                 let mut writes = 0u64;
+                let mut bad: Option<(u64, String, bool)> = None; // offset, reason, torn-like
                 for b in format::BlockReader::new(&bytes) {
                     match b {
                         Ok(b) => {
                             if let Some(s) = info.last_seq {
-                                if b.header.seq != s + 1 {
-                                    return Err(Error::Corrupt(format!(
-                                        "{} offset {}: block sequence {} follows {s} (a block or segment is missing)",
-                                        path.display(),
+                                if b.header.seq != s + 1 && !scan.salvage {
+                                    bad = Some((
                                         b.offset,
-                                        b.header.seq
-                                    )));
+                                        format!("block sequence {} follows {s} (a block or segment is missing)", b.header.seq),
+                                        false,
+                                    ));
+                                    break;
                                 }
                             }
                             if b.header.logger != logger {
-                                return Err(Error::Corrupt(format!(
-                                    "{} offset {}: block of logger {} in logger {logger}'s segment",
-                                    path.display(),
+                                bad = Some((
                                     b.offset,
-                                    b.header.logger
-                                )));
+                                    format!("block of logger {} in logger {logger}'s segment", b.header.logger),
+                                    false,
+                                ));
+                                break;
                             }
                             info.last_seq = Some(b.header.seq);
                             info.blocks += 1;
@@ -202,42 +439,20 @@ impl LogScan {
                             }
                             valid = b.offset + (format::HEADER_LEN + b.payload.len()) as u64;
                         }
-                        Err(Damage::TornTail { offset, reason }) if k + 1 == nfiles => {
-                            valid = cut_tail(&mut scan.torn, &path, &bytes, offset, "torn tail", &reason);
-                            break;
-                        }
                         Err(Damage::TornTail { offset, reason }) => {
-                            return Err(Error::Corrupt(format!(
-                                "{} offset {offset}: damaged block in a segment that is not the newest ({reason})",
-                                path.display()
-                            )))
+                            bad = Some((offset, reason, true));
+                            break;
                         }
                         // Loggers fdatasync once per epoch, when they write a
                         // mark; the bytes of later rounds may reach the disk
-                        // out of order after a machine crash. Damage in the
-                        // newest segment with at most one mark after it (the
-                        // round whose fsync may not have returned) is such an
-                        // unsynced end; with two, a completed fsync covered
-                        // it, so it is real damage.
-                        Err(Damage::Corrupt { offset, reason })
-                            if k + 1 == nfiles
-                                && format::marks_after(&bytes, offset as usize + 1, 2) < 2 =>
-                        {
-                            valid = cut_tail(
-                                &mut scan.torn,
-                                &path,
-                                &bytes,
-                                offset,
-                                "damaged unsynced end",
-                                &reason,
-                            );
-                            break;
-                        }
+                        // out of order after a machine crash. Damage with at
+                        // most one mark after it (the round whose fsync may
+                        // not have returned) is such an unsynced end; with
+                        // two, a completed fsync covered it.
                         Err(Damage::Corrupt { offset, reason }) => {
-                            return Err(Error::Corrupt(format!(
-                                "{} offset {offset}: {reason}",
-                                path.display()
-                            )))
+                            let unsynced = format::marks_after(&bytes, offset as usize + 1, 2) < 2;
+                            bad = Some((offset, reason, unsynced));
+                            break;
                         }
                         Err(Damage::NewerVersion { offset, version }) => {
                             return Err(Error::NewerFormat(format!(
@@ -248,14 +463,134 @@ impl LogScan {
                         }
                     }
                 }
+                if let Some((offset, reason, crash_like)) = bad.filter(|_| problem.is_none()) {
+                    if newest && crash_like && at_or_after_frontier(offset) {
+                        // What a crash leaves: cut it, nothing acknowledged
+                        // is in it.
+                        let what = if reason.contains("valid block follows") {
+                            "damaged unsynced end"
+                        } else {
+                            "torn tail"
+                        };
+                        scan.torn.push((
+                            path.clone(),
+                            offset,
+                            format!(
+                                "{}: {what} at offset {offset} ({reason}), after the durable frontier; {} bytes after it are cut off",
+                                path.display(),
+                                bytes.len() as u64 - offset
+                            ),
+                        ));
+                    } else {
+                        let before = match &fr {
+                            Some(fr) if !at_or_after_frontier(offset) => format!(
+                                ", before the durable frontier (tessera.frontier: {} offset {}, epoch {})",
+                                segment::segment_name(logger, fr.segno),
+                                fr.offset,
+                                fr.mark
+                            ),
+                            _ => String::new(),
+                        };
+                        problem = Some(Problem {
+                            file: k,
+                            offset,
+                            msg: format!(
+                                "{} offset {offset}: {}{reason}{before}",
+                                path.display(),
+                                if newest {
+                                    ""
+                                } else {
+                                    "damage in a segment that is not the newest: "
+                                }
+                            ),
+                        });
+                        kind = match &fr {
+                            Some(fr) if *segno >= fr.segno => LossKind::Tail,
+                            None if newest => LossKind::Tail,
+                            _ => LossKind::Middle,
+                        };
+                    }
+                }
+                if let Some(p) = problem.as_ref().filter(|_| !scan.salvage) {
+                    // The intact prefix ends inside this file.
+                    info.segments
+                        .push((*segno, path.clone(), bytes.len() as u64, p.offset));
+                    info.segment_max_epochs.push(seg_max);
+                    scan.files
+                        .push((logger, *segno, path.clone(), p.offset as usize));
+                    scan.file_writes.push(writes);
+                    datas.push(bytes);
+                    break 'files;
+                }
                 info.segments
-                    .push((segno, path.clone(), bytes.len() as u64, valid));
+                    .push((*segno, path.clone(), bytes.len() as u64, valid));
                 info.segment_max_epochs.push(seg_max);
-                scan.files.push((logger, segno, path, valid as usize));
+                let len = if scan.salvage {
+                    bytes.len()
+                } else {
+                    valid as usize
+                };
+                scan.files.push((logger, *segno, path.clone(), len));
                 scan.file_writes.push(writes);
-                scan.bytes.push(bytes);
+                datas.push(bytes);
             }
-            scan.streams.push(info);
+            // The stream ends before the frontier: newest segments deleted or
+            // truncated at a block boundary.
+            if problem.is_none() {
+                if let Some(fr) = &fr {
+                    let end = info.segments.last().map(|s| (s.0, s.3));
+                    if end.is_some_and(|(segno, valid)| (segno, valid) < (fr.segno, fr.offset)) {
+                        let (segno, valid) = end.expect("checked");
+                        problem = Some(Problem {
+                            file: nfiles,
+                            offset: 0,
+                            msg: format!(
+                                "logger {logger}'s log stream ends at {} offset {valid}, before the durable frontier in tessera.frontier ({} offset {}, epoch {}): {}",
+                                segment::segment_name(logger, segno),
+                                segment::segment_name(logger, fr.segno),
+                                fr.offset,
+                                fr.mark,
+                                if segno < fr.segno { "its newest segment(s) are missing" } else { "its newest segment was truncated" }
+                            ),
+                        });
+                        kind = LossKind::Tail;
+                    }
+                }
+            }
+            if let Some(p) = problem {
+                if !mode.accepts(kind) {
+                    return Err(Error::Corrupt(format!(
+                        "{}; {}",
+                        p.msg,
+                        RecoveryMode::hint(kind)
+                    )));
+                }
+                // Accepted: the stream's intact prefix stands; what follows
+                // is cut (the damaged file) and set aside (later files).
+                // (Salvage replays every file past the damage: its streams
+                // are not cut.)
+                info.cut = !scan.salvage;
+                scan.losses.push(p.msg.clone());
+                if !scan.salvage && p.file < nfiles {
+                    {
+                        let (_, path) = &files[p.file];
+                        if let Some(data) = datas.get(p.file) {
+                            scan.txns_set_aside += count_entries(&data[p.offset as usize..]);
+                            scan.cuts.push((path.clone(), p.offset));
+                        }
+                        for (_, path) in &files[p.file + 1..] {
+                            if let Ok(b) = segment::read_segment(path) {
+                                scan.txns_set_aside += count_entries(&b);
+                            }
+                            scan.set_aside.push(path.clone());
+                        }
+                    }
+                }
+            }
+            scan.bytes.extend(datas);
+            if !info.segments.is_empty() || info.cut {
+                scan.streams.push(info);
+            }
         }
         Ok(scan)
     }
@@ -266,7 +601,8 @@ impl LogScan {
     }
 
     /// The durable epoch: the smallest last mark among the loggers of the
-    /// last run (`loggers` of them), at least `floor`.
+    /// last run (`loggers` of them), at least `floor`; at most the last mark
+    /// of any stream cut by an accepted loss.
     pub fn durable_epoch(&self, loggers: u32, floor: u64) -> u64 {
         let d = (0..loggers as u16)
             .map(|l| {
@@ -278,7 +614,14 @@ impl LogScan {
             })
             .min()
             .unwrap_or(0);
-        d.max(floor)
+        let cut = self
+            .streams
+            .iter()
+            .filter(|s| s.cut)
+            .map(|s| s.last_mark.unwrap_or(0))
+            .min()
+            .unwrap_or(u64::MAX);
+        d.max(floor).min(cut)
     }
 
     /// The largest epoch in any block.
@@ -291,19 +634,60 @@ impl LogScan {
     }
 
     /// Where each of `n` loggers of the next run starts: a new segment after
-    /// its last one, the block sequence continuing.
+    /// its last one (set-aside files included, so no name is reused), the
+    /// block sequence continuing.
     pub(crate) fn starts(&self, n: usize) -> Vec<LoggerStart> {
         (0..n)
-            .map(
-                |l| match self.streams.iter().find(|s| s.logger as usize == l) {
+            .map(|l| {
+                let aside = self
+                    .set_aside
+                    .iter()
+                    .filter_map(|p| {
+                        p.file_name()?
+                            .to_str()
+                            .and_then(segment::parse_segment_name)
+                    })
+                    .filter(|&(lg, _)| lg as usize == l)
+                    .map(|(_, s)| s + 1)
+                    .max()
+                    .unwrap_or(0);
+                match self.streams.iter().find(|s| s.logger as usize == l) {
                     Some(s) => LoggerStart {
-                        segno: s.segments.last().map(|x| x.0 + 1).unwrap_or(0),
+                        segno: s.segments.last().map(|x| x.0 + 1).unwrap_or(0).max(aside),
                         seq: s.last_seq.map(|q| q + 1).unwrap_or(0),
                     },
-                    None => LoggerStart { segno: 0, seq: 0 },
-                },
-            )
+                    None => LoggerStart {
+                        segno: aside,
+                        seq: 0,
+                    },
+                }
+            })
             .collect()
+    }
+
+    /// The frontier of the streams as recovery leaves them (before the new
+    /// run's segments): each stream's end, its last mark and oldest segment.
+    pub(crate) fn frontier(&self, old: Option<&Frontier>, meta_gen: u64) -> Frontier {
+        let mut f = Frontier {
+            gen: old.map_or(0, |f| f.gen),
+            durable: 0,
+            meta_gen,
+            streams: Vec::new(),
+        };
+        for s in &self.streams {
+            let Some(last) = s.segments.last() else {
+                continue;
+            };
+            let first = s.segments.first().expect("non-empty").0;
+            let st = f.stream_mut(s.logger);
+            st.first_segno = old
+                .and_then(|o| o.stream(s.logger))
+                .map_or(first, |o| o.first_segno.max(first).min(last.0));
+            st.segno = last.0;
+            st.offset = last.3;
+            st.mark = s.last_mark.unwrap_or(0);
+        }
+        f
     }
 
     /// Every segment found: all are closed once a new run starts.
@@ -326,7 +710,7 @@ impl LogScan {
     pub fn truncate_torn(&self) -> Result<(), Error> {
         for (path, len, _) in &self.torn {
             segment::truncate_file(path, *len)
-                .map_err(|e| Error::Io(format!("cannot truncate {}: {e}", path.display())))?;
+                .map_err(|e| Error::io(format!("cannot truncate {}", path.display()), e))?;
         }
         Ok(())
     }
@@ -369,7 +753,7 @@ pub(crate) fn replay(
     type Routed<'a> = Vec<Vec<RoutedRow<'a>>>;
     let next = AtomicUsize::new(0);
     let out: Mutex<Vec<Routed<'_>>> = Mutex::new(Vec::new());
-    let counts = Mutex::new((0u64, 0u64, 0u64));
+    let counts = Mutex::new((0u64, 0u64, 0u64, 0u64, 0u64));
     let err: Mutex<Option<Error>> = Mutex::new(None);
     let ntables = tables.len() as u32;
     std::thread::scope(|s| {
@@ -377,6 +761,7 @@ pub(crate) fn replay(
             s.spawn(|| {
                 let mut mine: Vec<Routed<'_>> = Vec::new();
                 let (mut replayed, mut ignored, mut writes) = (0u64, 0u64, 0u64);
+                let (mut covered, mut rows) = (0u64, 0u64);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     // Per file, buffers sized from the scan's write count:
@@ -395,14 +780,18 @@ pub(crate) fn replay(
                     } else {
                         break;
                     };
-                    for b in format::BlockReader::new(bytes) {
-                        let Ok(b) = b else { break };
+                    // The log files are cut to their valid prefix (no
+                    // damage left to skip) unless salvaging; a salvaged
+                    // checkpoint may hold damage too.
+                    for b in format::salvage_blocks(bytes) {
                         if b.header.kind != BlockKind::Txns {
                             continue;
                         }
                         for e in format::entries(b.payload) {
                             let e = match e {
                                 Ok(e) => e,
+                                // Salvage skips the rest of a malformed block.
+                                Err(_) if scan.salvage => break,
                                 Err(why) => {
                                     *err.lock().unwrap() = Some(Error::Corrupt(format!(
                                         "{} block at offset {}: {why}",
@@ -419,15 +808,23 @@ pub(crate) fn replay(
                                 Some((_, _, c)) if ckpt => (c.saturating_sub(1), u64::MAX),
                                 _ => (e.epoch, e.stamp),
                             };
-                            if !ckpt {
-                                let covered = matches!(checkpoint, Some((_, _, c)) if e.epoch < c);
-                                if e.epoch > durable || meta.is_void(e.epoch) || covered {
+                            if ckpt {
+                                rows += e.nwrites as u64;
+                            } else {
+                                if matches!(checkpoint, Some((_, _, c)) if e.epoch < c) {
+                                    covered += 1;
+                                    continue;
+                                }
+                                if e.epoch > durable || meta.is_void(e.epoch) {
                                     ignored += 1;
                                     continue;
                                 }
                                 replayed += 1;
                             }
                             for w in e.writes() {
+                                if w.table >= ntables && scan.salvage {
+                                    continue;
+                                }
                                 if w.table >= ntables {
                                     *err.lock().unwrap() = Some(Error::Corrupt(format!(
                                         "{} block at offset {}: write to table {} but the catalog has {ntables} tables",
@@ -437,7 +834,7 @@ pub(crate) fn replay(
                                     )));
                                     return;
                                 }
-                                writes += 1;
+                                writes += u64::from(!ckpt);
                                 let h = key_hash(w.table, w.key);
                                 routed[(h % nshards as u64) as usize].push((
                                     h,
@@ -459,6 +856,8 @@ pub(crate) fn replay(
                 c.0 += replayed;
                 c.1 += ignored;
                 c.2 += writes;
+                c.3 += covered;
+                c.4 += rows;
             });
         }
     });
@@ -466,7 +865,7 @@ pub(crate) fn replay(
         return Err(e);
     }
     report.phase_seconds[1] = started.elapsed().as_secs_f64();
-    let (replayed, ignored, writes) = counts.into_inner().unwrap();
+    let (replayed, ignored, writes, covered, rows) = counts.into_inner().unwrap();
     let mut parts = out.into_inner().unwrap();
     // Regroup by shard.
     let mut shards: Vec<Vec<Vec<RoutedRow<'_>>>> = (0..nshards).map(|_| Vec::new()).collect();
@@ -481,6 +880,7 @@ pub(crate) fn replay(
     // records go into the index in key order.
     let records = AtomicUsize::new(0);
     let err2: Mutex<Option<Error>> = Mutex::new(None);
+    let salvage = scan.salvage;
     std::thread::scope(|s| {
         for shard in shards {
             let (records, err2) = (&records, &err2);
@@ -513,7 +913,18 @@ pub(crate) fn replay(
                 let mut n = 0;
                 let mut val: Vec<u8> = Vec::new();
                 let mut i = 0;
-                while i < rows.len() {
+                // Salvage skips a key whose writes do not fold instead of
+                // refusing.
+                macro_rules! damaged {
+                    ($l:lifetime, $e:expr) => {{
+                        if salvage {
+                            continue $l;
+                        }
+                        *err2.lock().unwrap() = Some($e);
+                        return;
+                    }};
+                }
+                'keys: while i < rows.len() {
                     let (t, k) = (rows[i].1, rows[i].2);
                     let mut j = i + 1;
                     while j < rows.len() && rows[j].1 == t && rows[j].2 == k {
@@ -522,19 +933,17 @@ pub(crate) fn replay(
                     let group = &rows[i..j];
                     i = j;
                     let Some(full) = group.iter().rposition(|r| r.3.op != WriteOp::Patch) else {
-                        *err2.lock().unwrap() = Some(Error::Corrupt(format!(
+                        damaged!('keys, Error::Corrupt(format!(
                             "a patch of key {:?} in table {t} has no earlier full write in the log or checkpoint",
                             String::from_utf8_lossy(k)
-                        )));
-                        return;
+                        )))
                     };
                     if group[full].3.op == WriteOp::Delete {
                         if group.len() > full + 1 {
-                            *err2.lock().unwrap() = Some(Error::Corrupt(format!(
+                            damaged!('keys, Error::Corrupt(format!(
                                 "a patch of key {:?} in table {t} follows its delete",
                                 String::from_utf8_lossy(k)
-                            )));
-                            return;
+                            )))
                         }
                         continue;
                     }
@@ -542,11 +951,10 @@ pub(crate) fn replay(
                     val.extend_from_slice(group[full].3.val);
                     for r in &group[full + 1..] {
                         if let Err(why) = format::apply_patch(&mut val, r.3.val) {
-                            *err2.lock().unwrap() = Some(Error::Corrupt(format!(
+                            damaged!('keys, Error::Corrupt(format!(
                                 "key {:?} in table {t}: {why}",
                                 String::from_utf8_lossy(k)
-                            )));
-                            return;
+                            )))
                         }
                     }
                     let last = group.last().expect("a group has a row").3.epoch;
@@ -568,6 +976,8 @@ pub(crate) fn replay(
     report.txns_replayed += replayed;
     report.txns_ignored += ignored;
     report.writes_replayed += writes;
+    report.txns_covered += covered;
+    report.checkpoint_rows += rows;
     report.records += records.load(Ordering::Relaxed) as u64;
     report.threads = threads;
     report.phase_seconds[2] = started.elapsed().as_secs_f64() - report.phase_seconds[1];
@@ -661,7 +1071,7 @@ mod tests {
             write_block(&mut out, BlockKind::EpochMark, 0, seq, 6, &[]);
             w.append(&out).unwrap();
             w.sync().unwrap();
-            let scan = LogScan::read(&dir).unwrap();
+            let scan = LogScan::read(&dir, None, RecoveryMode::Strict).unwrap();
             let epochs = Epochs::new(4, 25);
             let tables = vec![Arc::new(Table::new(
                 crate::catalog::TableId(0),

@@ -189,6 +189,16 @@ impl SegmentWriter {
         &self.path
     }
 
+    /// Bytes in the current segment.
+    pub fn len(&self) -> u64 {
+        self.cur_len
+    }
+
+    /// Whether the current segment is empty.
+    pub fn is_empty(&self) -> bool {
+        self.cur_len == 0
+    }
+
     /// Total bytes appended through this writer, over all its segments.
     pub fn bytes_written(&self) -> u64 {
         self.total
