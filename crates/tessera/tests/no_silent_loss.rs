@@ -1,0 +1,300 @@
+//! No silent loss: the four holes a user found (a log shorter than the
+//! checkpoint, one logger's stream missing, the newest segment deleted or
+//! emptied, an older copy of the control file) are refused by default,
+//! naming the file and changing nothing; the loss-accepting recovery modes
+//! open them, say what was lost and keep copies that undo the decision; a
+//! read-only open changes nothing and refuses writes.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tessera::{Database, Error, Options, Protocol, RecoveryMode, ScanOptions};
+
+fn opts(dir: &Path) -> Options {
+    Options::durable(dir)
+        .protocol(Protocol::Silo)
+        .epoch_interval(Duration::from_millis(5))
+        .segment_bytes(8 << 10)
+}
+
+/// Every file of `dir` (LOCK aside) with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file() && e.file_name() != "LOCK")
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn segments(dir: &Path, logger: u16) -> Vec<PathBuf> {
+    let prefix = format!("log-{logger:03}-");
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&prefix)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn dump(db: &Database) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let t = db.open_table("t").unwrap();
+    let mut w = db.worker().unwrap();
+    w.run(|tx| tx.scan_collect(t, Bound::Unbounded, Bound::Unbounded, ScanOptions::new()))
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+/// A database with `loggers` loggers and two writer threads; every row
+/// acknowledged (sync durability); a checkpoint in the middle when asked.
+fn fill(dir: &Path, loggers: usize, checkpoint: bool) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let db = Database::open(opts(dir).loggers(loggers)).unwrap();
+    let t = db.create_table("t").unwrap();
+    std::thread::scope(|s| {
+        for th in 0..2u32 {
+            let db = db.clone();
+            s.spawn(move || {
+                let mut w = db.worker().unwrap();
+                for i in 0..150u32 {
+                    w.run(|tx| tx.put(t, format!("{th}-{i:04}").as_bytes(), &[i as u8; 60]))
+                        .unwrap();
+                    if checkpoint && th == 0 && i == 100 {
+                        db.checkpoint().unwrap();
+                    }
+                }
+            });
+        }
+    });
+    dump(&db)
+}
+
+fn refused(dir: &Path, mode: RecoveryMode, names: &str) -> String {
+    let before = snapshot(dir);
+    let e = Database::open(opts(dir).recovery_mode(mode)).unwrap_err();
+    assert!(matches!(e, Error::Corrupt(_)), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains(names), "{msg} does not name {names}");
+    assert_eq!(
+        snapshot(dir),
+        before,
+        "a refused open changed the directory"
+    );
+    msg
+}
+
+#[test]
+fn log_shorter_than_the_checkpoint_is_refused_then_recovered_knowingly() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = fill(dir.path(), 1, true);
+    let newest = segments(dir.path(), 0).pop().unwrap();
+    let name = newest.file_name().unwrap().to_string_lossy().into_owned();
+    let len = std::fs::metadata(&newest).unwrap().len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)
+        .unwrap();
+    f.set_len(len / 2).unwrap();
+    drop(f);
+    let msg = refused(dir.path(), RecoveryMode::Strict, &name);
+    assert!(msg.contains("tolerate-tail"), "{msg}");
+    // A read-only look says the same and changes nothing.
+    let before = snapshot(dir.path());
+    assert!(Database::open(opts(dir.path()).read_only(true)).is_err());
+    assert_eq!(snapshot(dir.path()), before);
+
+    // Accepting the loss: the newest rows are gone, and the report says so.
+    let db = Database::open(opts(dir.path()).recovery_mode(RecoveryMode::TolerateTail)).unwrap();
+    let r = db.recovery_report().unwrap().clone();
+    let loss = r.loss.clone().expect("a loss is reported");
+    let (lo, hi) = loss.acknowledged_epochs.expect("acknowledged epochs lost");
+    assert!(lo < hi && r.durable_epoch == lo, "{r:?}");
+    assert!(loss.details.iter().any(|d| d.contains(&name)), "{loss:?}");
+    let kept = loss.kept_in.clone().expect("copies kept");
+    assert!(kept.join("REPORT.txt").exists() && kept.join(&name).exists());
+    assert_eq!(std::fs::metadata(kept.join(&name)).unwrap().len(), len / 2);
+    assert!(kept.join("tessera.meta").exists() && kept.join("tessera.frontier").exists());
+    let got = dump(&db);
+    assert!(got.len() < rows.len(), "some rows are lost");
+    for (k, v) in &got {
+        assert_eq!(rows.get(k), Some(v));
+    }
+    drop(db);
+    // The decision is recorded: a strict open now agrees.
+    let db = Database::open(opts(dir.path())).unwrap();
+    assert_eq!(dump(&db), got);
+    assert!(db.recovery_report().unwrap().loss.is_none());
+}
+
+#[test]
+fn a_missing_logger_stream_is_refused_and_point_in_time_is_undoable() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = fill(dir.path(), 2, false);
+    let gone = segments(dir.path(), 1);
+    assert!(!gone.is_empty());
+    let aside = tempfile::tempdir().unwrap();
+    for p in &gone {
+        std::fs::rename(p, aside.path().join(p.file_name().unwrap())).unwrap();
+    }
+    let msg = refused(dir.path(), RecoveryMode::Strict, "log-001-");
+    assert!(msg.contains("logger 1"), "{msg}");
+    refused(dir.path(), RecoveryMode::TolerateTail, "log-001-");
+    // Point in time: consistent (here: nothing of logger 1's epochs), the
+    // loss reported, the old control file kept.
+    let names_before: Vec<String> = snapshot(dir.path()).into_keys().collect();
+    let db = Database::open(opts(dir.path()).recovery_mode(RecoveryMode::PointInTime)).unwrap();
+    let r = db.recovery_report().unwrap().clone();
+    let loss = r.loss.expect("a loss");
+    assert!(loss.consistent);
+    let kept = loss.kept_in.unwrap();
+    let got = dump(&db);
+    assert!(got.len() < rows.len());
+    drop(db);
+    // Undo, as REPORT.txt says: the files back, the new run's files gone.
+    let old = snapshot(&kept);
+    for (n, _) in snapshot(dir.path()) {
+        if !names_before.contains(&n) {
+            std::fs::remove_file(dir.path().join(n)).unwrap();
+        }
+    }
+    for (n, b) in old {
+        if n != "REPORT.txt" {
+            std::fs::write(dir.path().join(n), b).unwrap();
+        }
+    }
+    for p in &gone {
+        std::fs::rename(aside.path().join(p.file_name().unwrap()), p).unwrap();
+    }
+    let db = Database::open(opts(dir.path())).unwrap();
+    assert_eq!(dump(&db), rows, "undone: every row is back");
+}
+
+#[test]
+fn newest_segment_deleted_or_emptied_is_refused() {
+    for empty in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        fill(dir.path(), 1, false);
+        let newest = segments(dir.path(), 0).pop().unwrap();
+        let name = newest.file_name().unwrap().to_string_lossy().into_owned();
+        if empty {
+            std::fs::write(&newest, b"").unwrap();
+        } else {
+            std::fs::remove_file(&newest).unwrap();
+        }
+        refused(dir.path(), RecoveryMode::Strict, &name);
+    }
+}
+
+#[test]
+fn an_older_copy_of_the_control_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = dir.path().join("tessera.meta");
+    let old;
+    {
+        let db = Database::open(opts(dir.path())).unwrap();
+        let t = db.create_table("t").unwrap();
+        old = std::fs::read(&meta).unwrap();
+        db.create_table("u").unwrap();
+        let mut w = db.worker().unwrap();
+        for i in 0..20u32 {
+            w.run(|tx| tx.put(t, &i.to_be_bytes(), b"v")).unwrap();
+        }
+    }
+    std::fs::write(&meta, old).unwrap();
+    let msg = refused(dir.path(), RecoveryMode::PointInTime, "tessera.meta");
+    assert!(msg.contains("older"), "{msg}");
+}
+
+#[test]
+fn read_only_open_changes_nothing_and_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = fill(dir.path(), 1, true);
+    // A torn tail after the frontier: an ordinary open would cut it.
+    let newest = segments(dir.path(), 0).pop().unwrap();
+    let mut b = std::fs::read(&newest).unwrap();
+    b.extend_from_slice(&b[..30].to_vec());
+    std::fs::write(&newest, &b).unwrap();
+    let before = snapshot(dir.path());
+    let db = Database::open(opts(dir.path()).read_only(true)).unwrap();
+    let r = db.recovery_report().unwrap();
+    assert!(r.dry_run);
+    assert!(r.changes.iter().any(|c| c.contains("would cut")), "{r:?}");
+    assert_eq!(dump(&db), rows);
+    let t = db.open_table("t").unwrap();
+    let mut w = db.worker().unwrap();
+    assert!(matches!(
+        w.run(|tx| tx.put(t, b"x", b"y")),
+        Err(Error::ReadOnly)
+    ));
+    assert!(matches!(db.create_table("new"), Err(Error::ReadOnly)));
+    drop(w);
+    drop(db);
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "a read-only open changed the directory"
+    );
+    // Missing and non-directory paths are argument errors.
+    let e = Database::open(opts(&dir.path().join("nope")).read_only(true)).unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    let e = Database::open(opts(&newest)).unwrap_err();
+    assert!(e.to_string().contains("is not a directory"), "{e}");
+}
+
+#[test]
+fn salvage_keeps_what_can_be_read_past_damage_in_the_middle() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = fill(dir.path(), 1, false);
+    let segs = segments(dir.path(), 0);
+    assert!(segs.len() >= 3, "{segs:?}");
+    // A flipped byte in an older segment: refused by every mode but
+    // point-in-time (which stops there) and salvage (which reads past it).
+    let mid = &segs[1];
+    let mut b = std::fs::read(mid).unwrap();
+    let at = b.len() / 2;
+    b[at] ^= 0x40;
+    std::fs::write(mid, &b).unwrap();
+    let name = mid.file_name().unwrap().to_string_lossy().into_owned();
+    refused(dir.path(), RecoveryMode::Strict, &name);
+    refused(dir.path(), RecoveryMode::TolerateTail, &name);
+    let pit = {
+        let copy = tempfile::tempdir().unwrap();
+        for (n, b) in snapshot(dir.path()) {
+            std::fs::write(copy.path().join(n), b).unwrap();
+        }
+        let db =
+            Database::open(opts(copy.path()).recovery_mode(RecoveryMode::PointInTime)).unwrap();
+        dump(&db).len()
+    };
+    let db = Database::open(opts(dir.path()).recovery_mode(RecoveryMode::Salvage)).unwrap();
+    let r = db.recovery_report().unwrap().clone();
+    let loss = r.loss.expect("salvage reports");
+    assert!(!loss.consistent);
+    let got = dump(&db);
+    assert!(
+        got.len() >= pit && got.len() < rows.len(),
+        "{} {pit}",
+        got.len()
+    );
+    for (k, v) in &got {
+        assert_eq!(rows.get(k), Some(v));
+    }
+    drop(db);
+    // Salvage took a checkpoint and retired the damaged segments: a strict
+    // open is clean and agrees.
+    let db = Database::open(opts(dir.path())).unwrap();
+    assert_eq!(dump(&db), got);
+}
