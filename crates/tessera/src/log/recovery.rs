@@ -403,16 +403,27 @@ impl LogScan {
                 let mut seg_max = 0u64;
                 let mut writes = 0u64;
                 let mut bad: Option<(u64, String, bool)> = None; // offset, reason, torn-like
+                let mut seen_block = false;
                 for b in format::BlockReader::new(&bytes) {
                     match b {
                         Ok(b) => {
                             if let Some(s) = info.last_seq {
                                 if b.header.seq != s + 1 && !scan.salvage {
-                                    bad = Some((
-                                        b.offset,
-                                        format!("block sequence {} follows {s} (a block or segment is missing)", b.header.seq),
-                                        false,
-                                    ));
+                                    let why = match info.segments.last() {
+                                        // The first block of this file: the
+                                        // previous segment lost its end.
+                                        Some((_, prev, _, _)) if !seen_block => format!(
+                                            "the segment starts at block sequence {} but {} ends at {s}: {} was truncated or emptied (a block or segment is missing)",
+                                            b.header.seq,
+                                            prev.display(),
+                                            prev.display()
+                                        ),
+                                        _ => format!(
+                                            "block sequence {} follows {s} (a block or segment is missing)",
+                                            b.header.seq
+                                        ),
+                                    };
+                                    bad = Some((b.offset, why, false));
                                     break;
                                 }
                             }
@@ -426,6 +437,7 @@ impl LogScan {
                             }
                             info.last_seq = Some(b.header.seq);
                             info.blocks += 1;
+                            seen_block = true;
                             match b.header.kind {
                                 BlockKind::EpochMark => info.last_mark = Some(b.header.epoch),
                                 BlockKind::Txns => {
@@ -462,6 +474,19 @@ impl LogScan {
                             )))
                         }
                     }
+                }
+                // Every segment but the newest got blocks when it was
+                // created (rotation writes into the new file at once): one
+                // without any was emptied or zeroed.
+                if bad.is_none() && !seen_block && !newest {
+                    bad = Some((
+                        0,
+                        format!(
+                            "no valid block in a segment that is not the newest ({} bytes: emptied or zeroed)",
+                            bytes.len()
+                        ),
+                        false,
+                    ));
                 }
                 if let Some((offset, reason, crash_like)) = bad.filter(|_| problem.is_none()) {
                     if newest && crash_like && at_or_after_frontier(offset) {
