@@ -433,7 +433,10 @@ fn blocks(bytes: &[u8]) -> Vec<(u64, BlockKind)> {
 /// Truncation points inside a block stream besides the fractions: block
 /// boundaries (a cut there leaves a shorter, clean-looking file) and one in
 /// the middle of the last block's header (a torn-looking end).
-fn block_cuts(bytes: &[u8]) -> (Vec<(u64, &'static str)>, Vec<(u64, &'static str)>) {
+/// Named offsets in a segment.
+type Cuts = Vec<(u64, &'static str)>;
+
+fn block_cuts(bytes: &[u8]) -> (Cuts, Cuts) {
     let b = blocks(bytes);
     let mut cuts = Vec::new();
     let mut flips = Vec::new();
