@@ -643,11 +643,11 @@ Files cut or set aside (their originals are in this folder):
 "
         );
     }
-    s += "
-To undo: stop every process using the directory, then copy the files of this
-          folder back over the data directory's (tessera.meta, tessera.frontier and the
-          log segments), and delete the log segments and checkpoint written since.
-";
+    s += "\nTo undo: stop every process using the directory; delete the log segments\n\
+           and checkpoints written since this recovery (the next run's segments\n\
+           continue right after the last intact one, so they may bear the names of\n\
+           files set aside here); then copy the files of this folder, all but\n\
+           REPORT.txt, back into the data directory.\n";
     s
 }
 

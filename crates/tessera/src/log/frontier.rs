@@ -188,6 +188,12 @@ impl Frontier {
         if b[end + 4..].iter().any(|&x| x != 0) {
             return Err("non-zero bytes after the checksum".into());
         }
+        // Writers increment the generation (and alternate slots by it): one
+        // near the end of the range would wrap and be outranked by the
+        // stale slot. No real count of writes gets there.
+        if u64_at(8) > i64::MAX as u64 {
+            return Err(format!("generation {} out of range", u64_at(8)));
+        }
         let mut f = Frontier {
             gen: u64_at(8),
             durable: u64_at(16),
@@ -412,6 +418,12 @@ mod tests {
     fn decode_rejects_malformed_slots() {
         let good = sample(1).encode();
         assert_eq!(Frontier::decode(&good).unwrap(), Some(sample(1)));
+        // A generation a writer could not follow without wrapping.
+        let with_gen = |gen| Frontier { gen, ..sample(1) };
+        let last = with_gen(i64::MAX as u64);
+        assert_eq!(Frontier::decode(&last.encode()).unwrap(), Some(last));
+        let e = Frontier::decode(&with_gen(u64::MAX).encode()).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
         // Too many streams claimed.
         let mut b = good;
         b[6..8].copy_from_slice(&1000u16.to_le_bytes());

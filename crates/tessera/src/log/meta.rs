@@ -23,6 +23,11 @@ use super::format::FORMAT_VERSION;
 /// File name of the control file.
 pub const META_FILE: &str = "tessera.meta";
 
+/// The largest generation `tessera.meta` may record (`Meta::load`
+/// refuses more; `Meta::store` refuses to go past it). Far beyond any real
+/// count of rewrites, and exact in a JSON number reader using `i64`.
+pub const MAX_GEN: u64 = i64::MAX as u64;
+
 /// A table as recorded in the catalog.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MetaTable {
@@ -173,6 +178,12 @@ impl Meta {
                         .next()
                         .and_then(|v| v.parse().ok())
                         .ok_or_else(|| bad(n, "malformed gen line"))?;
+                    // No writer gets near the last generation (one store
+                    // per recovery or table creation): found on disk, it is
+                    // damage.
+                    if m.gen > MAX_GEN {
+                        return Err(bad(n, "gen out of range"));
+                    }
                 }
                 "checkpoint-needs" => {
                     let e = parts.next().and_then(|v| v.parse().ok());
@@ -221,6 +232,13 @@ impl Meta {
     /// generation (`gen` is incremented first, and stays so even if the
     /// store fails: a generation is never reused).
     pub fn store(&mut self, dir: &Path) -> Result<(), Error> {
+        if self.gen >= MAX_GEN {
+            return Err(Error::Corrupt(format!(
+                "{}: generation {} is the last one; the control file cannot be rewritten",
+                dir.join(META_FILE).display(),
+                self.gen
+            )));
+        }
         self.gen += 1;
         let path = dir.join(META_FILE);
         let tmp: PathBuf = dir.join(format!("{META_FILE}.tmp"));
@@ -285,6 +303,22 @@ mod tests {
         std::fs::write(&p, text).unwrap();
         let e = Meta::load(&dir).unwrap_err();
         assert!(matches!(e, Error::NewerFormat(_)), "{e}");
+        // Generations past the last are refused; the fuzzer found that
+        // u64::MAX loaded and then overflowed `store`.
+        for gen in [MAX_GEN + 1, u64::MAX] {
+            let body = format!("tessera-meta {FORMAT_VERSION}\ngen {gen}\n");
+            let text = format!("{body}crc32c {:08x}\n", crc32c::crc32c(body.as_bytes()));
+            std::fs::write(&p, text).unwrap();
+            let e = Meta::load(&dir).unwrap_err();
+            assert!(e.to_string().contains("gen out of range"), "{e}");
+        }
+        // The last one loads, and cannot be followed.
+        let mut last = Meta {
+            gen: MAX_GEN,
+            ..Meta::default()
+        };
+        assert!(last.store(&dir).is_err());
+        assert_eq!(last.gen, MAX_GEN);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

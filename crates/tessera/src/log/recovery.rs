@@ -319,6 +319,15 @@ impl LogScan {
             }
         }
         for (logger, mut files) in segs {
+            // Segment numbers count up from 0, one per rotation: a name far
+            // beyond any real count is not one of ours (and the next run's
+            // number after it would overflow).
+            if let Some((_, path)) = files.iter().find(|(segno, _)| *segno > i64::MAX as u64) {
+                return Err(Error::Corrupt(format!(
+                    "{}: segment number out of range (not a segment this engine wrote); move it out of the data directory",
+                    path.display()
+                )));
+            }
             let fr = frontier.and_then(|f| f.stream(logger)).copied();
             if let Some(fr) = &fr {
                 // Older than the oldest segment that must exist: covered by
@@ -597,18 +606,39 @@ impl LogScan {
                 info.cut = !scan.salvage;
                 scan.losses.push(p.msg.clone());
                 if !scan.salvage && p.file < nfiles {
-                    {
-                        let (_, path) = &files[p.file];
-                        if let Some(data) = datas.get(p.file) {
+                    let (_, path) = &files[p.file];
+                    match datas.get(p.file) {
+                        // Damage inside the file: its intact prefix stays.
+                        Some(data) if p.offset > 0 => {
                             scan.txns_set_aside += count_entries(&data[p.offset as usize..]);
                             scan.cuts.push((path.clone(), p.offset));
                         }
-                        for (_, path) in &files[p.file + 1..] {
-                            if let Ok(b) = segment::read_segment(path) {
-                                scan.txns_set_aside += count_entries(&b);
-                            }
+                        // Nothing of the file stands (damage at its first
+                        // block, or a file after a gap): it goes aside whole
+                        // and leaves the stream, which must end at its last
+                        // intact segment: the next run continues right after
+                        // it, and a kept empty segment would be damage to the
+                        // next recovery.
+                        _ => {
+                            let data = match datas.get(p.file) {
+                                Some(_) => {
+                                    info.segments.pop();
+                                    info.segment_max_epochs.pop();
+                                    scan.files.pop();
+                                    scan.file_writes.pop();
+                                    datas.pop()
+                                }
+                                None => segment::read_segment(path).ok(),
+                            };
+                            scan.txns_set_aside += data.as_deref().map_or(0, count_entries);
                             scan.set_aside.push(path.clone());
                         }
+                    }
+                    for (_, path) in &files[p.file + 1..] {
+                        if let Ok(b) = segment::read_segment(path) {
+                            scan.txns_set_aside += count_entries(&b);
+                        }
+                        scan.set_aside.push(path.clone());
                     }
                 }
             }
@@ -658,35 +688,23 @@ impl LogScan {
             .unwrap_or(0)
     }
 
-    /// Where each of `n` loggers of the next run starts: a new segment after
-    /// its last one (set-aside files included, so no name is reused), the
-    /// block sequence continuing.
+    /// Where each of `n` loggers of the next run starts: a new segment right
+    /// after its last intact one, the block sequence continuing. The files
+    /// an accepted loss set aside are out of the directory by then (moved
+    /// into the recovery folder), so their names may be used again: a
+    /// segment number after them would leave a gap that the next recovery
+    /// must refuse.
     pub(crate) fn starts(&self, n: usize) -> Vec<LoggerStart> {
         (0..n)
-            .map(|l| {
-                let aside = self
-                    .set_aside
-                    .iter()
-                    .filter_map(|p| {
-                        p.file_name()?
-                            .to_str()
-                            .and_then(segment::parse_segment_name)
-                    })
-                    .filter(|&(lg, _)| lg as usize == l)
-                    .map(|(_, s)| s + 1)
-                    .max()
-                    .unwrap_or(0);
-                match self.streams.iter().find(|s| s.logger as usize == l) {
+            .map(
+                |l| match self.streams.iter().find(|s| s.logger as usize == l) {
                     Some(s) => LoggerStart {
-                        segno: s.segments.last().map(|x| x.0 + 1).unwrap_or(0).max(aside),
-                        seq: s.last_seq.map(|q| q + 1).unwrap_or(0),
+                        segno: s.segments.last().map_or(0, |x| x.0 + 1),
+                        seq: s.last_seq.map_or(0, |q| q + 1),
                     },
-                    None => LoggerStart {
-                        segno: aside,
-                        seq: 0,
-                    },
-                }
-            })
+                    None => LoggerStart { segno: 0, seq: 0 },
+                },
+            )
             .collect()
     }
 
