@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Subcommand, ValueEnum};
+use serde_json::Value;
 use tessera::{Database, Durability, Options, Protocol};
 use tessera_workloads::driver::{self, Report, RunConfig, Workload};
 use tessera_workloads::tpcc::hybrid::{HybridConfig, TpccHybrid, DEFAULT_Q2_SIZE_PCT};
@@ -15,6 +16,8 @@ use tessera_workloads::tpcc::{
     check_consistency, ConsistencyJson, Tpcc, TpccConfig, TpccReport, MAX_WAREHOUSES,
 };
 use tessera_workloads::ycsb::{Preset, Ycsb, YcsbConfig, YcsbOverrides, MAX_RECORDS};
+
+use crate::failure::Failure;
 
 /// The benchmarks.
 #[derive(Subcommand, Debug)]
@@ -533,16 +536,10 @@ impl YcsbArgs {
     }
 }
 
-/// A usage error found after parsing: same exit status as clap's.
-fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {msg}\n\nFor more information, try '--help'.");
-    ExitCode::from(2)
-}
-
-/// A failed run.
-fn run_error(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {msg}");
-    ExitCode::from(1)
+/// Report a failure of a benchmark run (with `--json`, the error object on
+/// stdout) and return its exit status.
+fn fail(c: &Common, f: Failure) -> ExitCode {
+    f.report(c.json, Value::Null)
 }
 
 /// Run `tessera bench ...`.
@@ -551,11 +548,11 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
         BenchCmd::Ycsb(a) => {
             let cfg = match a.ycsb_config() {
                 Ok(c) => c,
-                Err(e) => return usage_error(e),
+                Err(e) => return fail(&a.common, Failure::usage(e)),
             };
             let wl = match Ycsb::new(cfg) {
                 Ok(w) => w,
-                Err(e) => return usage_error(e),
+                Err(e) => return fail(&a.common, Failure::usage(e)),
             };
             if !a.common.quiet {
                 let c = wl.config_ref();
@@ -578,12 +575,15 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
                 );
             }
             match load_and_run(&wl, &a.common) {
-                Ok((_, report)) => emit(if a.common.json {
-                    serde_json::to_string_pretty(&report).map(|s| s + "\n")
-                } else {
-                    Ok(report.table())
-                }),
-                Err(code) => code,
+                Ok((_, report)) => emit(
+                    &a.common,
+                    if a.common.json {
+                        serde_json::to_string_pretty(&report).map(|s| s + "\n")
+                    } else {
+                        Ok(report.table())
+                    },
+                ),
+                Err(f) => fail(&a.common, f),
             }
         }
         BenchCmd::Tpcc(a) => tpcc(&a),
@@ -596,7 +596,7 @@ fn tpcc(a: &TpccArgs) -> ExitCode {
     let cfg = a.tpcc_config();
     let wl = match Tpcc::new(cfg) {
         Ok(w) => w,
-        Err(e) => return usage_error(e),
+        Err(e) => return fail(&a.common, Failure::usage(e)),
     };
     let c = &a.common;
     if !c.quiet {
@@ -619,7 +619,7 @@ fn tpcc(a: &TpccArgs) -> ExitCode {
 fn tpcc_hybrid(a: &TpccHybridArgs) -> ExitCode {
     let wl = match TpccHybrid::new(a.hybrid_config()) {
         Ok(w) => w,
-        Err(e) => return usage_error(e),
+        Err(e) => return fail(&a.common, Failure::usage(e)),
     };
     let c = &a.common;
     if !c.quiet {
@@ -643,22 +643,38 @@ fn tpcc_hybrid(a: &TpccHybridArgs) -> ExitCode {
 
 /// Load and run a TPC-C workload (plain or hybrid), check the TPC-C
 /// consistency conditions on the result, print the report with them, and
-/// return the exit status.
+/// return the exit status. An inconsistent database fails the run; with
+/// `--json` the report then carries the error object.
 fn run_and_check<W: Workload>(wl: &W, tpcc_cfg: &TpccConfig, c: &Common) -> ExitCode {
     let (db, report) = match load_and_run(wl, c) {
         Ok(r) => r,
-        Err(code) => return code,
+        Err(f) => return fail(c, f),
     };
     let t0 = Instant::now();
     let cons = match check_consistency(&db, tpcc_cfg) {
         Ok(r) => r,
-        Err(e) => return run_error(format!("the consistency check could not run: {e}")),
+        Err(e) => {
+            return fail(
+                c,
+                Failure::run(format!("the consistency check could not run: {e}")),
+            )
+        }
     };
     let seconds = t0.elapsed().as_secs_f64();
     // Without concurrency control, concurrent terminals race (lost updates
     // of D_NEXT_O_ID, W_YTD, ...): report, but do not fail the run.
     let enforced = !(c.cc == Protocol::NoCc && c.threads > 1);
-    let code = emit(if c.json {
+    let failure = (!cons.passed && enforced).then(|| {
+        Failure::new(
+            1,
+            "inconsistent",
+            format!(
+                "the database is inconsistent after the run: {}",
+                cons.failed().join(", ")
+            ),
+        )
+    });
+    if c.json {
         let out = TpccReport {
             run: &report,
             consistency: ConsistencyJson {
@@ -667,47 +683,49 @@ fn run_and_check<W: Workload>(wl: &W, tpcc_cfg: &TpccConfig, c: &Common) -> Exit
                 seconds: (seconds * 1000.0).round() / 1000.0,
             },
         };
-        serde_json::to_string_pretty(&out).map(|s| s + "\n")
-    } else {
-        let mut line = format!("{} [checked in {seconds:.2} s]", cons.summary());
-        if !enforced {
-            line.push_str(" (not enforced: nocc with several threads has no isolation)");
-        }
-        Ok(format!("{}\n{line}\n", report.table()))
-    });
-    if code != ExitCode::SUCCESS {
-        return code;
+        return match failure {
+            // The report with the error object in it.
+            Some(f) => match serde_json::to_value(&out) {
+                Ok(v) => f.report(true, v),
+                Err(e) => fail(c, Failure::run(e)),
+            },
+            // Serialized from the structs: the keys keep their order.
+            None => emit(c, serde_json::to_string_pretty(&out).map(|s| s + "\n")),
+        };
     }
-    if !cons.passed && enforced {
-        return run_error(format!(
-            "the database is inconsistent after the run: {}",
-            cons.failed().join(", ")
-        ));
+    let mut line = format!("{} [checked in {seconds:.2} s]", cons.summary());
+    if !enforced {
+        line.push_str(" (not enforced: nocc with several threads has no isolation)");
     }
-    ExitCode::SUCCESS
+    print!("{}\n{line}\n", report.table());
+    match failure {
+        Some(f) => f.report(false, Value::Null),
+        None => ExitCode::SUCCESS,
+    }
 }
 
-/// Open the database, load, run. Shared by every workload. Errors are
-/// printed; the exit status is returned.
-fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), ExitCode> {
+/// Open the database, load, run. Shared by every workload.
+fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), Failure> {
     // Load with every core even when measuring fewer threads.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load_threads = c.threads.max(cores);
     let d = &c.durability;
-    if let Err(e) = d.check() {
-        return Err(usage_error(e));
-    }
-    let db = match Database::open(
+    d.check().map_err(Failure::usage)?;
+    let db = Database::open(
         d.apply(
             Options::in_memory()
                 .protocol(c.cc)
                 .workers(load_threads)
                 .epoch_interval(Duration::from_millis(c.epoch_ms)),
         ),
-    ) {
-        Ok(db) => db,
-        Err(e) => return Err(usage_error(e)),
-    };
+    )
+    .map_err(|e| {
+        let what = match &d.data_dir {
+            Some(dir) => format!("cannot open --data-dir {}: ", dir.display()),
+            None => "cannot open the database: ".to_string(),
+        };
+        Failure::from_error(&what, &e)
+    })?;
     let cfg = RunConfig {
         threads: c.threads,
         load_threads,
@@ -721,8 +739,8 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), E
     };
     let mut report = match driver::bench(&db, wl, &cfg) {
         Ok(r) => r,
-        Err(driver::DriverError::Config(e)) => return Err(usage_error(e)),
-        Err(e) => return Err(run_error(e)),
+        Err(driver::DriverError::Config(e)) => return Err(Failure::usage(e)),
+        Err(e) => return Err(Failure::run(e)),
     };
     report.engine = match (&d.data_dir, d.durability) {
         (Some(dir), Durability::Async | Durability::Sync) => serde_json::json!({
@@ -737,12 +755,12 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), E
 }
 
 /// Print the output (one JSON object or the table) produced by `text`.
-fn emit(text: Result<String, serde_json::Error>) -> ExitCode {
+fn emit(c: &Common, text: Result<String, serde_json::Error>) -> ExitCode {
     match text {
         Ok(s) => {
             print!("{s}");
             ExitCode::SUCCESS
         }
-        Err(e) => run_error(e),
+        Err(e) => fail(c, Failure::run(e)),
     }
 }

@@ -19,6 +19,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod failure;
 mod tools;
 
 #[global_allocator]
@@ -58,7 +59,22 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version print and exit 0.
+        Err(e) if e.exit_code() == 0 => e.exit(),
+        Err(e) => {
+            // clap's own message on stderr, and with --json the error
+            // object on stdout, as for every other failure.
+            let _ = e.print();
+            if std::env::args_os().any(|a| a == "--json") {
+                failure::print_json(&serde_json::json!({
+                    "error": failure::Failure::from_clap(&e).json()
+                }));
+            }
+            return ExitCode::from(2);
+        }
+    };
     match cli.cmd {
         Cmd::Bench(b) => bench::main(b),
         Cmd::Recover(a) => tools::recover(&a),

@@ -21,6 +21,7 @@ use tessera::{
 use tessera_workloads::tpcc::check_database;
 
 use crate::bench::ProtocolParser;
+use crate::failure::{print_json, Failure};
 
 /// How an open of the data directory recovers it (shared by `recover`
 /// and `check`).
@@ -88,75 +89,6 @@ pub enum CheckCmd {
 pub struct CheckTpccArgs {
     #[command(flatten)]
     pub open: OpenArgs,
-}
-
-/// Why a tool failed: the exit status, a machine-readable kind and the
-/// message.
-///
-/// Exit status: 1 damage (refused), no database, an inconsistent database;
-/// 2 a bad argument (a path that does not exist or is not a directory);
-/// 3 an I/O error (permission, read-only file system, disk full); 4 the
-/// directory is in use by another open database.
-pub struct Failure {
-    code: u8,
-    kind: &'static str,
-    message: String,
-    io_kind: Option<String>,
-}
-
-impl Failure {
-    fn new(code: u8, kind: &'static str, message: impl Into<String>) -> Failure {
-        Failure {
-            code,
-            kind,
-            message: message.into(),
-            io_kind: None,
-        }
-    }
-
-    fn from_error(context: &str, e: &Error) -> Failure {
-        let (code, kind) = match e {
-            Error::Corrupt(_) => (1, "damaged"),
-            Error::NewerFormat(_) => (1, "newer_format"),
-            Error::Io(_) => (3, "io"),
-            Error::InUse(_) => (4, "in_use"),
-            Error::InvalidArgument(_) => (2, "invalid_argument"),
-            _ => (1, "error"),
-        };
-        let mut f = Failure::new(code, kind, format!("{context}{e}"));
-        f.io_kind = e.io_kind().map(|k| format!("{k:?}"));
-        f
-    }
-
-    fn json(&self) -> Value {
-        json!({
-            "kind": self.kind,
-            "message": self.message,
-            "exit_status": self.code,
-            "io_kind": self.io_kind,
-        })
-    }
-
-    /// Print (stderr, and the error object on stdout with `--json`) and
-    /// return the exit status.
-    fn report(self, json_out: bool, mut out: Value) -> ExitCode {
-        eprintln!("error: {}", self.message);
-        if json_out {
-            if !out.is_object() {
-                out = json!({});
-            }
-            out["error"] = self.json();
-            print_json(&out);
-        }
-        ExitCode::from(self.code)
-    }
-}
-
-fn print_json(v: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).expect("a JSON value serializes")
-    );
 }
 
 fn round3(x: f64) -> f64 {

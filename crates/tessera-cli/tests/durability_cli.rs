@@ -384,3 +384,274 @@ fn checkpoints_during_a_bench_and_recovery_from_one() {
     let rows = r["tables"][0]["rows"].as_u64().unwrap();
     assert!(rows >= 2000, "{r}");
 }
+
+/// Every file of `dir` (recursively, relative names) with its bytes.
+fn dir_state(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, at: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(at).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let name = p.strip_prefix(root).unwrap().display().to_string();
+                out.insert(name, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// `args` fails with `status`; with `--json` its stdout is one object with
+/// the error object of `kind`, whose message contains `needle`. Returns
+/// stderr.
+fn fails_with(args: &[&str], status: i32, kind: &str, needle: &str) -> String {
+    let o = tessera(args);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(status), "{args:?}: {e}");
+    let v = json_of(&o);
+    let err = &v["error"];
+    assert_eq!(err["kind"], kind, "{args:?}: {v}");
+    assert_eq!(err["exit_status"], status, "{args:?}: {v}");
+    let msg = err["message"].as_str().unwrap();
+    assert!(msg.contains(needle), "{args:?}: {msg}");
+    assert!(e.contains(needle), "{args:?}: stderr {e}");
+    e
+}
+
+#[test]
+fn every_command_fails_with_an_error_object_and_its_exit_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let missing = tmp.path().join("missing");
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    // An I/O error: the control file is a directory (EISDIR), whoever runs
+    // the test (permissions do not stop root).
+    let broken = tmp.path().join("broken");
+    std::fs::create_dir_all(broken.join("tessera.meta")).unwrap();
+    let (file, missing, empty, broken) = (
+        dir_str(&file),
+        dir_str(&missing),
+        dir_str(&empty),
+        dir_str(&broken),
+    );
+    let quick = ["--records", "100", "--seconds", "0.1", "--warmup", "0"];
+    let benches: [&[&str]; 3] = [
+        &["bench", "ycsb"],
+        &["bench", "tpcc"],
+        &["bench", "tpcc-hybrid"],
+    ];
+    let tools: [&[&str]; 3] = [&["recover"], &["inspect"], &["check", "tpcc"]];
+    for cmd in benches.iter().chain(&tools) {
+        // clap's errors: exit status 2, its message and "try '--help'".
+        let mut a = cmd.to_vec();
+        a.extend(["--no-such-flag", "--json"]);
+        let e = fails_with(&a, 2, "invalid_argument", "--no-such-flag");
+        assert!(e.contains("--help"), "{e}");
+    }
+    for cmd in benches {
+        let mut base = cmd.to_vec();
+        if cmd[1] == "ycsb" {
+            base.extend(quick);
+        }
+        base.extend(["--quiet", "--json", "--durability", "async", "--data-dir"]);
+        let run = |dir: &str, status: i32, kind: &str, needle: &str| {
+            let mut a = base.clone();
+            a.push(dir);
+            fails_with(&a, status, kind, needle)
+        };
+        run(file, 2, "invalid_argument", "is not a directory");
+        // A LOCK that cannot be opened is an I/O error, not a usage one.
+        let locked = tmp.path().join(format!("lock-{}", cmd[1]));
+        std::fs::create_dir_all(locked.join("LOCK")).unwrap();
+        let e = run(dir_str(&locked), 3, "io", "LOCK");
+        assert!(!e.contains("--help"), "{e}");
+        // A run-time usage error found after parsing.
+        let mut a = cmd.to_vec();
+        a.extend(["--json", "--durability", "sync"]);
+        fails_with(
+            &a,
+            2,
+            "invalid_argument",
+            "--durability sync needs --data-dir",
+        );
+    }
+    for cmd in tools {
+        let run = |dir: &str, status: i32, kind: &str, needle: &str| {
+            let mut a = cmd.to_vec();
+            a.extend(["--json", "--data-dir", dir]);
+            fails_with(&a, status, kind, needle)
+        };
+        let e = run(file, 2, "invalid_argument", "is not a directory");
+        assert!(!e.contains("--help"), "{e}");
+        run(missing, 2, "invalid_argument", "does not exist");
+        // An empty directory: every tool says the same.
+        run(empty, 1, "no_database", "holds no tessera database");
+        let e = run(broken, 3, "io", "tessera.meta");
+        assert!(!e.contains("--help"), "{e}");
+        let o = tessera(&[cmd, &["--json", "--data-dir", broken]].concat());
+        assert_eq!(json_of(&o)["error"]["io_kind"], "IsADirectory");
+    }
+    assert!(
+        dir_state(Path::new(empty)).is_empty(),
+        "the tools wrote into an empty directory"
+    );
+}
+
+#[test]
+fn a_directory_in_use_is_its_own_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = dir_str(tmp.path()).to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "bench",
+            "ycsb",
+            "--records",
+            "1000",
+            "--threads",
+            "1",
+            "--seconds",
+            "30",
+            "--warmup",
+            "0",
+            "--quiet",
+            "--durability",
+            "async",
+            "--data-dir",
+            &d,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start a bench");
+    let t0 = std::time::Instant::now();
+    while !tmp.path().join("tessera.frontier").exists() {
+        assert!(t0.elapsed().as_secs() < 60, "the bench did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for cmd in [&["recover"][..], &["inspect"], &["check", "tpcc"]] {
+        let mut a = cmd.to_vec();
+        a.extend(["--json", "--data-dir", &d]);
+        fails_with(&a, 4, "in_use", "in use by another open database");
+    }
+    let a = ["recover", "--dry-run", "--json", "--data-dir", &d];
+    fails_with(&a, 4, "in_use", "in use by another open database");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn dry_run_changes_nothing_and_a_recovery_mode_accepts_a_loss_knowingly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = dir_str(tmp.path());
+    let o = ycsb_into(tmp.path(), "sync", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut segs: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tlog"))
+        .collect();
+    segs.sort();
+    let newest = segs.pop().unwrap();
+    let name = newest.file_name().unwrap().to_string_lossy().into_owned();
+
+    // A torn tail after the frontier: a dry run reports the cut it would
+    // make and makes none; inspect agrees.
+    let mut b = std::fs::read(&newest).unwrap();
+    let len = b.len();
+    b.extend_from_slice(&[0xab; 30]);
+    std::fs::write(&newest, &b).unwrap();
+    let before = dir_state(tmp.path());
+    let v = ok_json(&["recover", "--dry-run", "--json", "--data-dir", d]);
+    let r = &v["recovery"];
+    assert_eq!(r["dry_run"], true, "{r}");
+    assert!(!r["changes"].as_array().unwrap().is_empty(), "{r}");
+    assert!(r["loss"].is_null(), "{r}");
+    let i = ok_json(&["inspect", "--json", "--data-dir", d]);
+    assert_eq!(i["recovery"]["durable_epoch"], r["durable_epoch"]);
+    assert_eq!(i["recovery"]["records"], r["records"]);
+    assert_eq!(
+        dir_state(tmp.path()),
+        before,
+        "--dry-run or inspect changed the directory"
+    );
+
+    // Cut below the frontier: acknowledged commits are gone. Refused by
+    // recover, check and inspect alike, naming the file and the mode that
+    // would accept it, with the directory unchanged.
+    std::fs::write(&newest, &b[..len / 2]).unwrap();
+    let before = dir_state(tmp.path());
+    for cmd in [&["recover"][..], &["inspect"], &["check", "tpcc"]] {
+        let mut a = cmd.to_vec();
+        a.extend(["--json", "--data-dir", d]);
+        let e = fails_with(&a, 1, "damaged", &name);
+        assert!(e.contains("tolerate-tail"), "{e}");
+    }
+    assert_eq!(
+        dir_state(tmp.path()),
+        before,
+        "a refusal changed the directory"
+    );
+    // inspect with the mode gives recover's verdict with the loss.
+    let i = ok_json(&[
+        "inspect",
+        "--recovery-mode",
+        "tolerate-tail",
+        "--json",
+        "--data-dir",
+        d,
+    ]);
+    assert!(!i["recovery"]["loss"].is_null(), "{i}");
+    assert_eq!(dir_state(tmp.path()), before);
+    let v = ok_json(&[
+        "recover",
+        "--recovery-mode",
+        "tolerate-tail",
+        "--json",
+        "--data-dir",
+        d,
+    ]);
+    let loss = &v["recovery"]["loss"];
+    assert!(!loss.is_null(), "{v}");
+    assert_eq!(
+        v["recovery"]["durable_epoch"],
+        i["recovery"]["durable_epoch"]
+    );
+    let o = tessera(&[
+        "recover",
+        "--recovery-mode",
+        "tolerate-tail",
+        "--data-dir",
+        d,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The copies and the report are kept.
+    let kept: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept[0].join("REPORT.txt").exists() && kept[0].join(&name).exists());
+    // Recorded: the default mode now recovers cleanly, with no loss.
+    let v = ok_json(&["recover", "--json", "--data-dir", d]);
+    assert!(v["recovery"]["loss"].is_null(), "{v}");
+    // A bad mode is a usage error.
+    let e = fails_with(
+        &[
+            "recover",
+            "--recovery-mode",
+            "lenient",
+            "--json",
+            "--data-dir",
+            d,
+        ],
+        2,
+        "invalid_argument",
+        "--recovery-mode",
+    );
+    assert!(e.contains("--help"), "{e}");
+}
