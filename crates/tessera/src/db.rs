@@ -962,7 +962,20 @@ impl Database {
                 consistent: !salvage,
             });
         }
-        epochs.start_at(durable.max(max_seen) + 1);
+        // Epochs past what a TID holds come only from damage that passed
+        // a checksum (the frontier, the control file, the checkpoint).
+        let top = durable
+            .max(max_seen)
+            .max(meta.checkpoint.as_ref().map_or(0, |c| c.1));
+        if top > crate::storage::tid::MAX_EPOCH {
+            return Err(Error::Corrupt(format!(
+                "epoch {top} out of range (recorded in {}, {} or the checkpoint; a TID's epoch field ends at {})",
+                dir.join(FRONTIER_FILE).display(),
+                dir.join(META_FILE).display(),
+                crate::storage::tid::MAX_EPOCH
+            )));
+        }
+        epochs.start_at(top + 1);
         crate::log::recovery::replay(
             &scan,
             ckpt_bytes

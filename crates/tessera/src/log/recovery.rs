@@ -416,6 +416,29 @@ impl LogScan {
                 for b in format::BlockReader::new(&bytes) {
                     match b {
                         Ok(b) => {
+                            // Sequences count blocks from 0: one past
+                            // i64::MAX is not ours (and the next would
+                            // overflow).
+                            if b.header.seq > i64::MAX as u64 {
+                                bad = Some((
+                                    b.offset,
+                                    format!("block sequence {} out of range", b.header.seq),
+                                    false,
+                                ));
+                                break;
+                            }
+                            if b.header.epoch > crate::storage::tid::MAX_EPOCH {
+                                bad = Some((
+                                    b.offset,
+                                    format!(
+                                        "block epoch {} out of range (a TID's epoch field ends at {})",
+                                        b.header.epoch,
+                                        crate::storage::tid::MAX_EPOCH
+                                    ),
+                                    false,
+                                ));
+                                break;
+                            }
                             if let Some(s) = info.last_seq {
                                 if b.header.seq != s + 1 && !scan.salvage {
                                     let why = match info.segments.last() {

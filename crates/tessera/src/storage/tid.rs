@@ -19,6 +19,11 @@ pub const SEQ_ONE: u64 = 1 << 3;
 /// Bit position of the epoch.
 pub const EPOCH_SHIFT: u32 = 32;
 
+/// The largest epoch a database may reach: the epoch field of a TID has
+/// `64 - EPOCH_SHIFT` bits, and recovery starts the next run one above
+/// what it found. Recovery refuses epochs beyond it as damage.
+pub const MAX_EPOCH: u64 = (1 << (64 - EPOCH_SHIFT)) - 2;
+
 /// Compose a TID (no status bits).
 #[inline]
 pub const fn make_tid(epoch: u64, seq: u64) -> u64 {
