@@ -997,7 +997,7 @@ impl Database {
                     .changes
                     .push(format!("would cut {} to {len} bytes", p.display()));
             }
-            for p in stale.iter().chain(&scan.leftovers) {
+            for p in stale.iter().chain(&scan.leftovers).chain(&scan.empties) {
                 report.changes.push(format!("would remove {}", p.display()));
             }
             report.seconds = started.elapsed().as_secs_f64();
@@ -1048,6 +1048,14 @@ impl Database {
                     .changes
                     .push(format!("removed leftover {}", p.display()));
             }
+        }
+        for p in &scan.empties {
+            std::fs::remove_file(p)
+                .map_err(|e| Error::io(format!("cannot remove {}", p.display()), e))?;
+            report.changes.push(format!(
+                "removed {}: a newest segment with nothing in it (the next run's segment takes its number)",
+                p.display()
+            ));
         }
         if max_seen > durable {
             meta.voids.push((durable, max_seen));

@@ -271,6 +271,8 @@ pub struct LogScan {
     /// Segments older than the frontier's oldest (a checkpoint covers
     /// them; a deletion that did not finish): removed at open.
     pub leftovers: Vec<PathBuf>,
+    /// Newest segments with nothing kept in them: removed at open.
+    pub empties: Vec<PathBuf>,
     /// Accepted losses (messages), and entries found in what they cut.
     pub losses: Vec<String>,
     /// Transaction entries in the cut parts.
@@ -308,6 +310,7 @@ impl LogScan {
             cuts: Vec::new(),
             set_aside: Vec::new(),
             leftovers: Vec::new(),
+            empties: Vec::new(),
             losses: Vec::new(),
             txns_set_aside: 0,
         };
@@ -664,6 +667,20 @@ impl LogScan {
                         scan.set_aside.push(path.clone());
                     }
                 }
+            }
+            // A newest segment with nothing kept (created by a rotation or
+            // a start that a crash cut short, or a torn tail from its first
+            // block): nothing in it was acknowledged. It goes, so that the
+            // next run's segment takes its number; kept, it would be an
+            // empty segment that is not the newest, which the next recovery
+            // must refuse.
+            if !scan.salvage && info.segments.last().is_some_and(|s| s.3 == 0) {
+                let (_, path, _, _) = info.segments.pop().expect("checked");
+                info.segment_max_epochs.pop();
+                scan.files.pop();
+                scan.file_writes.pop();
+                datas.pop();
+                scan.empties.push(path);
             }
             scan.bytes.extend(datas);
             if !info.segments.is_empty() || info.cut {
