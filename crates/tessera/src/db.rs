@@ -975,6 +975,31 @@ impl Database {
                 crate::storage::tid::MAX_EPOCH
             )));
         }
+        // The next run needs numbers past everything found: refused (before
+        // any change) when none are left.
+        let exhausted = |what: String| {
+            Err(Error::Corrupt(format!(
+                "{}: {what} exhausted: no run can follow",
+                dir.display()
+            )))
+        };
+        if top >= crate::storage::tid::MAX_EPOCH {
+            return exhausted(format!("epochs (at {top})"));
+        }
+        for (l, s) in scan.starts(opts.loggers).iter().enumerate() {
+            if s.segno > crate::log::segment::MAX_SEGNO || s.seq > crate::log::format::MAX_SEQ {
+                return exhausted(format!("logger {l}'s segment or block sequence numbers"));
+            }
+        }
+        if frontier
+            .as_ref()
+            .is_some_and(|f| f.gen >= crate::log::frontier::MAX_GEN)
+        {
+            return exhausted(format!("{FRONTIER_FILE} generation numbers"));
+        }
+        if meta.gen >= crate::log::meta::MAX_GEN {
+            return exhausted(format!("{META_FILE} generation numbers"));
+        }
         epochs.start_at(top + 1);
         crate::log::recovery::replay(
             &scan,

@@ -178,7 +178,9 @@ impl Epochs {
         self.reclaim_bound.store(min, Ordering::Release);
         self.snapshot_min
             .store(self.snapshot_boundary_for(min), Ordering::Release);
-        if min == e {
+        // Never past the largest epoch a TID holds (a wrapped epoch would
+        // order new commits before old ones).
+        if min == e && e < crate::storage::tid::MAX_EPOCH {
             self.global.store(e + 1, Ordering::SeqCst);
         }
         self.collect_orphans(min);
@@ -423,6 +425,21 @@ mod tests {
     unsafe fn count_free(p: *mut u8) {
         drop(unsafe { Box::from_raw(p as *mut u64) });
         FREED.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn epoch_stops_at_the_largest_a_tid_holds() {
+        let ep = Epochs::new(1, 25);
+        let max = crate::storage::tid::MAX_EPOCH;
+        ep.start_at(max - 1);
+        ep.tick();
+        assert_eq!(ep.global(), max);
+        ep.tick();
+        assert_eq!(
+            ep.global(),
+            max,
+            "the epoch wrapped or left the TID's field"
+        );
     }
 
     #[test]

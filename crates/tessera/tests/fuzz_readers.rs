@@ -2184,7 +2184,11 @@ fn fuzz_database_open() {
                         bounded("Database::open (again)", total, limit, false, || {
                             open_and_read(opts())
                         })?;
-                    check(again.is_ok(), || {
+                    // ... unless the run took the last numbers there are
+                    // (a mutated file near the end of a range): refused as
+                    // exhausted, never as damage.
+                    let exhausted = matches!(&again, Err(e) if e.to_string().contains("exhausted"));
+                    check(again.is_ok() || exhausted, || {
                         format!("opened ({mode}) and closed, but the reopen fails: {again:?}")
                     })?;
                 }

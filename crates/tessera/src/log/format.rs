@@ -44,6 +44,10 @@ pub const BLOCK_MAGIC: u32 = 0x5453_4C47;
 /// The format version this code writes and the newest it can read.
 pub const FORMAT_VERSION: u16 = 1;
 
+/// The largest block sequence number: recovery refuses more as damage, a
+/// logger stops (an error) rather than write past it.
+pub const MAX_SEQ: u64 = i64::MAX as u64;
+
 /// Length in bytes of a block header.
 pub const HEADER_LEN: usize = 40;
 

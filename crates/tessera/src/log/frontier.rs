@@ -191,7 +191,7 @@ impl Frontier {
         // Writers increment the generation (and alternate slots by it): one
         // near the end of the range would wrap and be outranked by the
         // stale slot. No real count of writes gets there.
-        if u64_at(8) > i64::MAX as u64 {
+        if u64_at(8) > MAX_GEN {
             return Err(format!("generation {} out of range", u64_at(8)));
         }
         let mut f = Frontier {
@@ -307,6 +307,7 @@ impl FrontierWriter {
     pub fn create(dir: &Path, f: &Frontier) -> Result<FrontierWriter, Error> {
         let path = dir.join(FRONTIER_FILE);
         let tmp = dir.join(format!("{FRONTIER_FILE}.tmp"));
+        exhausted(&path, f)?;
         let io = |what: &str, p: &Path, e| Error::io(format!("cannot {what} {}", p.display()), e);
         {
             let file = File::create(&tmp).map_err(|e| io("create", &tmp, e))?;
@@ -326,12 +327,28 @@ impl FrontierWriter {
 
     /// Writes `f` into slot `f.gen % 2` and `fdatasync`s.
     pub fn write(&mut self, f: &Frontier) -> Result<(), Error> {
+        exhausted(&self.path, f)?;
         let slot = f.encode();
         let at = (f.gen % 2) * SLOT_BYTES as u64;
         write_at(&self.file, &slot, at)
             .and_then(|_| self.file.sync_data())
             .map_err(|e| Error::io(format!("cannot write {}", self.path.display()), e))
     }
+}
+
+/// The largest generation a frontier may carry: `read` refuses more as
+/// damage, and writers stop (an error) rather than pass it, so a slot is
+/// never outranked by a stale one through wrapping.
+pub const MAX_GEN: u64 = i64::MAX as u64;
+
+fn exhausted(path: &Path, f: &Frontier) -> Result<(), Error> {
+    if f.gen > MAX_GEN {
+        return Err(Error::Corrupt(format!(
+            "{}: generation numbers exhausted (at {MAX_GEN})",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(unix)]
@@ -420,7 +437,7 @@ mod tests {
         assert_eq!(Frontier::decode(&good).unwrap(), Some(sample(1)));
         // A generation a writer could not follow without wrapping.
         let with_gen = |gen| Frontier { gen, ..sample(1) };
-        let last = with_gen(i64::MAX as u64);
+        let last = with_gen(MAX_GEN);
         assert_eq!(Frontier::decode(&last.encode()).unwrap(), Some(last));
         let e = Frontier::decode(&with_gen(u64::MAX).encode()).unwrap_err();
         assert!(e.contains("out of range"), "{e}");

@@ -536,6 +536,13 @@ impl Log {
                 }
             }
             let new_mark = bound.saturating_sub(1);
+            if seq + taken.len() as u64 + 1 > format::MAX_SEQ {
+                self.fail(Error::Corrupt(format!(
+                    "logger {me}: block sequence numbers exhausted (at {})",
+                    format::MAX_SEQ
+                )));
+                return;
+            }
             if !taken.is_empty() || new_mark > mark {
                 out.clear();
                 let mut txns = 0;

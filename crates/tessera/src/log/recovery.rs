@@ -325,7 +325,7 @@ impl LogScan {
             // Segment numbers count up from 0, one per rotation: a name far
             // beyond any real count is not one of ours (and the next run's
             // number after it would overflow).
-            if let Some((_, path)) = files.iter().find(|(segno, _)| *segno > i64::MAX as u64) {
+            if let Some((_, path)) = files.iter().find(|(segno, _)| *segno > segment::MAX_SEGNO) {
                 return Err(Error::Corrupt(format!(
                     "{}: segment number out of range (not a segment this engine wrote); move it out of the data directory",
                     path.display()
@@ -420,9 +420,9 @@ impl LogScan {
                     match b {
                         Ok(b) => {
                             // Sequences count blocks from 0: one past
-                            // i64::MAX is not ours (and the next would
+                            // MAX_SEQ is not ours (and the next would
                             // overflow).
-                            if b.header.seq > i64::MAX as u64 {
+                            if b.header.seq > format::MAX_SEQ {
                                 bad = Some((
                                     b.offset,
                                     format!("block sequence {} out of range", b.header.seq),

@@ -15,6 +15,10 @@ pub fn segment_name(logger: u16, segno: u64) -> String {
     format!("{PREFIX}{logger:03}-{segno:08}{SUFFIX}")
 }
 
+/// The largest segment number: recovery refuses more as damage, a logger
+/// stops (an error) rather than rotate past it.
+pub const MAX_SEGNO: u64 = i64::MAX as u64;
+
 /// Parses a segment file name back into `(logger, segno)`; `None` for any
 /// other file (including names that [`segment_name`] would not produce,
 /// such as unpadded numbers).
@@ -157,6 +161,11 @@ impl SegmentWriter {
     }
 
     fn rotate(&mut self) -> io::Result<()> {
+        if self.segno >= MAX_SEGNO {
+            return Err(io::Error::other(format!(
+                "segment numbers exhausted (at {MAX_SEGNO})"
+            )));
+        }
         self.file.sync_data()?;
         let (file, path) = create_segment(&self.dir, self.logger, self.segno + 1)?;
         // Dropping the old handle closes it.

@@ -19,10 +19,12 @@ pub const SEQ_ONE: u64 = 1 << 3;
 /// Bit position of the epoch.
 pub const EPOCH_SHIFT: u32 = 32;
 
-/// The largest epoch a database may reach: the epoch field of a TID has
-/// `64 - EPOCH_SHIFT` bits, and recovery starts the next run one above
-/// what it found. Recovery refuses epochs beyond it as damage.
-pub const MAX_EPOCH: u64 = (1 << (64 - EPOCH_SHIFT)) - 2;
+/// The largest epoch a TID holds (its epoch field has `64 - EPOCH_SHIFT`
+/// bits). The epoch ticker stops there rather than wrap (about 5.4 years
+/// of 40 ms epochs), recovery refuses larger epochs as damage, and an open
+/// that would start the next run past it refuses the directory as
+/// exhausted.
+pub const MAX_EPOCH: u64 = (1 << (64 - EPOCH_SHIFT)) - 1;
 
 /// Compose a TID (no status bits).
 #[inline]
