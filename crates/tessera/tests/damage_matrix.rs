@@ -8,7 +8,8 @@
 //!   acknowledged commit is there (acknowledged = `Worker::run` returned
 //!   `Ok` under `Durability::Sync`, which returns only once the commit is
 //!   durable), with its last acknowledged value or a later value its writer
-//!   tried to write; and no row holds a key or value nobody wrote;
+//!   tried to write; and no row holds a key or value nobody wrote; and a
+//!   second open, after the first one's changes, finds the same;
 //! * **(b) refused, naming the file**: `Database::open` returns
 //!   `Error::Corrupt` (or `Error::NewerFormat`) whose message contains the
 //!   damaged file's name (for a deleted file, its name; for a duplicate or a
@@ -940,7 +941,19 @@ fn run_case(base: &Base, case: &Case) -> Outcome {
     }));
     match opened {
         Err(p) => Outcome::Third(format!("panicked: {}", panic_message(&*p))),
-        Ok(Ok(Ok(()))) => Outcome::Recovered,
+        // A recovered directory stays recovered: the next open (after the
+        // first one's changes and new run) must be complete as well.
+        Ok(Ok(Ok(()))) => {
+            let again = catch_unwind(AssertUnwindSafe(|| {
+                Database::open(base.cfg.options(dir.path())).map(|db| verify(&db, &base.acks))
+            }));
+            match again {
+                Ok(Ok(Ok(()))) => Outcome::Recovered,
+                Err(p) => Outcome::Third(format!("reopen panicked: {}", panic_message(&*p))),
+                Ok(Ok(Err(why))) => Outcome::Third(format!("recovered, but on reopen {why}")),
+                Ok(Err(e)) => Outcome::Third(format!("recovered, but the reopen is refused: {e}")),
+            }
+        }
         Ok(Ok(Err(why))) => Outcome::Third(format!("opened, but {why}")),
         Ok(Err(e)) => {
             let mut wrong = Vec::new();
