@@ -337,6 +337,31 @@ fn corrupt_checkpoint_is_an_error_and_stale_ones_are_ignored() {
     assert!(matches!(e, Error::Corrupt(_)), "{e}");
     let name = file.file_name().unwrap().to_str().unwrap();
     assert!(e.to_string().contains(name), "{e}");
+    // Checkpoint damage is called checkpoint damage, not log damage.
+    let m = e.to_string();
+    assert!(
+        m.contains("checkpoint") && !m.contains("corrupt log"),
+        "{m}"
+    );
+    // Truncated, and missing: the same.
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let m = Database::open(opts(dir.path(), Protocol::Silo))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        m.contains("checkpoint") && m.contains(name) && !m.contains("log"),
+        "{m}"
+    );
+    std::fs::remove_file(&file).unwrap();
+    let m = Database::open(opts(dir.path(), Protocol::Silo))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        m.contains("checkpoint") && m.contains(name) && m.contains("missing"),
+        "{m}"
+    );
 }
 
 /// Copy every file of `from` into `to` (a crash image: each file as it is

@@ -235,15 +235,25 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
 /// place only once complete and synced).
 pub fn read(dir: &Path, name: &str, c: u64) -> Result<Vec<u8>, Error> {
     let path = dir.join(name);
-    let bytes = std::fs::read(&path)
-        .map_err(|e| Error::Corrupt(format!("cannot read checkpoint {}: {e}", path.display())))?;
+    let bytes = std::fs::read(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            // tessera.meta names it: a missing checkpoint is damage.
+            Error::Corrupt(format!(
+                "checkpoint {} is missing ({META} names it as the checkpoint to recover from)",
+                path.display(),
+                META = super::meta::META_FILE
+            ))
+        } else {
+            Error::io(format!("cannot read checkpoint {}", path.display()), e)
+        }
+    })?;
     let mut complete = false;
     for b in format::BlockReader::new(&bytes) {
         match b {
             Ok(b) => {
                 if complete {
                     return Err(Error::Corrupt(format!(
-                        "{} offset {}: data after the closing epoch mark",
+                        "checkpoint {} offset {}: data after the closing epoch mark",
                         path.display(),
                         b.offset
                     )));
@@ -251,7 +261,7 @@ pub fn read(dir: &Path, name: &str, c: u64) -> Result<Vec<u8>, Error> {
                 if b.header.kind == BlockKind::EpochMark {
                     if b.header.epoch != c {
                         return Err(Error::Corrupt(format!(
-                            "{} offset {}: closing mark of epoch {} but tessera.meta says {c}",
+                            "checkpoint {} offset {}: closing mark of epoch {} but tessera.meta says {c}",
                             path.display(),
                             b.offset,
                             b.header.epoch
@@ -262,16 +272,21 @@ pub fn read(dir: &Path, name: &str, c: u64) -> Result<Vec<u8>, Error> {
             }
             Err(Damage::NewerVersion { offset, version }) => {
                 return Err(Error::NewerFormat(format!(
-                    "{} offset {offset}: block of format version {version}; this build reads up to {}",
+                    "checkpoint {} offset {offset}: block of format version {version}; this build reads up to {}",
                     path.display(),
                     format::FORMAT_VERSION
                 )))
             }
-            Err(d) => {
+            Err(Damage::Corrupt { offset, reason }) => {
                 return Err(Error::Corrupt(format!(
-                    "checkpoint {} offset {}: {d}",
+                    "checkpoint {} offset {offset}: damaged block: {reason}",
                     path.display(),
-                    d.offset()
+                )))
+            }
+            Err(Damage::TornTail { offset, reason }) => {
+                return Err(Error::Corrupt(format!(
+                    "checkpoint {} offset {offset}: truncated: {reason}",
+                    path.display(),
                 )))
             }
         }
