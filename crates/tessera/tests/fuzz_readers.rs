@@ -181,11 +181,25 @@ fn bounded<R>(
     heap_limit: bool,
     f: impl FnOnce() -> R,
 ) -> Result<(R, Usage), TestCaseError> {
+    // A call that never returns cannot be failed from here: a watchdog
+    // reports it and ends the process (the test then fails visibly instead
+    // of hanging).
+    let (done, watch) = std::sync::mpsc::channel::<()>();
+    let grace = limit * 4 + Duration::from_secs(10);
+    let name = what.to_string();
+    let dog = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(grace) {
+            eprintln!("fuzz_readers: {name} HUNG on {len} input bytes (no return in {grace:?})");
+            std::process::exit(101);
+        }
+    });
     let panics = PANICS.load(Relaxed);
     let base = LIVE.load(Relaxed);
     PEAK.store(base, Relaxed);
     let started = Instant::now();
     let out = panic::catch_unwind(AssertUnwindSafe(f));
+    let _ = done.send(());
+    let _ = dog.join();
     let usage = Usage {
         time: started.elapsed(),
         heap: PEAK.load(Relaxed).saturating_sub(base),

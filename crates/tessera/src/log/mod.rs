@@ -519,6 +519,16 @@ impl Log {
             // The order matters (see the module docs): E, then the
             // announcements, then the buffers.
             let e = self.epochs.global();
+            if e >= crate::storage::tid::MAX_EPOCH {
+                // The ticker stops at the last epoch a TID holds, so the
+                // commits of that epoch can never become durable: say so
+                // (waiters get this error) rather than leave them waiting.
+                self.fail(Error::Corrupt(format!(
+                    "logger {me}: epochs exhausted (the global epoch reached {}, the last a TID holds)",
+                    crate::storage::tid::MAX_EPOCH
+                )));
+                return;
+            }
             fence(Ordering::SeqCst);
             let mut bound = e;
             for &i in &mine {

@@ -21,9 +21,10 @@ pub const EPOCH_SHIFT: u32 = 32;
 
 /// The largest epoch a TID holds (its epoch field has `64 - EPOCH_SHIFT`
 /// bits). The epoch ticker stops there rather than wrap (about 5.4 years
-/// of 40 ms epochs), recovery refuses larger epochs as damage, and an open
-/// that would start the next run past it refuses the directory as
-/// exhausted.
+/// of 40 ms epochs) and the loggers then fail the log ("epochs exhausted",
+/// returned to every waiter); recovery refuses larger epochs as damage,
+/// and an open that would start the next run at or past it refuses the
+/// directory as exhausted.
 pub const MAX_EPOCH: u64 = (1 << (64 - EPOCH_SHIFT)) - 1;
 
 /// Compose a TID (no status bits).
