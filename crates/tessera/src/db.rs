@@ -1,7 +1,7 @@
 //! `Database`, `Options`, `Worker`: opening an engine, tables, per-thread workers,
 //! and the retry loop.
 
-use std::collections::VecDeque;
+use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -10,76 +10,17 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 
 use crate::catalog::{Table, TableId};
-use crate::cc::ermia::MvState;
-use crate::cc::xid::XidTable;
-use crate::cc::{self, TxnSets};
+use crate::cc::{CcProtocol, SharedState, Tx, Visit, WorkerCore};
 use crate::epoch::{Epochs, LocalEpoch, Ticker};
 use crate::error::{ConflictReason, Error, TxError, TxResult};
 use crate::log::checkpoint::CheckpointInfo;
 use crate::log::meta::{Meta, MetaTable};
 use crate::log::recovery::{LogScan, Loss, RecoveryMode, RecoveryReport};
 use crate::log::{CommitToken, Durability, Log, LogCursor, LogStats};
+use crate::request::Request;
 use crate::txn::Txn;
 
-/// The concurrency-control protocol, chosen at run time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Protocol {
-    /// Silo's OCC (Tu et al., SOSP 2013): serializable.
-    Silo,
-    /// No concurrency control: direct index reads and writes with no read or
-    /// write sets, applied immediately (Silo section 5.2's key-value
-    /// baseline). Not isolated; a user abort does not roll anything back.
-    /// For measuring what tracking costs, never for real data.
-    NoCc,
-    /// ERMIA's snapshot isolation (Kim et al., SIGMOD 2016, section 3.6.1):
-    /// multi-versioned records, first-updater-wins. Not serializable (write
-    /// skew is possible).
-    Si,
-    /// ERMIA's SI plus the Serial Safety Net (section 3.6.2): serializable.
-    Ssn,
-}
-
-impl Protocol {
-    /// Every protocol, for help texts.
-    pub const ALL: [Protocol; 4] = [Protocol::Silo, Protocol::Si, Protocol::Ssn, Protocol::NoCc];
-
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Silo => "silo",
-            Protocol::NoCc => "nocc",
-            Protocol::Si => "si",
-            Protocol::Ssn => "ssn",
-        }
-    }
-
-    /// Whether the protocol keeps multi-versioned records (ERMIA's).
-    pub fn is_multiversion(self) -> bool {
-        matches!(self, Protocol::Si | Protocol::Ssn)
-    }
-}
-
-impl std::str::FromStr for Protocol {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s.to_ascii_lowercase().as_str() {
-            "silo" => Ok(Protocol::Silo),
-            "nocc" | "none" => Ok(Protocol::NoCc),
-            "si" | "ermia-si" => Ok(Protocol::Si),
-            "ssn" | "ermia-ssn" | "ermia" => Ok(Protocol::Ssn),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown protocol '{other}' (known: {})",
-                Protocol::ALL.map(|p| p.name()).join(", ")
-            ))),
-        }
-    }
-}
-
-impl std::fmt::Display for Protocol {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::cc::{Capabilities, Protocol};
 
 /// How to open a database.
 #[derive(Clone, Debug)]
@@ -238,14 +179,14 @@ impl Options {
                 self.epoch_interval
             )));
         }
-        if self.durability != Durability::None && self.protocol == Protocol::NoCc {
-            return Err(Error::InvalidArgument(
-                "nocc applies writes without a commit, so it has nothing to log: \
-                 use durability none with nocc"
-                    .into(),
-            ));
+        if self.durability != Durability::None && !self.protocol.caps().durable {
+            return Err(Error::InvalidArgument(format!(
+                "{} applies writes without a commit, so it has nothing to log: \
+                     use durability none with {}",
+                self.protocol, self.protocol
+            )));
         }
-        if self.snapshots && self.protocol.is_multiversion() {
+        if self.snapshots && !self.protocol.caps().snapshot_txns {
             return Err(Error::InvalidArgument(format!(
                 "snapshots(true) enables Silo's read-only snapshots; under {} every \
                  transaction already reads a snapshot",
@@ -324,29 +265,12 @@ impl Default for Options {
     }
 }
 
-/// A deleted record waiting to be unlinked from its index.
-pub(crate) struct PendingUnlink {
-    pub table: TableId,
-    pub key: Box<[u8]>,
-    pub rec: *const crate::storage::Record,
-    pub tid: u64,
-}
-
-// SAFETY: the record pointer is only dereferenced while pinned, and the record
-// is only reclaimed by whoever pops this entry.
-unsafe impl Send for PendingUnlink {}
-
 pub(crate) struct DbInner {
     pub opts: Options,
     pub epochs: Arc<Epochs>,
     pub tables: RwLock<Vec<Arc<Table>>>,
-    pub orphan_unlinks: Mutex<Vec<PendingUnlink>>,
-    /// ERMIA version-GC entries of dropped workers.
-    pub orphan_gc: Mutex<Vec<crate::cc::ermia::GcEntry>>,
-    /// ERMIA's commit clock (the commit LSN counter once the log lands).
-    pub clock: AtomicU64,
-    /// ERMIA's TID table.
-    pub xids: XidTable,
+    /// The protocol's database-wide state (`CcProtocol::Shared`).
+    pub cc: Box<dyn SharedState>,
     /// The redo log, when durable.
     pub log: Option<Arc<Log>>,
     /// The data directory's control file (catalog, void ranges).
@@ -418,16 +342,9 @@ impl Drop for DbInner {
             self.epochs.tick();
             log.shutdown();
         }
-        self.orphan_unlinks.get_mut().clear();
-        for e in self.orphan_gc.get_mut().drain(..) {
-            // SAFETY: no worker exists; a held record is freed by its last
-            // hold once unlinked (linked ones are freed with their table).
-            unsafe {
-                if (*e.rec).gc_release() {
-                    crate::storage::Record::free(e.rec as *mut u8);
-                }
-            }
-        }
+        // The protocol releases what it holds (queued records of dropped
+        // workers) before the tables free their records.
+        self.cc.close();
         let local = self
             .epochs
             .register_internal()
@@ -478,7 +395,7 @@ impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
             .field("protocol", &self.db.opts.protocol)
-            .field("stats", &self.st.stats)
+            .field("stats", &self.core.stats)
             .finish_non_exhaustive()
     }
 }
@@ -658,7 +575,6 @@ impl Database {
         opts.validate()?;
         // Extra slots for internal use (drop, the checkpointer).
         let epochs = Epochs::new(opts.workers + 2, opts.snapshot_epochs);
-        let workers = opts.workers;
         let mut tables = Vec::new();
         let mut meta = Meta::default();
         let mut log = None;
@@ -672,6 +588,7 @@ impl Database {
             log = l;
             recovery = Some(r);
         }
+        let cc = opts.protocol.new_shared(&opts);
         let ticker = Ticker::start(Arc::clone(&epochs), opts.epoch_interval);
         let every = opts.checkpoint_interval;
         #[allow(unused_mut)]
@@ -680,10 +597,7 @@ impl Database {
                 opts,
                 epochs,
                 tables: RwLock::new(tables),
-                orphan_unlinks: Mutex::new(Vec::new()),
-                orphan_gc: Mutex::new(Vec::new()),
-                clock: AtomicU64::new(1),
-                xids: XidTable::new(workers),
+                cc,
                 log,
                 meta: Mutex::new(meta),
                 recovery,
@@ -1248,21 +1162,16 @@ impl Database {
         let seed = 0x9E37_79B9_7F4A_7C15u64 ^ ((slot as u64 + 1) << 17);
         Ok(Worker {
             closer: Arc::clone(&self.closer),
-            db: Arc::clone(&self.inner),
             local,
-            st: WorkerState {
+            core: WorkerCore {
+                slot,
                 tables: Vec::new(),
-                sets: TxnSets::default(),
-                last_tid: 0,
                 stats: WorkerStats::default(),
                 rng: seed,
-                pending_unlinks: VecDeque::new(),
                 log: LogCursor::default(),
-                mv: MvState {
-                    slot,
-                    ..MvState::default()
-                },
             },
+            cc: self.inner.cc.new_local(slot),
+            db: Arc::clone(&self.inner),
         })
     }
 
@@ -1297,26 +1206,52 @@ impl WorkerStats {
     }
 }
 
-pub(crate) struct WorkerState {
-    pub tables: Vec<Arc<Table>>,
-    pub sets: TxnSets,
-    pub last_tid: u64,
-    pub stats: WorkerStats,
-    pub rng: u64,
-    pub pending_unlinks: VecDeque<PendingUnlink>,
-    /// ERMIA: the running transaction's stamps.
-    pub mv: MvState,
-    /// This worker's logging state.
-    pub log: LogCursor,
-}
-
 /// A per-thread handle that runs transactions.
 pub struct Worker {
     // Keeps the background threads alive while a worker runs.
     closer: Arc<Closer>,
     pub(crate) db: Arc<DbInner>,
     pub(crate) local: LocalEpoch,
-    pub(crate) st: WorkerState,
+    pub(crate) core: WorkerCore,
+    /// The protocol's per-worker state (`CcProtocol::Local`).
+    cc: Box<dyn Any + Send>,
+}
+
+/// `Worker::run`'s attempt, handed to [`Protocol::dispatch`]: the closure
+/// gets the dynamic [`Txn`] over the protocol's monomorphized transaction.
+struct RunClosure<'w, F> {
+    w: &'w mut Worker,
+    snapshot: bool,
+    f: F,
+}
+
+impl<T, F> Visit for RunClosure<'_, F>
+where
+    F: FnOnce(&mut Txn<'_>) -> TxResult<T>,
+{
+    type Out = TxResult<T>;
+    #[inline]
+    fn visit<P: CcProtocol>(self) -> TxResult<T> {
+        let f = self.f;
+        self.w
+            .attempt::<P, T>(self.snapshot, |tx| f(&mut Txn::new(tx)))
+    }
+}
+
+/// `Worker::try_execute`'s attempt: the request's body monomorphized for
+/// the protocol (no per-operation dispatch).
+struct RunRequest<'w, 'r, R> {
+    w: &'w mut Worker,
+    r: &'r mut R,
+}
+
+impl<R: Request> Visit for RunRequest<'_, '_, R> {
+    type Out = TxResult<R::Output>;
+    #[inline]
+    fn visit<P: CcProtocol>(self) -> TxResult<R::Output> {
+        let r = self.r;
+        self.w.attempt::<P, R::Output>(false, |tx| r.run(tx))
+    }
 }
 
 impl Worker {
@@ -1328,14 +1263,48 @@ impl Worker {
     where
         F: FnMut(&mut Txn<'_>) -> TxResult<T>,
     {
+        self.retrying(|w| w.try_run(&mut f))
+    }
+
+    /// One attempt: execute `f`, then commit. Conflicts are returned, not
+    /// retried (benchmark drivers count them).
+    pub fn try_run<T, F>(&mut self, f: F) -> TxResult<T>
+    where
+        F: FnOnce(&mut Txn<'_>) -> TxResult<T>,
+    {
+        let p = self.db.opts.protocol;
+        p.dispatch(RunClosure {
+            w: self,
+            snapshot: false,
+            f,
+        })
+    }
+
+    /// Execute a transaction request, retrying conflict aborts as
+    /// [`Worker::run`] does. The request's body runs monomorphized for the
+    /// database's protocol: one dispatch per attempt, none per operation.
+    pub fn execute<R: Request>(&mut self, r: &mut R) -> Result<R::Output, Error> {
+        self.retrying(|w| w.try_execute(r))
+    }
+
+    /// One attempt of a request, as [`Worker::try_run`] for closures.
+    pub fn try_execute<R: Request>(&mut self, r: &mut R) -> TxResult<R::Output> {
+        let p = self.db.opts.protocol;
+        p.dispatch(RunRequest { w: self, r })
+    }
+
+    fn retrying<T>(
+        &mut self,
+        mut once: impl FnMut(&mut Worker) -> TxResult<T>,
+    ) -> Result<T, Error> {
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            match self.try_run(&mut f) {
+            match once(self) {
                 Ok(v) => {
                     if let Some(log) = &self.db.log {
                         if log.mode == Durability::Sync {
-                            log.wait_durable(self.st.log.ack)?;
+                            log.wait_durable(self.core.log.ack)?;
                         }
                     }
                     return Ok(v);
@@ -1354,15 +1323,6 @@ impl Worker {
         }
     }
 
-    /// One attempt: execute `f`, then commit. Conflicts are returned, not
-    /// retried (benchmark drivers count them).
-    pub fn try_run<T, F>(&mut self, f: F) -> TxResult<T>
-    where
-        F: FnOnce(&mut Txn<'_>) -> TxResult<T>,
-    {
-        self.attempt(None, f)
-    }
-
     /// Run a read-only snapshot transaction (Silo section 4.9): it reads the
     /// database as of the last snapshot epoch boundary, keeps no read set and
     /// never aborts. Requires `Options::snapshots(true)`.
@@ -1375,7 +1335,13 @@ impl Worker {
                 "snapshot transactions need Options::snapshots(true)".into(),
             ));
         }
-        match self.attempt(Some(()), f) {
+        let p = self.db.opts.protocol;
+        let out = p.dispatch(RunClosure {
+            w: self,
+            snapshot: true,
+            f,
+        });
+        match out {
             Ok(v) => Ok(v),
             Err(TxError::UserAbort) => Err(Error::UserAbort),
             Err(TxError::Error(e)) => Err(e),
@@ -1386,53 +1352,65 @@ impl Worker {
         }
     }
 
-    fn attempt<T, F>(&mut self, snapshot: Option<()>, f: F) -> TxResult<T>
-    where
-        F: FnOnce(&mut Txn<'_>) -> TxResult<T>,
-    {
+    /// One attempt under protocol `P` (the database's): begin, the body,
+    /// commit or abort, the statistics, maintenance.
+    #[inline]
+    fn attempt<P: CcProtocol, T>(
+        &mut self,
+        snapshot: bool,
+        body: impl FnOnce(&mut Tx<'_, P>) -> TxResult<T>,
+    ) -> TxResult<T> {
         let g = self.local.pin();
-        let snapshot = snapshot.map(|_| self.db.epochs.snapshot_boundary());
-        let protocol = self.db.opts.protocol;
-        self.st.log.ack = snapshot.unwrap_or(0);
-        if protocol.is_multiversion() {
-            cc::ermia::begin(&self.db, &mut self.st);
-        }
-        let mut tx = Txn::new(&self.db, &mut self.st, &g, protocol, snapshot);
-        let out = f(&mut tx);
-        let out = match out {
-            Ok(v) => tx.commit().map(|_| v),
+        let snapshot = snapshot.then(|| self.db.epochs.snapshot_boundary());
+        self.core.log.ack = snapshot.unwrap_or(0);
+        let db: &DbInner = &self.db;
+        let sh = db
+            .cc
+            .as_any()
+            .downcast_ref::<P::Shared>()
+            .expect("the database's protocol state");
+        let st = self
+            .cc
+            .downcast_mut::<P::Local>()
+            .expect("the worker's protocol state");
+        let mut tx = Tx {
+            db,
+            core: &mut self.core,
+            sh,
+            st: &mut *st,
+            g: &g,
+            snapshot,
+        };
+        P::begin(&mut tx);
+        let out = match body(&mut tx) {
+            Ok(v) => P::commit(&mut tx).map(|_| v),
             Err(e) => {
-                tx.abort();
+                P::abort(&mut tx);
                 Err(e)
             }
         };
+        let core = &mut self.core;
         match &out {
-            Ok(_) => {
-                self.st.stats.commits += 1;
-            }
-            Err(TxError::Conflict(r)) => self.st.stats.conflicts[r.index()] += 1,
-            Err(TxError::UserAbort) => self.st.stats.user_aborts += 1,
+            Ok(_) => core.stats.commits += 1,
+            Err(TxError::Conflict(r)) => core.stats.conflicts[r.index()] += 1,
+            Err(TxError::UserAbort) => core.stats.user_aborts += 1,
             Err(TxError::Error(_)) => {}
         }
-        if let Some(log) = &self.db.log {
-            log.settle(self.st.mv.slot, &mut self.st.log);
+        if let Some(log) = &db.log {
+            log.settle(core.slot, &mut core.log);
         }
-        if protocol.is_multiversion() {
-            cc::ermia::maintain(&self.db, &mut self.st, &g);
-        } else {
-            cc::maintain(&self.db, &mut self.st, &g);
-        }
+        P::maintain(db, core, sh, st, &g);
         drop(g);
         out
     }
 
     fn backoff(&mut self, attempts: u32) {
         // xorshift64
-        let mut x = self.st.rng;
+        let mut x = self.core.rng;
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        self.st.rng = x;
+        self.core.rng = x;
         let cap = 1u64 << attempts.min(10);
         let spins = x % (cap * 16);
         for _ in 0..spins {
@@ -1448,18 +1426,18 @@ impl Worker {
     /// `run` has waited already).
     pub fn last_commit(&self) -> CommitToken {
         CommitToken {
-            epoch: self.st.log.ack,
+            epoch: self.core.log.ack,
         }
     }
 
     /// Counters since the worker was created (or last reset).
     pub fn stats(&self) -> &WorkerStats {
-        &self.st.stats
+        &self.core.stats
     }
 
     /// Reset the counters.
     pub fn reset_stats(&mut self) {
-        self.st.stats = WorkerStats::default();
+        self.core.stats = WorkerStats::default();
     }
 
     /// This worker's slot number (0-based, unique among live workers).
@@ -1478,25 +1456,8 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        if !self.st.mv.gc.is_empty() {
-            self.db.orphan_gc.lock().extend(self.st.mv.gc.drain(..));
-        }
-        // Records waiting for their inline version to be marked reusable:
-        // hand them over as GC entries (stamp 0: due at once), which only
-        // prune and drop the hold; the inline version is then not reused.
-        if !self.st.mv.inline_free.is_empty() {
-            let mut o = self.db.orphan_gc.lock();
-            o.extend(self.st.mv.inline_free.drain(..).map(|mut e| {
-                e.stamp = 0;
-                e
-            }));
-        }
-        // Hand deleted records that still wait for their unlink to the database.
-        if !self.st.pending_unlinks.is_empty() {
-            self.db
-                .orphan_unlinks
-                .lock()
-                .extend(self.st.pending_unlinks.drain(..));
-        }
+        // What the protocol still owes (queued GC, deleted records waiting
+        // for their unlink) goes to the database.
+        self.db.cc.retire_local(&mut *self.cc);
     }
 }

@@ -51,13 +51,16 @@ pub mod epoch;
 pub mod error;
 pub mod index;
 pub mod log;
+pub mod request;
 pub mod storage;
 pub mod txn;
 
 pub use catalog::TableId;
-pub use db::{Database, Options, Protocol, Worker, WorkerStats};
+pub use cc::{Capabilities, Protocol};
+pub use db::{Database, Options, Worker, WorkerStats};
 pub use error::{ConflictReason, Error, IoError, TxError, TxResult};
 pub use log::checkpoint::CheckpointInfo;
 pub use log::recovery::{Loss, RecoveryMode, RecoveryReport};
 pub use log::{CommitToken, Durability, LogStats};
-pub use txn::{ScanOptions, Txn, MAX_KEY_LEN, MAX_VALUE_LEN};
+pub use request::Request;
+pub use txn::{ScanOptions, Transaction, Txn, MAX_KEY_LEN, MAX_VALUE_LEN};

@@ -1,13 +1,13 @@
-//! `Txn`: the operations a one-shot transaction performs. Written once;
-//! each call dispatches on the protocol chosen when the database was opened
-//! (one predictable branch), to the protocol's module under `cc/`.
+//! The transaction API. [`Transaction`] is the set of operations a
+//! transaction body performs; a workload writes its bodies once, generic
+//! over it, and `Worker::execute` runs them monomorphized for the
+//! database's protocol (one dispatch per transaction). [`Txn`], what
+//! `Worker::run`'s closures receive, is the same operations behind one
+//! object-safe table ([`TxnOps`]): the application API, protocol-agnostic.
 
 use std::ops::Bound;
 
-use crate::catalog::{Table, TableId};
-use crate::cc::{ermia, nocc, silo, snapshot};
-use crate::db::{DbInner, Protocol, WorkerState};
-use crate::epoch::Guard;
+use crate::catalog::TableId;
 use crate::error::{Error, TxError, TxResult};
 
 /// Largest key accepted (bytes).
@@ -41,7 +41,113 @@ impl ScanOptions {
     }
 }
 
-/// A transaction in progress. Created by [`crate::Worker::run`].
+pub(crate) fn check_key(key: &[u8]) -> TxResult<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(TxError::Error(Error::InvalidArgument(format!(
+            "key of {} bytes exceeds the {MAX_KEY_LEN}-byte limit",
+            key.len()
+        ))));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_value(val: &[u8]) -> TxResult<()> {
+    if val.len() > MAX_VALUE_LEN {
+        return Err(TxError::Error(Error::InvalidArgument(format!(
+            "value of {} bytes exceeds the {MAX_VALUE_LEN}-byte limit",
+            val.len()
+        ))));
+    }
+    Ok(())
+}
+
+/// The operations of a transaction. Implemented by [`Txn`] (dynamic) and by
+/// the engine's per-protocol transaction type (monomorphized); a body
+/// generic over `T: Transaction` runs on both. See [`Txn`] for what a body
+/// may observe.
+pub trait Transaction {
+    /// Read the value of `key`, or `None` if absent. The slice is valid
+    /// until the next operation on this transaction.
+    fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>>;
+
+    /// Write `val` under `key`, inserting it if absent (upsert). A blind
+    /// write: it does not read the old value.
+    fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()>;
+
+    /// Insert `key` if it is absent. Returns `false` (and writes nothing) if
+    /// the key exists.
+    fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool>;
+
+    /// Overwrite `key` only if it exists; returns whether it did.
+    fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool>;
+
+    /// Delete `key`; returns whether it existed.
+    fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool>;
+
+    /// Visit the rows with keys within `(lo, hi)` in key order (descending
+    /// with `opts.reverse`), at most `opts.limit` of them; `f` returns
+    /// `false` to stop early. Returns the number of rows visited. Under the
+    /// phantom-safe protocols the scanned range is protected against
+    /// phantoms (Silo section 4.6).
+    fn scan<F>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool;
+
+    /// Whether this is a read-only snapshot transaction.
+    fn is_snapshot(&self) -> bool;
+
+    /// Convenience: collect a scan into owned `(key, value)` pairs.
+    fn scan_collect(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+    ) -> TxResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.scan(t, lo, hi, opts, |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Roll the transaction back on the application's request: return this
+    /// from the transaction body (`return tx.user_abort();`).
+    fn user_abort<T>(&self) -> TxResult<T> {
+        Err(TxError::UserAbort)
+    }
+}
+
+/// The object-safe form of [`Transaction`] (a scan takes its visitor as a
+/// `dyn FnMut`), which [`Txn`] calls through.
+pub(crate) trait TxnOps {
+    fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>>;
+    fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()>;
+    fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool>;
+    fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool>;
+    fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool>;
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<usize>;
+    fn is_snapshot(&self) -> bool;
+}
+
+/// A transaction in progress, as `Worker::run` hands it to a closure:
+/// every operation is one call through the protocol's [`TxnOps`] table.
+/// Bodies written generic over [`Transaction`] accept it too.
 ///
 /// # What the transaction body sees
 ///
@@ -58,181 +164,64 @@ impl ScanOptions {
 /// transaction read so far is validated first, and a stale transaction gets a
 /// conflict instead of the answer.
 pub struct Txn<'a> {
-    pub(crate) db: &'a DbInner,
-    pub(crate) st: &'a mut WorkerState,
-    pub(crate) g: &'a Guard<'a>,
-    pub(crate) protocol: Protocol,
-    /// Snapshot boundary for read-only snapshot transactions.
-    pub(crate) snapshot: Option<u64>,
-}
-
-fn check_key(key: &[u8]) -> TxResult<()> {
-    if key.len() > MAX_KEY_LEN {
-        return Err(TxError::Error(Error::InvalidArgument(format!(
-            "key of {} bytes exceeds the {MAX_KEY_LEN}-byte limit",
-            key.len()
-        ))));
-    }
-    Ok(())
-}
-
-fn check_value(val: &[u8]) -> TxResult<()> {
-    if val.len() > MAX_VALUE_LEN {
-        return Err(TxError::Error(Error::InvalidArgument(format!(
-            "value of {} bytes exceeds the {MAX_VALUE_LEN}-byte limit",
-            val.len()
-        ))));
-    }
-    Ok(())
+    ops: &'a mut (dyn TxnOps + 'a),
 }
 
 impl<'a> Txn<'a> {
-    pub(crate) fn new(
-        db: &'a DbInner,
-        st: &'a mut WorkerState,
-        g: &'a Guard<'a>,
-        protocol: Protocol,
-        snapshot: Option<u64>,
-    ) -> Txn<'a> {
-        st.sets.clear();
-        Txn {
-            db,
-            st,
-            g,
-            protocol,
-            snapshot,
-        }
-    }
-
-    /// Resolve a table id. Tables live as long as the database, and the
-    /// worker's cache holds an `Arc` to each, so the reference outlives `self`.
-    #[inline]
-    pub(crate) fn table(&mut self, t: TableId) -> TxResult<&'a Table> {
-        let i = t.0 as usize;
-        if i >= self.st.tables.len() {
-            self.st.tables = self.db.tables.read().clone();
-            if i >= self.st.tables.len() {
-                return Err(TxError::Error(Error::BadTableId(t.0)));
-            }
-        }
-        let p: *const Table = &*self.st.tables[i];
-        // SAFETY: tables are never removed from an open database and the
-        // database outlives every transaction (the worker holds an Arc).
-        Ok(unsafe { &*p })
-    }
-
-    fn writable(&self) -> TxResult<()> {
-        if self.snapshot.is_some() || self.db.opts.read_only {
-            return Err(TxError::Error(Error::ReadOnly));
-        }
-        Ok(())
+    pub(crate) fn new(ops: &'a mut (dyn TxnOps + 'a)) -> Txn<'a> {
+        Txn { ops }
     }
 
     /// Read the value of `key`, or `None` if absent. The slice is valid
     /// until the next operation on this transaction.
     #[inline]
     pub fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
-        check_key(key)?;
-        let table = self.table(t)?;
-        if let Some(b) = self.snapshot {
-            return Ok(snapshot::get(self, table, key, b));
-        }
-        match self.protocol {
-            Protocol::Silo => silo::get(self, table, key),
-            Protocol::NoCc => nocc::get(self, table, key),
-            Protocol::Si | Protocol::Ssn => ermia::get(self, table, key),
-        }
+        self.ops.get(t, key)
     }
 
     /// Write `val` under `key`, inserting it if absent (upsert). A blind
     /// write: it does not read the old value.
     #[inline]
     pub fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
-        check_key(key)?;
-        check_value(val)?;
-        self.writable()?;
-        let table = self.table(t)?;
-        match self.protocol {
-            Protocol::Silo => silo::put(self, table, key, val),
-            Protocol::NoCc => nocc::put(self, table, key, val),
-            Protocol::Si | Protocol::Ssn => ermia::put(self, table, key, val),
-        }
+        self.ops.put(t, key, val)
     }
 
     /// Insert `key` if it is absent. Returns `false` (and writes nothing) if
     /// the key exists.
     #[inline]
     pub fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        check_key(key)?;
-        check_value(val)?;
-        self.writable()?;
-        let table = self.table(t)?;
-        match self.protocol {
-            Protocol::Silo => silo::insert(self, table, key, val),
-            Protocol::NoCc => nocc::insert(self, table, key, val),
-            Protocol::Si | Protocol::Ssn => ermia::insert(self, table, key, val),
-        }
+        self.ops.insert(t, key, val)
     }
 
     /// Overwrite `key` only if it exists; returns whether it did.
     #[inline]
     pub fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        check_key(key)?;
-        check_value(val)?;
-        self.writable()?;
-        let table = self.table(t)?;
-        match self.protocol {
-            Protocol::Silo => silo::update(self, table, key, val),
-            Protocol::NoCc => nocc::update(self, table, key, val),
-            Protocol::Si | Protocol::Ssn => ermia::update(self, table, key, val),
-        }
+        self.ops.update(t, key, val)
     }
 
     /// Delete `key`; returns whether it existed.
     #[inline]
     pub fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
-        check_key(key)?;
-        self.writable()?;
-        let table = self.table(t)?;
-        match self.protocol {
-            Protocol::Silo => silo::delete(self, table, key),
-            Protocol::NoCc => nocc::delete(self, table, key),
-            Protocol::Si | Protocol::Ssn => ermia::delete(self, table, key),
-        }
+        self.ops.delete(t, key)
     }
 
     /// Visit the rows with keys within `(lo, hi)` in key order (descending
     /// with `opts.reverse`), at most `opts.limit` of them; `f` returns
-    /// `false` to stop early. Returns the number of rows visited. Under Silo
-    /// the scanned range is protected against phantoms (section 4.6).
+    /// `false` to stop early. Returns the number of rows visited. Under the
+    /// phantom-safe protocols the scanned range is protected against
+    /// phantoms (Silo section 4.6).
     pub fn scan<F>(
         &mut self,
         t: TableId,
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
         opts: ScanOptions,
-        f: F,
+        mut f: F,
     ) -> TxResult<usize>
     where
         F: FnMut(&[u8], &[u8]) -> bool,
     {
-        for b in [&lo, &hi] {
-            if let Bound::Included(k) | Bound::Excluded(k) = b {
-                check_key(k)?;
-            }
-        }
-        if opts.limit == Some(0) {
-            return Ok(0);
-        }
-        let table = self.table(t)?;
-        if let Some(b) = self.snapshot {
-            return Ok(snapshot::scan(self, table, lo, hi, opts, b, f));
-        }
-        match self.protocol {
-            Protocol::Silo => silo::scan(self, table, lo, hi, opts, f),
-            Protocol::NoCc => nocc::scan(self, table, lo, hi, opts, f),
-            Protocol::Si | Protocol::Ssn => ermia::scan(self, table, lo, hi, opts, f),
-        }
+        self.ops.scan(t, lo, hi, opts, &mut f)
     }
 
     /// Convenience: collect a scan into owned `(key, value)` pairs.
@@ -243,12 +232,7 @@ impl<'a> Txn<'a> {
         hi: Bound<&[u8]>,
         opts: ScanOptions,
     ) -> TxResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        self.scan(t, lo, hi, opts, |k, v| {
-            out.push((k.to_vec(), v.to_vec()));
-            true
-        })?;
-        Ok(out)
+        Transaction::scan_collect(self, t, lo, hi, opts)
     }
 
     /// Roll the transaction back on the application's request: return this
@@ -259,28 +243,45 @@ impl<'a> Txn<'a> {
 
     /// Whether this is a read-only snapshot transaction.
     pub fn is_snapshot(&self) -> bool {
-        self.snapshot.is_some()
+        self.ops.is_snapshot()
     }
+}
 
-    pub(crate) fn commit(&mut self) -> TxResult<()> {
-        if self.snapshot.is_some() {
-            return Ok(());
-        }
-        match self.protocol {
-            Protocol::Silo => silo::commit(self),
-            Protocol::NoCc => Ok(()),
-            Protocol::Si | Protocol::Ssn => ermia::commit(self),
-        }
+impl Transaction for Txn<'_> {
+    #[inline]
+    fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        self.ops.get(t, key)
     }
-
-    pub(crate) fn abort(&mut self) {
-        if self.snapshot.is_some() {
-            return;
-        }
-        match self.protocol {
-            Protocol::Silo => silo::abort(self),
-            Protocol::Si | Protocol::Ssn => ermia::abort(self),
-            Protocol::NoCc => {}
-        }
+    #[inline]
+    fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
+        self.ops.put(t, key, val)
+    }
+    #[inline]
+    fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        self.ops.insert(t, key, val)
+    }
+    #[inline]
+    fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        self.ops.update(t, key, val)
+    }
+    #[inline]
+    fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
+        self.ops.delete(t, key)
+    }
+    fn scan<F>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        mut f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        self.ops.scan(t, lo, hi, opts, &mut f)
+    }
+    fn is_snapshot(&self) -> bool {
+        self.ops.is_snapshot()
     }
 }

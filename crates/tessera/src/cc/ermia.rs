@@ -58,8 +58,9 @@ use std::sync::atomic::{fence, Ordering};
 
 use super::xid::{Lookup as XLookup, XidState, XID_FLAG};
 use super::NodeEntry;
+use super::{CcProtocol, OrphanUnlinks, PendingUnlink, Tx, TxnSets, WorkerCore};
 use crate::catalog::{Table, TableId};
-use crate::db::{DbInner, PendingUnlink, WorkerState};
+use crate::db::{DbInner, Options};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{Insert, Lookup};
@@ -67,7 +68,7 @@ use crate::log::format::WriteOp;
 use crate::storage::mvcc::{free_mv_version, new_mv_version, reinit_inline, SsnMeta, SSTAMP_INF};
 use crate::storage::tid::*;
 use crate::storage::{Record, Version};
-use crate::txn::{ScanOptions, Txn};
+use crate::txn::ScanOptions;
 
 /// How many times an operation re-walks the index after meeting an
 /// unlinked record.
@@ -85,6 +86,181 @@ pub(crate) const WATERMARK_EVERY: u32 = 32;
 
 fn conflict<T>(r: ConflictReason) -> TxResult<T> {
     Err(TxError::Conflict(r))
+}
+
+/// `si` or `ssn`: which of ERMIA's two protocols, known at compile time.
+pub(crate) trait Mode: Send + Sync + 'static {
+    /// Run the Serial Safety Net (and keep SSN's per-version metadata).
+    const SSN: bool;
+}
+
+/// ERMIA's snapshot isolation (section 3.6.1).
+pub(crate) struct SiMode;
+impl Mode for SiMode {
+    const SSN: bool = false;
+}
+
+/// ERMIA's SI plus the Serial Safety Net (section 3.6.2).
+pub(crate) struct SsnMode;
+impl Mode for SsnMode {
+    const SSN: bool = true;
+}
+
+/// ERMIA's concurrency control in mode `M`.
+pub(crate) struct Ermia<M>(std::marker::PhantomData<M>);
+
+type ETx<'a, M> = Tx<'a, Ermia<M>>;
+
+/// ERMIA's database-wide state.
+pub(crate) struct ErmiaShared {
+    /// The commit clock (ERMIA's commit LSN counter).
+    pub clock: std::sync::atomic::AtomicU64,
+    /// The TID table (section 3.5).
+    pub xids: super::xid::XidTable,
+    /// Version-GC entries of dropped workers.
+    pub orphan_gc: parking_lot::Mutex<Vec<GcEntry>>,
+    /// Tombstones of dropped workers waiting to be unlinked.
+    pub orphans: OrphanUnlinks,
+}
+
+/// ERMIA's per-worker state.
+#[derive(Default)]
+pub(crate) struct ErmiaLocal {
+    /// The running transaction's stamps and this worker's GC queues.
+    pub mv: MvState,
+    /// Write set bookkeeping shared with Silo's code (keys, values, node
+    /// set, the last record found).
+    pub sets: TxnSets,
+    /// SSN: versions read and tracked for the commit-time checks.
+    pub vreads: Vec<*const Version>,
+    /// The versions this transaction installed.
+    pub mvw: Vec<MvWrite>,
+    /// Committed tombstones waiting for the watermark to pass them.
+    pub pending_unlinks: VecDeque<PendingUnlink>,
+}
+
+// SAFETY: the raw version and record pointers are only dereferenced by the
+// owning worker while it is pinned.
+unsafe impl Send for ErmiaLocal {}
+
+impl<M: Mode> CcProtocol for Ermia<M> {
+    type Shared = ErmiaShared;
+    type Local = ErmiaLocal;
+
+    fn new_shared(opts: &Options) -> ErmiaShared {
+        ErmiaShared {
+            clock: std::sync::atomic::AtomicU64::new(1),
+            xids: super::xid::XidTable::new(opts.workers),
+            orphan_gc: parking_lot::Mutex::new(Vec::new()),
+            orphans: OrphanUnlinks::default(),
+        }
+    }
+    fn new_local(_: &ErmiaShared, slot: usize) -> ErmiaLocal {
+        ErmiaLocal {
+            mv: MvState {
+                slot,
+                ..MvState::default()
+            },
+            ..ErmiaLocal::default()
+        }
+    }
+    #[inline]
+    fn begin(tx: &mut ETx<'_, M>) {
+        let st = &mut *tx.st;
+        st.sets.clear();
+        st.vreads.clear();
+        st.mvw.clear();
+        begin(tx.sh, st);
+    }
+    #[inline]
+    fn get<'t>(tx: &'t mut ETx<'_, M>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
+        get(tx, table, key)
+    }
+    #[inline]
+    fn put(tx: &mut ETx<'_, M>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+        put(tx, table, key, val)
+    }
+    #[inline]
+    fn insert(tx: &mut ETx<'_, M>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        insert(tx, table, key, val)
+    }
+    #[inline]
+    fn update(tx: &mut ETx<'_, M>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        update(tx, table, key, val)
+    }
+    #[inline]
+    fn delete(tx: &mut ETx<'_, M>, table: &Table, key: &[u8]) -> TxResult<bool> {
+        delete(tx, table, key)
+    }
+    fn scan<F>(
+        tx: &mut ETx<'_, M>,
+        table: &Table,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        scan(tx, table, lo, hi, opts, f)
+    }
+    #[inline]
+    fn commit(tx: &mut ETx<'_, M>) -> TxResult<()> {
+        commit(tx)
+    }
+    #[inline]
+    fn abort(tx: &mut ETx<'_, M>) {
+        abort(tx)
+    }
+    #[inline]
+    fn maintain(
+        db: &DbInner,
+        core: &mut WorkerCore,
+        sh: &ErmiaShared,
+        st: &mut ErmiaLocal,
+        g: &Guard<'_>,
+    ) {
+        maintain(db, core, sh, st, g)
+    }
+    fn retire_local(sh: &ErmiaShared, st: &mut ErmiaLocal) {
+        if !st.mv.gc.is_empty() {
+            sh.orphan_gc.lock().extend(st.mv.gc.drain(..));
+        }
+        // Records waiting for their inline version to be marked reusable:
+        // hand them over as GC entries (stamp 0: due at once), which only
+        // prune and drop the hold; the inline version is then not reused.
+        if !st.mv.inline_free.is_empty() {
+            let mut o = sh.orphan_gc.lock();
+            o.extend(st.mv.inline_free.drain(..).map(|mut e| {
+                e.stamp = 0;
+                e
+            }));
+        }
+        if !st.pending_unlinks.is_empty() {
+            sh.orphans.0.lock().extend(st.pending_unlinks.drain(..));
+        }
+    }
+    fn close(sh: &mut ErmiaShared) {
+        sh.orphans.0.get_mut().clear();
+        for e in sh.orphan_gc.get_mut().drain(..) {
+            // SAFETY: no worker exists; a held record is freed by its last
+            // hold once unlinked (linked ones are freed with their table).
+            unsafe {
+                if (*e.rec).gc_release() {
+                    Record::free(e.rec as *mut u8);
+                }
+            }
+        }
+    }
+    fn read_committed(sh: &ErmiaShared, rec: &Record, out: &mut Vec<u8>) -> bool {
+        read_latest_committed(sh, rec, out)
+    }
+    fn rebuild(val: &[u8], _epoch: u64) -> *mut Record {
+        // Like a record written long ago: stamp 1 (every new begin stamp
+        // is larger).
+        Record::new_mv(val, 1, M::SSN)
+    }
 }
 
 /// Per-worker ERMIA state: the running transaction's stamps.
@@ -141,12 +317,12 @@ pub(crate) struct MvWrite {
 }
 
 #[inline]
-fn ssn(tx: &Txn<'_>) -> bool {
-    tx.protocol == crate::db::Protocol::Ssn
+fn ssn<M: Mode>(_: &ETx<'_, M>) -> bool {
+    M::SSN
 }
 
 #[inline]
-fn my_flagged(st: &WorkerState) -> u64 {
+fn my_flagged(st: &ErmiaLocal) -> u64 {
     st.mv.xid | XID_FLAG
 }
 
@@ -161,8 +337,8 @@ fn backoff_spin(spins: &mut u32) {
 }
 
 /// Start a transaction: take an id and a begin stamp.
-pub(crate) fn begin(db: &DbInner, st: &mut WorkerState) {
-    let (xid, begin) = db.xids.begin_from(st.mv.slot, &db.clock);
+pub(crate) fn begin(sh: &ErmiaShared, st: &mut ErmiaLocal) {
+    let (xid, begin) = sh.xids.begin_from(st.mv.slot, &sh.clock);
     st.mv.xid = xid;
     st.mv.begin = begin;
     st.mv.pstamp = 0;
@@ -182,7 +358,7 @@ struct Seen {
 /// Never null for a multi-version record: ⊥ (stamp 0) is visible to all,
 /// and GC never cuts the chain above the first version the oldest snapshot
 /// sees.
-fn visible(db: &DbInner, my: u64, begin: u64, rec: &Record) -> Option<Seen> {
+fn visible(sh: &ErmiaShared, my: u64, begin: u64, rec: &Record) -> Option<Seen> {
     let mut v = rec.newest() as *const Version;
     let mut spins = 0;
     while !v.is_null() {
@@ -207,7 +383,7 @@ fn visible(db: &DbInner, my: u64, begin: u64, rec: &Record) -> Option<Seen> {
                 own: true,
             });
         }
-        match db.xids.lookup(s) {
+        match sh.xids.lookup(s) {
             // The owner finished: its versions are restamped (or rolled back
             // and this one is unreachable for new readers). Re-read.
             XLookup::Stale => {
@@ -238,8 +414,8 @@ fn visible(db: &DbInner, my: u64, begin: u64, rec: &Record) -> Option<Seen> {
 /// The newest committed value of `rec`, for checkpoints: `false` if that
 /// version is a tombstone or ⊥. Waits for an owner in pre-commit, like a
 /// reader whose snapshot is "now".
-pub(crate) fn read_latest_committed(db: &DbInner, rec: &Record, out: &mut Vec<u8>) -> bool {
-    match visible(db, 0, u64::MAX >> 1, rec) {
+pub(crate) fn read_latest_committed(sh: &ErmiaShared, rec: &Record, out: &mut Vec<u8>) -> bool {
+    match visible(sh, 0, u64::MAX >> 1, rec) {
         Some(seen) => {
             // SAFETY: the caller is pinned; versions are reclaimed through
             // the epoch.
@@ -258,7 +434,7 @@ pub(crate) fn read_latest_committed(db: &DbInner, rec: &Record, out: &mut Vec<u8
 /// SSN's read hook: the creator of `v` precedes us; a committed overwriter
 /// of `v` follows us; otherwise track `v` (in its readers bitmap and our
 /// read list) for the commit-time checks.
-fn on_read(st: &mut WorkerState, v: *const Version, cstamp: u64) -> TxResult<()> {
+fn on_read(st: &mut ErmiaLocal, v: *const Version, cstamp: u64) -> TxResult<()> {
     // SAFETY: pinned; SSN databases give every version metadata.
     let m = unsafe { Version::meta(v) }.expect("SSN version metadata");
     st.mv.pstamp = st.mv.pstamp.max(cstamp);
@@ -271,7 +447,7 @@ fn on_read(st: &mut WorkerState, v: *const Version, cstamp: u64) -> TxResult<()>
     if s & XID_FLAG == 0 && s != SSTAMP_INF {
         st.mv.sstamp = st.mv.sstamp.min(s);
     }
-    st.sets.vreads.push(v);
+    st.vreads.push(v);
     if st.mv.sstamp <= st.mv.pstamp {
         return conflict(ConflictReason::SsnExclusion);
     }
@@ -279,7 +455,7 @@ fn on_read(st: &mut WorkerState, v: *const Version, cstamp: u64) -> TxResult<()>
 }
 
 /// SSN's overwrite hook, right after our version went in over `old`.
-fn on_overwrite(st: &mut WorkerState, old: *const Version) -> TxResult<()> {
+fn on_overwrite(st: &mut ErmiaLocal, old: *const Version) -> TxResult<()> {
     // SAFETY: as in `on_read`.
     let m = unsafe { Version::meta(old) }.expect("SSN version metadata");
     // Not sequentially consistent by itself (that would be a locked
@@ -296,12 +472,12 @@ fn on_overwrite(st: &mut WorkerState, old: *const Version) -> TxResult<()> {
 
 /// Read `rec` for the running transaction: the visible version (with the
 /// SSN read hook) into `rbuf`; `Ok(false)` if the key is absent to us.
-fn read_record(tx: &mut Txn<'_>, rec: &Record) -> TxResult<bool> {
+fn read_record<M: Mode>(tx: &mut ETx<'_, M>, rec: &Record) -> TxResult<bool> {
     let st = &mut *tx.st;
-    let Some(seen) = visible(tx.db, my_flagged(st), st.mv.begin, rec) else {
+    let Some(seen) = visible(tx.sh, my_flagged(st), st.mv.begin, rec) else {
         return Ok(false);
     };
-    if !seen.own && tx.protocol == crate::db::Protocol::Ssn {
+    if !seen.own && M::SSN {
         on_read(st, seen.v, seen.cstamp)?;
     }
     // SAFETY: pinned.
@@ -315,8 +491,8 @@ fn read_record(tx: &mut Txn<'_>, rec: &Record) -> TxResult<bool> {
 }
 
 /// `Txn::get` under ERMIA.
-pub(crate) fn get<'t>(
-    tx: &'t mut Txn<'_>,
+pub(crate) fn get<'t, M: Mode>(
+    tx: &'t mut ETx<'_, M>,
     table: &Table,
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
@@ -363,7 +539,7 @@ enum Op {
 
 /// Create a record for `key` (⊥ plus our version) and link it into the
 /// index; `Err(rec)` with the existing record if the key has one.
-fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(), u64> {
+fn create<M: Mode>(tx: &mut ETx<'_, M>, table: &Table, key: &[u8], val: &[u8]) -> Result<(), u64> {
     let meta = ssn(tx);
     let st = &mut *tx.st;
     let r = Record::new_mv(val, my_flagged(st), meta);
@@ -396,7 +572,7 @@ fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(),
                 st.mv.pstamp = st.mv.pstamp.max(a);
             }
             let k = st.sets.stash(key);
-            st.sets.mvw.push(MvWrite {
+            st.mvw.push(MvWrite {
                 rec: r,
                 newv,
                 oldv: bot,
@@ -411,8 +587,8 @@ fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(),
 /// Write `val` (`None`: delete) into `rec` under the rules of `op`.
 /// `Ok(Some(done))`, or `Ok(None)` if the record was unlinked under us
 /// (retry through the index).
-fn write_record(
-    tx: &mut Txn<'_>,
+fn write_record<M: Mode>(
+    tx: &mut ETx<'_, M>,
     table: &Table,
     key: &[u8],
     rec: &Record,
@@ -421,6 +597,7 @@ fn write_record(
 ) -> TxResult<Option<bool>> {
     let meta = ssn(tx);
     let db = tx.db;
+    let sh = tx.sh;
     // The log names every written record by its key.
     let logging = db.log.is_some();
     let g = tx.g;
@@ -442,7 +619,6 @@ fn write_record(
                 _ => {}
             }
             let wi = st
-                .sets
                 .mvw
                 .iter()
                 .rposition(|w| w.newv == head)
@@ -453,14 +629,14 @@ fn write_record(
             } else {
                 let nv = new_mv_version(val, my, h.prev(), meta);
                 rec.set_head(nv);
-                st.sets.mvw[wi].newv = nv;
+                st.mvw[wi].newv = nv;
                 if !h.is_inline() {
                     // SAFETY: unlinked; readers that hold it are pinned.
                     unsafe { g.retire(head as *mut u8, free_mv_version) };
                 }
             }
-            if val.is_none() && st.sets.mvw[wi].key.1 == 0 {
-                st.sets.mvw[wi].key = st.sets.stash(key);
+            if val.is_none() && st.mvw[wi].key.1 == 0 {
+                st.mvw[wi].key = st.sets.stash(key);
             }
             return Ok(Some(true));
         }
@@ -468,7 +644,7 @@ fn write_record(
         let cstamp = if s & XID_FLAG == 0 {
             s
         } else {
-            match db.xids.lookup(s) {
+            match sh.xids.lookup(s) {
                 XLookup::Stale => continue,
                 XLookup::Current { state, end, .. } => match state {
                     XidState::Committed => end,
@@ -544,7 +720,7 @@ fn write_record(
         } else {
             (0, 0)
         };
-        st.sets.mvw.push(MvWrite {
+        st.mvw.push(MvWrite {
             rec,
             newv: nv,
             oldv: head,
@@ -561,8 +737,8 @@ fn write_record(
     }
 }
 
-fn write(
-    tx: &mut Txn<'_>,
+fn write<M: Mode>(
+    tx: &mut ETx<'_, M>,
     table: &Table,
     key: &[u8],
     val: Option<&[u8]>,
@@ -622,29 +798,44 @@ fn write(
 }
 
 /// `Txn::put` under ERMIA.
-pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+pub(crate) fn put<M: Mode>(
+    tx: &mut ETx<'_, M>,
+    table: &Table,
+    key: &[u8],
+    val: &[u8],
+) -> TxResult<()> {
     write(tx, table, key, Some(val), Op::Put).map(|_| ())
 }
 
 /// `Txn::insert` under ERMIA.
-pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+pub(crate) fn insert<M: Mode>(
+    tx: &mut ETx<'_, M>,
+    table: &Table,
+    key: &[u8],
+    val: &[u8],
+) -> TxResult<bool> {
     write(tx, table, key, Some(val), Op::Insert)
 }
 
 /// `Txn::update` under ERMIA.
-pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+pub(crate) fn update<M: Mode>(
+    tx: &mut ETx<'_, M>,
+    table: &Table,
+    key: &[u8],
+    val: &[u8],
+) -> TxResult<bool> {
     write(tx, table, key, Some(val), Op::Update)
 }
 
 /// `Txn::delete` under ERMIA: a tombstone version.
-pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
+pub(crate) fn delete<M: Mode>(tx: &mut ETx<'_, M>, table: &Table, key: &[u8]) -> TxResult<bool> {
     write(tx, table, key, None, Op::Delete)
 }
 
 /// `Txn::scan` under ERMIA: the snapshot's versions; under SSN every record
 /// met is a read and every leaf goes into the node set.
-pub(crate) fn scan<F>(
-    tx: &mut Txn<'_>,
+pub(crate) fn scan<M: Mode, F>(
+    tx: &mut ETx<'_, M>,
     table: &Table,
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
@@ -656,7 +847,7 @@ where
 {
     let limit = opts.limit.unwrap_or(usize::MAX);
     let is_ssn = ssn(tx);
-    let db = tx.db;
+    let sh = tx.sh;
     let st = &mut *tx.st;
     let my = my_flagged(st);
     let begin = st.mv.begin;
@@ -678,7 +869,7 @@ where
         |k, v| {
             // SAFETY: reached through the index while pinned.
             let rec = unsafe { &*(v as *const Record) };
-            let Some(seen) = visible(db, my, begin, rec) else {
+            let Some(seen) = visible(sh, my, begin, rec) else {
                 return true;
             };
             if is_ssn && !seen.own {
@@ -709,10 +900,10 @@ where
 /// stamp below ours) has an outcome. Returns its commit stamp and π if it
 /// committed, `None` if it aborted, or `Err(())` if it already finished
 /// (the caller re-reads the version's stamps, which now hold the result).
-fn outcome(db: &DbInner, x: u64) -> Result<Option<(u64, u64)>, ()> {
+fn outcome(sh: &ErmiaShared, x: u64) -> Result<Option<(u64, u64)>, ()> {
     let mut spins = 0;
     loop {
-        match db.xids.lookup(x) {
+        match sh.xids.lookup(x) {
             XLookup::Stale => return Err(()),
             XLookup::Current {
                 state, end, sstamp, ..
@@ -728,10 +919,10 @@ fn outcome(db: &DbInner, x: u64) -> Result<Option<(u64, u64)>, ()> {
 /// The commit stamp of transaction `x` if it is in pre-commit or committed
 /// with a stamp below `c` (waiting while its stamp is being taken); `None`
 /// if it will commit after us or is not committing.
-fn earlier_committer(db: &DbInner, x: u64, c: u64) -> Option<()> {
+fn earlier_committer(sh: &ErmiaShared, x: u64, c: u64) -> Option<()> {
     let mut spins = 0;
     loop {
-        match db.xids.lookup(x) {
+        match sh.xids.lookup(x) {
             XLookup::Stale => return Some(()), // finished: caller re-reads
             XLookup::Current { state, end, .. } => match state {
                 XidState::Committing | XidState::Committed if end == 0 => backoff_spin(&mut spins),
@@ -745,8 +936,8 @@ fn earlier_committer(db: &DbInner, x: u64, c: u64) -> Option<()> {
 /// SSN's commit-time part (Algorithm 1 with the parallel-commit handling):
 /// finalise η(T) and π(T), apply the exclusion-window test, then check the
 /// node set. Returns π(T).
-fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
-    let db = tx.db;
+fn ssn_precommit<M: Mode>(tx: &mut ETx<'_, M>, c: u64) -> TxResult<u64> {
+    let sh = tx.sh;
     let st = &mut *tx.st;
     let me = st.mv.slot;
     let mybit = 1u64 << (me % 64);
@@ -761,10 +952,10 @@ fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
     // bitmap loads below: a reader that registered (a SeqCst `fetch_or`)
     // after this fence sees our mark in its SeqCst load of π; one that
     // registered before it is in the bitmap we load.
-    if !st.sets.mvw.is_empty() {
+    if !st.mvw.is_empty() {
         fence(Ordering::SeqCst);
     }
-    for w in &st.sets.mvw {
+    for w in &st.mvw {
         // SAFETY: pinned; SSN versions have metadata.
         let m: &SsnMeta = unsafe { Version::meta(w.oldv) }.expect("meta");
         // The bitmap first, then η(V): a reader raises η(V) before it
@@ -775,11 +966,11 @@ fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
             let b = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             let mut slot = b;
-            while slot < db.xids.len() {
+            while slot < sh.xids.len() {
                 if slot != me {
-                    let x = db.xids.current(slot);
-                    if x != 0 && earlier_committer(db, x, c).is_some() {
-                        match outcome(db, x) {
+                    let x = sh.xids.current(slot);
+                    if x != 0 && earlier_committer(sh, x, c).is_some() {
+                        match outcome(sh, x) {
                             Ok(Some((end, _))) => pstamp = pstamp.max(end),
                             Ok(None) => {}
                             Err(()) => pstamp = pstamp.max(m.pstamp.load(Ordering::SeqCst)),
@@ -796,7 +987,7 @@ fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
     // left their π on the version; ones in pre-commit with a smaller stamp
     // are waited for. A version we overwrote ourselves is tagged
     // ([`OWN_OVERWRITE`]) so that post-commit skips it.
-    for r in st.sets.vreads.iter_mut() {
+    for r in st.vreads.iter_mut() {
         let v = *r;
         // SAFETY: as above.
         let m: &SsnMeta = unsafe { Version::meta(v) }.expect("meta");
@@ -813,10 +1004,10 @@ fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
                 sstamp = sstamp.min(s);
                 break;
             }
-            if earlier_committer(db, s, c).is_none() {
+            if earlier_committer(sh, s, c).is_none() {
                 break;
             }
-            match outcome(db, s) {
+            match outcome(sh, s) {
                 Ok(Some((_, pi))) => {
                     sstamp = sstamp.min(pi);
                     break;
@@ -849,23 +1040,24 @@ fn ssn_precommit(tx: &mut Txn<'_>, c: u64) -> TxResult<u64> {
 }
 
 /// Pre-commit and post-commit. On failure the transaction is rolled back.
-pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
+pub(crate) fn commit<M: Mode>(tx: &mut ETx<'_, M>) -> TxResult<()> {
     let db = tx.db;
+    let sh = tx.sh;
     let is_ssn = ssn(tx);
     let xid = tx.st.mv.xid;
-    if tx.st.sets.mvw.is_empty() {
+    if tx.st.mvw.is_empty() {
         // Durable mode: every version this read-only transaction saw was
         // committed, its creator's epoch read done, before now.
         if db.log.is_some() {
-            tx.st.log.ack = db.epochs.global();
+            tx.core.log.ack = db.epochs.global();
         }
     } else if let Some(log) = &db.log {
-        log.announce(tx.st.mv.slot, &mut tx.st.log);
+        log.announce(tx.core.slot, &mut tx.core.log);
     }
-    if tx.st.sets.mvw.is_empty() && !is_ssn {
+    if tx.st.mvw.is_empty() && !is_ssn {
         // A read-only SI transaction takes no commit stamp.
-        db.xids.finish(xid, XidState::Committed);
-        db.xids.release(tx.st.mv.slot);
+        sh.xids.finish(xid, XidState::Committed);
+        sh.xids.release(tx.st.mv.slot);
         return Ok(());
     }
     // Pre-commit: the commit stamp (ERMIA's commit-LSN fetch-and-add).
@@ -874,13 +1066,13 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
     // likewise takes `log->pre_commit()` before `parallel_ssn_commit` for
     // every SSN transaction; the issue's "read-only transactions take no
     // commit stamp" holds for si).
-    db.xids.precommit(xid);
-    let c = db.clock.fetch_add(1, Ordering::SeqCst) + 1;
+    sh.xids.precommit(xid);
+    let c = sh.clock.fetch_add(1, Ordering::SeqCst) + 1;
     // The log's epoch for this commit: read after the stamp and before the
     // transaction shows itself committed, so anyone who reads or overwrites
     // its versions reads a later (or the same) epoch.
     let epoch = db.epochs.global();
-    db.xids.set_end(xid, c);
+    sh.xids.set_end(xid, c);
     let pi = if is_ssn {
         match ssn_precommit(tx, c) {
             Ok(pi) => pi,
@@ -893,13 +1085,13 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
         SSTAMP_INF
     };
     if is_ssn {
-        db.xids.publish_sstamp(xid, pi);
+        sh.xids.publish_sstamp(xid, pi);
     }
-    db.xids.finish(xid, XidState::Committed);
+    sh.xids.finish(xid, XidState::Committed);
 
     // Post-commit: stamps replace the transaction id.
     let st = &mut *tx.st;
-    for w in &st.sets.mvw {
+    for w in &st.mvw {
         // SAFETY: pinned; our versions.
         let nv = unsafe { &*w.newv };
         if is_ssn {
@@ -938,7 +1130,7 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
     }
     if is_ssn {
         let mybit = 1u64 << (st.mv.slot % 64);
-        for &v in &st.sets.vreads {
+        for &v in &st.vreads {
             if v.addr() & OWN_OVERWRITE != 0 {
                 // We overwrote this version: only its overwriter (us, done
                 // above) ever consults its η or readers bitmap, so neither
@@ -963,11 +1155,10 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
     // worker's own buffer, as under Silo, so the log adds no second shared
     // hot spot beside the clock (docs/ARCHITECTURE.md, Durability).
     if let Some(log) = &db.log {
-        if !st.sets.mvw.is_empty() {
-            let sets = &mut st.sets;
-            let (mvw, wbuf, scratch) = (&sets.mvw, &sets.wbuf, &mut sets.rbuf);
-            let mut old = std::mem::take(&mut st.log.scratch);
-            log.append(st.mv.slot, &mut st.log, epoch, c, |buf| {
+        if !st.mvw.is_empty() {
+            let (mvw, wbuf, scratch) = (&st.mvw, &st.sets.wbuf, &mut st.sets.rbuf);
+            let mut old = std::mem::take(&mut tx.core.log.scratch);
+            log.append(tx.core.slot, &mut tx.core.log, epoch, c, |buf| {
                 for w in mvw {
                     let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
                     // SAFETY: pinned; our version, committed just now, and
@@ -991,24 +1182,24 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
                 }
                 mvw.len() as u32
             });
-            st.log.scratch = old;
+            tx.core.log.scratch = old;
         }
     }
-    db.xids.release(st.mv.slot);
+    sh.xids.release(st.mv.slot);
     Ok(())
 }
 
 /// Roll back: restore each record's head, retire our versions, forget our
 /// marks and reader bits. Records we created (now back to ⊥) and tombstones
 /// we had covered go back to the unlink queue.
-pub(crate) fn abort(tx: &mut Txn<'_>) {
-    let db = tx.db;
+pub(crate) fn abort<M: Mode>(tx: &mut ETx<'_, M>) {
+    let sh = tx.sh;
     let is_ssn = ssn(tx);
     let g = tx.g;
     let st = &mut *tx.st;
-    db.xids.finish(st.mv.xid, XidState::Aborted);
+    sh.xids.finish(st.mv.xid, XidState::Aborted);
     let my = my_flagged(st);
-    for w in st.sets.mvw.iter().rev() {
+    for w in st.mvw.iter().rev() {
         // SAFETY: pinned; our write set.
         let rec = unsafe { &*w.rec };
         if is_ssn {
@@ -1036,7 +1227,7 @@ pub(crate) fn abort(tx: &mut Txn<'_>) {
     }
     if is_ssn {
         let mybit = 1u64 << (st.mv.slot % 64);
-        for &v in &st.sets.vreads {
+        for &v in &st.vreads {
             // Aborting after pre-commit tagged some: our mark on them is gone
             // now, so others may overwrite them and must not see our bit.
             let v = v.map_addr(|a| a & !OWN_OVERWRITE);
@@ -1045,12 +1236,18 @@ pub(crate) fn abort(tx: &mut Txn<'_>) {
             m.readers.fetch_and(!mybit, Ordering::SeqCst);
         }
     }
-    db.xids.release(st.mv.slot);
+    sh.xids.release(st.mv.slot);
 }
 
 /// Between transactions: refresh the GC watermark now and then, and unlink
 /// committed tombstones at or below it.
-pub(crate) fn maintain(db: &DbInner, st: &mut WorkerState, g: &Guard<'_>) {
+pub(crate) fn maintain(
+    db: &DbInner,
+    core: &mut WorkerCore,
+    sh: &ErmiaShared,
+    st: &mut ErmiaLocal,
+    g: &Guard<'_>,
+) {
     st.mv.since_watermark += 1;
     let due = st.mv.since_watermark >= WATERMARK_EVERY
         || st
@@ -1059,7 +1256,7 @@ pub(crate) fn maintain(db: &DbInner, st: &mut WorkerState, g: &Guard<'_>) {
             .is_some_and(|p| p.tid > st.mv.watermark && st.mv.since_watermark >= 4);
     if due {
         st.mv.since_watermark = 0;
-        if let Some(w) = db.xids.watermark(&db.clock) {
+        if let Some(w) = sh.xids.watermark(&sh.clock) {
             st.mv.watermark = st.mv.watermark.max(w);
         }
     }
@@ -1107,12 +1304,12 @@ pub(crate) fn maintain(db: &DbInner, st: &mut WorkerState, g: &Guard<'_>) {
         }
     }
     if st.mv.gc.is_empty() {
-        if let Some(mut o) = db.orphan_gc.try_lock() {
+        if let Some(mut o) = sh.orphan_gc.try_lock() {
             st.mv.gc.extend(o.drain(..));
         }
     }
     if st.pending_unlinks.is_empty() {
-        if let Some(mut o) = db.orphan_unlinks.try_lock() {
+        if let Some(mut o) = sh.orphans.0.try_lock() {
             st.pending_unlinks.extend(o.drain(..));
         }
         return;
@@ -1130,10 +1327,10 @@ pub(crate) fn maintain(db: &DbInner, st: &mut WorkerState, g: &Guard<'_>) {
             continue;
         }
         let i = p.table.0 as usize;
-        if i >= st.tables.len() {
-            st.tables = db.tables.read().clone();
+        if i >= core.tables.len() {
+            core.tables = db.tables.read().clone();
         }
-        unlink_tombstone(&st.tables[i], g, &p.key, p.rec, p.tid);
+        unlink_tombstone(&core.tables[i], g, &p.key, p.rec, p.tid);
     }
 }
 

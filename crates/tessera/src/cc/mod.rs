@@ -1,7 +1,16 @@
-//! Concurrency-control protocols. Each protocol is a module of functions over
-//! the shared substrate (records, index, epochs); [`crate::Txn`] dispatches to
-//! them. What they share lives here: the per-transaction sets and the
-//! unlinking of deleted records.
+//! Concurrency-control protocols, behind one trait.
+//!
+//! A protocol is a type implementing [`CcProtocol`]: it owns its
+//! database-wide state ([`CcProtocol::Shared`]) and its per-worker state
+//! ([`CcProtocol::Local`]), and implements begin, the operations, commit,
+//! abort, maintenance between transactions and the record-layout hooks that
+//! checkpoints and recovery use. The transaction context [`Tx`] gives it the
+//! substrate (database, worker core, epoch guard) and its own state. The
+//! protocols are listed once, in [`protocols!`] below: the list generates the
+//! public [`Protocol`] enum, its names and capabilities, and the one match
+//! per transaction that picks the monomorphized code ([`Protocol::dispatch`]).
+//! What several protocols share lives here too: the read/write/node sets of
+//! the single-version protocols and the unlinking of deleted records.
 
 pub mod ermia;
 pub mod nocc;
@@ -9,14 +18,417 @@ pub mod silo;
 pub mod snapshot;
 pub mod xid;
 
+use std::any::Any;
 use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::catalog::{Table, TableId};
-use crate::db::{DbInner, PendingUnlink, WorkerState};
+use crate::db::{DbInner, Options, WorkerStats};
 use crate::epoch::Guard;
+use crate::error::{Error, TxError, TxResult};
 use crate::index::LeafRef;
+use crate::log::LogCursor;
 use crate::storage::tid::*;
 use crate::storage::Record;
+use crate::txn::{check_key, check_value, ScanOptions, Transaction, TxnOps};
+
+/// What a protocol promises; tests and tools select protocols by these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Every committed history is serializable (phantoms included when
+    /// `phantom_safe`).
+    pub serializable: bool,
+    /// Records keep several versions (readers see a snapshot).
+    pub multi_version: bool,
+    /// Every transaction reads a consistent snapshot taken at its begin (SI).
+    pub snapshot_reads: bool,
+    /// Silo's read-only snapshot transactions (`Options::snapshots`,
+    /// `Worker::run_snapshot`, Silo section 4.9).
+    pub snapshot_txns: bool,
+    /// Scans and absent-key reads are protected against phantoms.
+    pub phantom_safe: bool,
+    /// Commits can be logged (`Durability::Sync`/`Async`).
+    pub durable: bool,
+}
+
+/// A concurrency-control protocol. Everything it needs beyond the substrate
+/// it keeps in `Shared` (one per database) and `Local` (one per worker).
+///
+/// Every function taking a [`Tx`] runs inside one transaction attempt, with
+/// the worker pinned; `Worker` calls them monomorphized for the protocol
+/// (one match per transaction picks the instance).
+pub(crate) trait CcProtocol: Sized + 'static {
+    /// Database-wide state (ERMIA: the commit clock, the TID table).
+    type Shared: Send + Sync + 'static;
+    /// Per-worker state (read/write sets, stamps, GC queues).
+    type Local: Send + 'static;
+
+    /// The state of a database opened with `opts`.
+    fn new_shared(opts: &Options) -> Self::Shared;
+    /// The state of the worker in epoch slot `slot`.
+    fn new_local(sh: &Self::Shared, slot: usize) -> Self::Local;
+
+    /// Start a transaction.
+    fn begin(tx: &mut Tx<'_, Self>);
+    /// `Txn::get`: the value is valid until the next operation.
+    fn get<'t>(tx: &'t mut Tx<'_, Self>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>>;
+    /// `Txn::put` (upsert, blind).
+    fn put(tx: &mut Tx<'_, Self>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()>;
+    /// `Txn::insert`: `false` if the key exists.
+    fn insert(tx: &mut Tx<'_, Self>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool>;
+    /// `Txn::update`: `false` if the key is absent.
+    fn update(tx: &mut Tx<'_, Self>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool>;
+    /// `Txn::delete`: `false` if the key is absent.
+    fn delete(tx: &mut Tx<'_, Self>, table: &Table, key: &[u8]) -> TxResult<bool>;
+    /// `Txn::scan`.
+    fn scan<F>(
+        tx: &mut Tx<'_, Self>,
+        table: &Table,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool;
+    /// Commit; on `Err` the transaction has been rolled back.
+    fn commit(tx: &mut Tx<'_, Self>) -> TxResult<()>;
+    /// Roll back (the body returned an error).
+    fn abort(tx: &mut Tx<'_, Self>);
+    /// Between transactions, still pinned: garbage collection, unlinks.
+    fn maintain(
+        db: &DbInner,
+        core: &mut WorkerCore,
+        sh: &Self::Shared,
+        st: &mut Self::Local,
+        g: &Guard<'_>,
+    );
+    /// The worker is going away: hand what it still owes to `sh`.
+    fn retire_local(sh: &Self::Shared, st: &mut Self::Local);
+    /// The database is closing and no worker exists: release what `sh`
+    /// still holds, before the tables free their records.
+    fn close(sh: &mut Self::Shared);
+
+    /// Layout hook for checkpoints: the newest committed value of `rec`
+    /// into `out`, `false` if the record holds none (deleted). Pinned.
+    fn read_committed(sh: &Self::Shared, rec: &Record, out: &mut Vec<u8>) -> bool;
+    /// Layout hook for recovery: a record holding `val`, committed at
+    /// epoch `epoch`, in this protocol's layout.
+    fn rebuild(val: &[u8], epoch: u64) -> *mut Record;
+}
+
+/// A protocol's shared state behind a type-erased face: what the database
+/// keeps, and what checkpoints and the database's drop reach it through.
+pub(crate) trait SharedState: Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn new_local(&self, slot: usize) -> Box<dyn Any + Send>;
+    fn retire_local(&self, local: &mut (dyn Any + Send));
+    fn close(&mut self);
+    fn read_committed(&self, rec: &Record, out: &mut Vec<u8>) -> bool;
+}
+
+struct SharedOf<P: CcProtocol>(P::Shared);
+
+impl<P: CcProtocol> SharedState for SharedOf<P> {
+    fn as_any(&self) -> &dyn Any {
+        &self.0
+    }
+    fn new_local(&self, slot: usize) -> Box<dyn Any + Send> {
+        Box::new(P::new_local(&self.0, slot))
+    }
+    fn retire_local(&self, local: &mut (dyn Any + Send)) {
+        if let Some(st) = local.downcast_mut::<P::Local>() {
+            P::retire_local(&self.0, st);
+        }
+    }
+    fn close(&mut self) {
+        P::close(&mut self.0)
+    }
+    fn read_committed(&self, rec: &Record, out: &mut Vec<u8>) -> bool {
+        P::read_committed(&self.0, rec, out)
+    }
+}
+
+/// What every worker has, whatever the protocol.
+pub(crate) struct WorkerCore {
+    /// The worker's epoch slot (also its log slot).
+    pub slot: usize,
+    /// Cache of the catalog's tables.
+    pub tables: Vec<Arc<Table>>,
+    pub stats: WorkerStats,
+    /// Backoff randomness (xorshift64).
+    pub rng: u64,
+    /// This worker's logging state.
+    pub log: LogCursor,
+}
+
+/// A transaction in progress under protocol `P`: the substrate, the
+/// protocol's state, and the snapshot bound of a Silo snapshot
+/// transaction. Implements [`Transaction`] without any per-operation
+/// dispatch.
+pub(crate) struct Tx<'a, P: CcProtocol> {
+    pub db: &'a DbInner,
+    pub core: &'a mut WorkerCore,
+    pub sh: &'a P::Shared,
+    pub st: &'a mut P::Local,
+    pub g: &'a Guard<'a>,
+    /// Snapshot boundary of a read-only snapshot transaction.
+    pub snapshot: Option<u64>,
+}
+
+impl<'a, P: CcProtocol> Tx<'a, P> {
+    /// Resolve a table id. Tables live as long as the database, and the
+    /// worker's cache holds an `Arc` to each, so the reference outlives `self`.
+    #[inline]
+    pub(crate) fn table(&mut self, t: TableId) -> TxResult<&'a Table> {
+        let i = t.0 as usize;
+        if i >= self.core.tables.len() {
+            self.core.tables = self.db.tables.read().clone();
+            if i >= self.core.tables.len() {
+                return Err(TxError::Error(Error::BadTableId(t.0)));
+            }
+        }
+        let p: *const Table = &*self.core.tables[i];
+        // SAFETY: tables are never removed from an open database and the
+        // database outlives every transaction (the worker holds an Arc).
+        Ok(unsafe { &*p })
+    }
+
+    #[inline]
+    fn writable(&self) -> TxResult<()> {
+        if self.snapshot.is_some() || self.db.opts.read_only {
+            return Err(TxError::Error(Error::ReadOnly));
+        }
+        Ok(())
+    }
+}
+
+impl<P: CcProtocol> Transaction for Tx<'_, P> {
+    #[inline]
+    fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        check_key(key)?;
+        let table = self.table(t)?;
+        P::get(self, table, key)
+    }
+
+    #[inline]
+    fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
+        check_key(key)?;
+        check_value(val)?;
+        self.writable()?;
+        let table = self.table(t)?;
+        P::put(self, table, key, val)
+    }
+
+    #[inline]
+    fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        check_key(key)?;
+        check_value(val)?;
+        self.writable()?;
+        let table = self.table(t)?;
+        P::insert(self, table, key, val)
+    }
+
+    #[inline]
+    fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        check_key(key)?;
+        check_value(val)?;
+        self.writable()?;
+        let table = self.table(t)?;
+        P::update(self, table, key, val)
+    }
+
+    #[inline]
+    fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
+        check_key(key)?;
+        self.writable()?;
+        let table = self.table(t)?;
+        P::delete(self, table, key)
+    }
+
+    fn scan<F>(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        for b in [&lo, &hi] {
+            if let Bound::Included(k) | Bound::Excluded(k) = b {
+                check_key(k)?;
+            }
+        }
+        if opts.limit == Some(0) {
+            return Ok(0);
+        }
+        let table = self.table(t)?;
+        P::scan(self, table, lo, hi, opts, f)
+    }
+
+    #[inline]
+    fn is_snapshot(&self) -> bool {
+        self.snapshot.is_some()
+    }
+}
+
+/// The object-safe face of [`Tx`], behind the application's [`crate::Txn`].
+impl<P: CcProtocol> TxnOps for Tx<'_, P> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        Transaction::get(self, t, key)
+    }
+    fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
+        Transaction::put(self, t, key, val)
+    }
+    fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        Transaction::insert(self, t, key, val)
+    }
+    fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        Transaction::update(self, t, key, val)
+    }
+    fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
+        Transaction::delete(self, t, key)
+    }
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<usize> {
+        Transaction::scan(self, t, lo, hi, opts, f)
+    }
+    fn is_snapshot(&self) -> bool {
+        self.snapshot.is_some()
+    }
+}
+
+/// Something to run with the protocol as a type: [`Protocol::dispatch`]
+/// calls `visit::<P>()` for the database's protocol (closures cannot be
+/// generic, so callers write a small struct).
+pub(crate) trait Visit {
+    type Out;
+    fn visit<P: CcProtocol>(self) -> Self::Out;
+}
+
+/// The protocol list. Each line: the `Protocol` variant (with its doc), the
+/// type implementing [`CcProtocol`], its name, other accepted names, and its
+/// capabilities. Adding a protocol is its module plus one line here.
+macro_rules! protocols {
+    ($( $(#[$doc:meta])* $var:ident => $ty:ty, $name:literal, [$($alias:literal),*], $caps:expr; )*) => {
+        /// The concurrency-control protocol, chosen at run time.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Protocol {
+            $( $(#[$doc])* $var, )*
+        }
+
+        impl Protocol {
+            /// Every protocol, in the order of the list.
+            pub const ALL: [Protocol; [$($name),*].len()] = [$(Protocol::$var),*];
+
+            /// The name used on the command line and in reports.
+            pub fn name(self) -> &'static str {
+                match self { $(Protocol::$var => $name,)* }
+            }
+
+            /// What the protocol promises.
+            pub fn caps(self) -> Capabilities {
+                match self { $(Protocol::$var => $caps,)* }
+            }
+
+            /// Run `v` with the protocol's type: the one match per call.
+            #[inline(always)]
+            pub(crate) fn dispatch<V: Visit>(self, v: V) -> V::Out {
+                match self { $(Protocol::$var => v.visit::<$ty>(),)* }
+            }
+
+            /// The protocol's shared state for a database opened with `opts`.
+            pub(crate) fn new_shared(self, opts: &Options) -> Box<dyn SharedState> {
+                match self { $(Protocol::$var => Box::new(SharedOf::<$ty>(<$ty>::new_shared(opts))),)* }
+            }
+
+            /// Recovery's layout hook: a record holding `val` in this
+            /// protocol's layout.
+            pub(crate) fn rebuild(self, val: &[u8], epoch: u64) -> *mut Record {
+                match self { $(Protocol::$var => <$ty>::rebuild(val, epoch),)* }
+            }
+        }
+
+        impl std::str::FromStr for Protocol {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s.to_ascii_lowercase().as_str() {
+                    $($name $(| $alias)* => Ok(Protocol::$var),)*
+                    other => Err(format!(
+                        "unknown protocol {other:?}; expected one of: {}",
+                        Protocol::ALL.map(|p| p.name()).join(", ")
+                    )),
+                }
+            }
+        }
+    };
+}
+
+const SV: Capabilities = Capabilities {
+    serializable: true,
+    multi_version: false,
+    snapshot_reads: false,
+    snapshot_txns: true,
+    phantom_safe: true,
+    durable: true,
+};
+
+protocols! {
+    /// Silo's OCC (Tu et al., SOSP 2013): serializable.
+    Silo => silo::Silo, "silo", [], SV;
+    /// ERMIA's snapshot isolation (Kim et al., SIGMOD 2016, section 3.6.1):
+    /// multi-versioned records, first-updater-wins. Not serializable (write
+    /// skew is possible).
+    Si => ermia::Ermia<ermia::SiMode>, "si", ["ermia-si"], Capabilities {
+        serializable: false, multi_version: true, snapshot_reads: true,
+        snapshot_txns: false, phantom_safe: false, durable: true };
+    /// ERMIA's SI plus the Serial Safety Net (section 3.6.2): serializable.
+    Ssn => ermia::Ermia<ermia::SsnMode>, "ssn", ["ermia-ssn", "ermia"], Capabilities {
+        serializable: true, multi_version: true, snapshot_reads: true,
+        snapshot_txns: false, phantom_safe: true, durable: true };
+    /// No concurrency control: direct index reads and writes with no read or
+    /// write sets, applied immediately (Silo section 5.2's key-value
+    /// baseline). Not isolated; a user abort does not roll anything back.
+    /// For measuring what tracking costs, never for real data.
+    NoCc => nocc::NoCc, "nocc", ["none"], Capabilities {
+        serializable: false, multi_version: false, snapshot_reads: false,
+        snapshot_txns: true, phantom_safe: false, durable: false };
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A deleted record waiting to be unlinked from its index.
+pub(crate) struct PendingUnlink {
+    pub table: TableId,
+    pub key: Box<[u8]>,
+    pub rec: *const crate::storage::Record,
+    pub tid: u64,
+}
+
+// SAFETY: the record pointer is only dereferenced while pinned, and the record
+// is only reclaimed by whoever pops this entry.
+unsafe impl Send for PendingUnlink {}
+
+/// Deleted records of dropped workers, waiting for a live worker to unlink
+/// them (the shared state of the protocols that keep deletions in place).
+#[derive(Default)]
+pub(crate) struct OrphanUnlinks(pub Mutex<Vec<PendingUnlink>>);
 
 /// An entry of the read set: a record and the TID word observed.
 #[derive(Clone, Copy)]
@@ -129,10 +541,6 @@ pub(crate) struct TxnSets {
     /// right after it (read-modify-write, the common case in TPC-C) skips
     /// the second index descent and record read.
     pub last: LastFound,
-    /// ERMIA/SSN: versions read and tracked for the commit-time checks.
-    pub vreads: Vec<*const crate::storage::Version>,
-    /// ERMIA: the versions this transaction installed.
-    pub mvw: Vec<ermia::MvWrite>,
 }
 
 /// See [`TxnSets::last`].
@@ -190,8 +598,6 @@ impl TxnSets {
         self.rbuf.clear();
         self.windex.clear();
         self.last.forget();
-        self.vreads.clear();
-        self.mvw.clear();
     }
 
     /// Index of the write-set entry for `rec`, if any.
@@ -262,12 +668,28 @@ pub(crate) fn unlink(t: &Table, g: &Guard<'_>, key: &[u8], rec: *const Record, t
     }
 }
 
+/// The per-worker state of the single-version protocols (Silo, no-CC).
+#[derive(Default)]
+pub(crate) struct SvLocal {
+    pub sets: TxnSets,
+    /// The last TID this worker chose (Silo 4.2).
+    pub last_tid: u64,
+    /// Deleted records waiting until no snapshot can see them.
+    pub pending_unlinks: std::collections::VecDeque<PendingUnlink>,
+}
+
 /// Between transactions: unlink deleted records that no snapshot can see any
 /// more (only pending when snapshots are on).
-pub(crate) fn maintain(db: &DbInner, st: &mut WorkerState, g: &Guard<'_>) {
+pub(crate) fn sv_maintain(
+    db: &DbInner,
+    core: &mut WorkerCore,
+    orphans: &OrphanUnlinks,
+    st: &mut SvLocal,
+    g: &Guard<'_>,
+) {
     if st.pending_unlinks.is_empty() {
         if db.opts.snapshots {
-            if let Some(mut o) = db.orphan_unlinks.try_lock() {
+            if let Some(mut o) = orphans.0.try_lock() {
                 st.pending_unlinks.extend(o.drain(..));
             }
         }
@@ -280,9 +702,16 @@ pub(crate) fn maintain(db: &DbInner, st: &mut WorkerState, g: &Guard<'_>) {
         }
         let p: PendingUnlink = st.pending_unlinks.pop_front().expect("front");
         let i = p.table.0 as usize;
-        if i >= st.tables.len() {
-            st.tables = db.tables.read().clone();
+        if i >= core.tables.len() {
+            core.tables = db.tables.read().clone();
         }
-        unlink(&st.tables[i], g, &p.key, p.rec, p.tid);
+        unlink(&core.tables[i], g, &p.key, p.rec, p.tid);
+    }
+}
+
+/// A dropped worker's deleted records go to the database's orphans.
+pub(crate) fn sv_retire(orphans: &OrphanUnlinks, st: &mut SvLocal) {
+    if !st.pending_unlinks.is_empty() {
+        orphans.0.lock().extend(st.pending_unlinks.drain(..));
     }
 }

@@ -6,12 +6,15 @@
 use std::ops::Bound;
 
 use super::unlink;
+use super::{snapshot, CcProtocol, OrphanUnlinks, SvLocal, Tx, WorkerCore};
 use crate::catalog::Table;
+use crate::db::{DbInner, Options};
+use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{Insert, Lookup};
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record};
-use crate::txn::{ScanOptions, Txn};
+use crate::txn::ScanOptions;
 
 const RETRIES: usize = 64;
 
@@ -19,14 +22,14 @@ fn gave_up<T>() -> TxResult<T> {
     Err(TxError::Conflict(ConflictReason::Stale))
 }
 
-fn new_tid(tx: &mut Txn<'_>, old: u64) -> u64 {
+fn new_tid(tx: &mut STx<'_>, old: u64) -> u64 {
     let t = next_tid(old, tx.st.last_tid, tx.db.epochs.global());
     tx.st.last_tid = t;
     t
 }
 
 /// Lock the live record for `key`; `None` if the key has no record.
-fn lock_live(tx: &Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Option<(&'static Record, u64)>> {
+fn lock_live(tx: &STx<'_>, table: &Table, key: &[u8]) -> TxResult<Option<(&'static Record, u64)>> {
     for _ in 0..RETRIES {
         match table.index.get(key, tx.g) {
             Lookup::Missing { .. } => return Ok(None),
@@ -47,7 +50,7 @@ fn lock_live(tx: &Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Option<(&'stat
 }
 
 /// Create a present record for `key`; `false` if the key appeared meanwhile.
-fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> bool {
+fn create(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> bool {
     let tid = new_tid(tx, 0) | LATEST;
     let rec = Record::new(val, tid, 0);
     match table.index.insert(key, rec as u64, tx.g) {
@@ -61,7 +64,7 @@ fn create(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> bool {
 }
 
 pub(crate) fn get<'t>(
-    tx: &'t mut Txn<'_>,
+    tx: &'t mut STx<'_>,
     table: &Table,
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
@@ -84,12 +87,12 @@ pub(crate) fn get<'t>(
 }
 
 /// Write into a locked live record (present or absent).
-fn write_locked(tx: &mut Txn<'_>, rec: &Record, old: u64, val: &[u8]) {
+fn write_locked(tx: &mut STx<'_>, rec: &Record, old: u64, val: &[u8]) {
     let tid = new_tid(tx, old) | LATEST;
     rec.install(old, Some(val), tid, None, tx.g);
 }
 
-pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+pub(crate) fn put(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
     for _ in 0..RETRIES {
         if let Some((rec, old)) = lock_live(tx, table, key)? {
             write_locked(tx, rec, old, val);
@@ -102,7 +105,7 @@ pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Tx
     gave_up()
 }
 
-pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+pub(crate) fn insert(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
     for _ in 0..RETRIES {
         if let Some((rec, old)) = lock_live(tx, table, key)? {
             if old & ABSENT == 0 {
@@ -119,7 +122,7 @@ pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
     gave_up()
 }
 
-pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+pub(crate) fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
     match lock_live(tx, table, key)? {
         Some((rec, old)) if old & ABSENT == 0 => {
             write_locked(tx, rec, old, val);
@@ -133,7 +136,7 @@ pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
     }
 }
 
-pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
+pub(crate) fn delete(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
     match lock_live(tx, table, key)? {
         Some((rec, old)) if old & ABSENT == 0 => {
             let tid = new_tid(tx, old) | LATEST | ABSENT;
@@ -150,7 +153,7 @@ pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bo
 }
 
 pub(crate) fn scan<F>(
-    tx: &mut Txn<'_>,
+    tx: &mut STx<'_>,
     table: &Table,
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
@@ -182,4 +185,98 @@ where
         },
     );
     Ok(count)
+}
+
+/// No concurrency control (Silo section 5.2's key-value baseline).
+pub(crate) struct NoCc;
+
+type STx<'a> = Tx<'a, NoCc>;
+
+impl CcProtocol for NoCc {
+    type Shared = OrphanUnlinks;
+    type Local = SvLocal;
+
+    fn new_shared(_: &Options) -> OrphanUnlinks {
+        OrphanUnlinks::default()
+    }
+    fn new_local(_: &OrphanUnlinks, _: usize) -> SvLocal {
+        SvLocal::default()
+    }
+    #[inline]
+    fn begin(tx: &mut STx<'_>) {
+        tx.st.sets.clear();
+    }
+    #[inline]
+    fn get<'t>(tx: &'t mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
+        if let Some(b) = tx.snapshot {
+            return Ok(snapshot::get(&mut tx.st.sets.rbuf, tx.g, table, key, b));
+        }
+        get(tx, table, key)
+    }
+    #[inline]
+    fn put(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+        put(tx, table, key, val)
+    }
+    #[inline]
+    fn insert(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        insert(tx, table, key, val)
+    }
+    #[inline]
+    fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        update(tx, table, key, val)
+    }
+    #[inline]
+    fn delete(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
+        delete(tx, table, key)
+    }
+    fn scan<F>(
+        tx: &mut STx<'_>,
+        table: &Table,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        if let Some(b) = tx.snapshot {
+            let buf = &mut tx.st.sets.rbuf;
+            return Ok(snapshot::scan(buf, tx.g, table, (lo, hi), opts, b, f));
+        }
+        scan(tx, table, lo, hi, opts, f)
+    }
+    #[inline]
+    fn commit(tx: &mut STx<'_>) -> TxResult<()> {
+        if tx.snapshot.is_some() {
+            return Ok(());
+        }
+        Ok(())
+    }
+    #[inline]
+    fn abort(_: &mut STx<'_>) {}
+    #[inline]
+    fn maintain(
+        db: &DbInner,
+        core: &mut WorkerCore,
+        sh: &OrphanUnlinks,
+        st: &mut SvLocal,
+        g: &Guard<'_>,
+    ) {
+        super::sv_maintain(db, core, sh, st, g)
+    }
+    fn retire_local(sh: &OrphanUnlinks, st: &mut SvLocal) {
+        super::sv_retire(sh, st)
+    }
+    fn close(sh: &mut OrphanUnlinks) {
+        sh.0.get_mut().clear();
+    }
+    fn read_committed(_: &OrphanUnlinks, rec: &Record, out: &mut Vec<u8>) -> bool {
+        matches!(rec.read(out), ReadOutcome::Ok(tid) if tid & ABSENT == 0)
+    }
+    fn rebuild(val: &[u8], epoch: u64) -> *mut Record {
+        // Like a record written long ago: a TID in its epoch (every new
+        // TID is in a later epoch).
+        Record::new(val, make_tid(epoch, 1) | LATEST, 0)
+    }
 }

@@ -21,15 +21,17 @@
 
 use std::ops::Bound;
 
-use super::{unlink, NodeEntry, ReadEntry, TxnSets, WriteEntry, WriteKind, BLIND};
+use super::{snapshot, CcProtocol, OrphanUnlinks, SvLocal, Tx, WorkerCore};
+use super::{unlink, NodeEntry, PendingUnlink, ReadEntry, TxnSets, WriteEntry, WriteKind, BLIND};
 use crate::catalog::Table;
-use crate::db::PendingUnlink;
+use crate::db::{DbInner, Options};
+use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{Insert, Lookup};
 use crate::log::format::WriteOp;
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
-use crate::txn::{ScanOptions, Txn};
+use crate::txn::ScanOptions;
 
 /// How many times an operation re-walks the index after meeting a record
 /// that was unlinked under it, before giving up with a `Stale` abort.
@@ -62,7 +64,7 @@ pub(crate) fn own_insert_fixup(sets: &mut TxnSets, ins: &Insert) {
 /// Insert a fresh absent record for `key` into the index and add it to the
 /// write set. Returns `Err(v)` with the index value if a record for the key
 /// exists.
-fn create_absent(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(), u64> {
+fn create_absent(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(), u64> {
     let rec = Record::new(&[], ABSENT | LATEST, val.len());
     let ins = table.index.insert(key, rec as u64, tx.g);
     match ins {
@@ -127,7 +129,7 @@ enum Found {
 
 /// `Txn::get` under Silo.
 pub(crate) fn get<'t>(
-    tx: &'t mut Txn<'_>,
+    tx: &'t mut STx<'_>,
     table: &Table,
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
@@ -140,7 +142,7 @@ pub(crate) fn get<'t>(
     })
 }
 
-fn get_inner(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
+fn get_inner(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
     for _ in 0..STALE_RETRIES {
         match table.index.get(key, tx.g) {
             Lookup::Missing { leaf, version } => {
@@ -178,7 +180,7 @@ fn get_inner(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
 }
 
 /// `Txn::put` under Silo: a blind upsert.
-pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+pub(crate) fn put(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
     // The log names every written record by its key.
     let logging = tx.db.log.is_some();
     for attempt in 0..STALE_RETRIES {
@@ -214,7 +216,7 @@ pub(crate) fn put(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> Tx
 }
 
 /// `Txn::insert` under Silo: insert if absent.
-pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+pub(crate) fn insert(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
     for _ in 0..STALE_RETRIES {
         // Inserts usually find no key: try the index insert first, so that
         // the common case descends the tree once.
@@ -267,7 +269,7 @@ pub(crate) fn insert(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
 /// Read the record for `key` into the read set for a conditional write;
 /// returns the record if present (`None` if absent or missing).
 fn read_for_write(
-    tx: &mut Txn<'_>,
+    tx: &mut STx<'_>,
     table: &Table,
     key: &[u8],
 ) -> TxResult<Result<*const Record, Option<usize>>> {
@@ -316,7 +318,7 @@ fn read_for_write(
 }
 
 /// `Txn::update` under Silo: overwrite if present.
-pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+pub(crate) fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
     match read_for_write(tx, table, key)? {
         Ok(rec) => {
             let logging = tx.db.log.is_some();
@@ -345,7 +347,7 @@ pub(crate) fn update(tx: &mut Txn<'_>, table: &Table, key: &[u8], val: &[u8]) ->
 }
 
 /// `Txn::delete` under Silo: mark absent at commit (section 4.5).
-pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
+pub(crate) fn delete(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
     match read_for_write(tx, table, key)? {
         Ok(rec) => {
             let sets = &mut tx.st.sets;
@@ -377,7 +379,7 @@ pub(crate) fn delete(tx: &mut Txn<'_>, table: &Table, key: &[u8]) -> TxResult<bo
 /// `Txn::scan` under Silo: every leaf examined goes into the node set, every
 /// record read into the read set.
 pub(crate) fn scan<F>(
-    tx: &mut Txn<'_>,
+    tx: &mut STx<'_>,
     table: &Table,
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
@@ -444,7 +446,7 @@ fn unlock_first(sets: &TxnSets, n: usize) {
 }
 
 /// Silo's commit protocol. On failure it cleans up (see [`abort`]).
-pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
+pub(crate) fn commit(tx: &mut STx<'_>) -> TxResult<()> {
     match validate_and_install(tx) {
         Ok(()) => Ok(()),
         Err(e) => {
@@ -454,7 +456,7 @@ pub(crate) fn commit(tx: &mut Txn<'_>) -> TxResult<()> {
     }
 }
 
-fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
+fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
     let epochs = &tx.db.epochs;
     let sets = &mut tx.st.sets;
 
@@ -474,7 +476,7 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
         // A key found missing may have been deleted (and unlinked) in an
         // epoch that is not durable yet: then the current epoch, which every
         // such delete's epoch is at or below, bounds it.
-        tx.st.log.ack = if sets.nodes.is_empty() {
+        tx.core.log.ack = if sets.nodes.is_empty() {
             epoch_of(seen)
         } else {
             tx.db.epochs.global()
@@ -513,7 +515,7 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
     // Durable mode: announce a coming log entry before reading its epoch
     // (see the `log` module).
     if let Some(log) = &tx.db.log {
-        log.announce(tx.st.mv.slot, &mut tx.st.log);
+        log.announce(tx.core.slot, &mut tx.core.log);
     }
     // The serialization point: one read of the global epoch, after all locks
     // are held (the lock CASes are Acquire, so this load cannot move earlier).
@@ -557,7 +559,7 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
     // changes (the old value is still in place, under our lock).
     if let Some(log) = &tx.db.log {
         let (writes, wbuf, old) = (&sets.writes, &sets.wbuf, &mut sets.rbuf);
-        log.append(tx.st.mv.slot, &mut tx.st.log, e, tid, |buf| {
+        log.append(tx.core.slot, &mut tx.core.log, e, tid, |buf| {
             for w in writes {
                 let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
                 if w.kind == WriteKind::Delete {
@@ -609,7 +611,7 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
                 tid: dtid,
             });
         } else {
-            let t = &tx.st.tables[w.table.0 as usize];
+            let t = &tx.core.tables[w.table.0 as usize];
             unlink(t, tx.g, key, w.rec, dtid);
         }
     }
@@ -626,11 +628,11 @@ fn validate_and_install(tx: &mut Txn<'_>) -> TxResult<()> {
 /// index now never gives the new key a leaf of its own (see
 /// `BTree::split_leaf` and the test `retried_insert_does_not_split_again`),
 /// so removing the key here leaves the retry room to insert without a split.
-pub(crate) fn abort(tx: &mut Txn<'_>) {
+pub(crate) fn abort(tx: &mut STx<'_>) {
     let sets = &tx.st.sets;
     for w in sets.writes.iter().filter(|w| w.created) {
         remove_if_uncommitted(
-            tx.st.tables[w.table.0 as usize].as_ref(),
+            tx.core.tables[w.table.0 as usize].as_ref(),
             sets.stashed(w.key),
             w.rec,
             tx.g,
@@ -656,5 +658,104 @@ pub(crate) fn remove_if_uncommitted(
         unsafe { g.retire(rec as *mut u8, Record::free) };
     } else {
         r.unlock();
+    }
+}
+
+/// Silo's OCC (Tu et al., SOSP 2013).
+pub(crate) struct Silo;
+
+type STx<'a> = Tx<'a, Silo>;
+
+impl CcProtocol for Silo {
+    type Shared = OrphanUnlinks;
+    type Local = SvLocal;
+
+    fn new_shared(_: &Options) -> OrphanUnlinks {
+        OrphanUnlinks::default()
+    }
+    fn new_local(_: &OrphanUnlinks, _: usize) -> SvLocal {
+        SvLocal::default()
+    }
+    #[inline]
+    fn begin(tx: &mut STx<'_>) {
+        tx.st.sets.clear();
+    }
+    #[inline]
+    fn get<'t>(tx: &'t mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
+        if let Some(b) = tx.snapshot {
+            return Ok(snapshot::get(&mut tx.st.sets.rbuf, tx.g, table, key, b));
+        }
+        get(tx, table, key)
+    }
+    #[inline]
+    fn put(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+        put(tx, table, key, val)
+    }
+    #[inline]
+    fn insert(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        insert(tx, table, key, val)
+    }
+    #[inline]
+    fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        update(tx, table, key, val)
+    }
+    #[inline]
+    fn delete(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
+        delete(tx, table, key)
+    }
+    fn scan<F>(
+        tx: &mut STx<'_>,
+        table: &Table,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        if let Some(b) = tx.snapshot {
+            let buf = &mut tx.st.sets.rbuf;
+            return Ok(snapshot::scan(buf, tx.g, table, (lo, hi), opts, b, f));
+        }
+        scan(tx, table, lo, hi, opts, f)
+    }
+    #[inline]
+    fn commit(tx: &mut STx<'_>) -> TxResult<()> {
+        if tx.snapshot.is_some() {
+            return Ok(());
+        }
+        commit(tx)
+    }
+    #[inline]
+    fn abort(tx: &mut STx<'_>) {
+        if tx.snapshot.is_some() {
+            return;
+        }
+        abort(tx)
+    }
+    #[inline]
+    fn maintain(
+        db: &DbInner,
+        core: &mut WorkerCore,
+        sh: &OrphanUnlinks,
+        st: &mut SvLocal,
+        g: &Guard<'_>,
+    ) {
+        super::sv_maintain(db, core, sh, st, g)
+    }
+    fn retire_local(sh: &OrphanUnlinks, st: &mut SvLocal) {
+        super::sv_retire(sh, st)
+    }
+    fn close(sh: &mut OrphanUnlinks) {
+        sh.0.get_mut().clear();
+    }
+    fn read_committed(_: &OrphanUnlinks, rec: &Record, out: &mut Vec<u8>) -> bool {
+        matches!(rec.read(out), ReadOutcome::Ok(tid) if tid & ABSENT == 0)
+    }
+    fn rebuild(val: &[u8], epoch: u64) -> *mut Record {
+        // Like a record written long ago: a TID in its epoch (every new
+        // TID is in a later epoch).
+        Record::new(val, make_tid(epoch, 1) | LATEST, 0)
     }
 }

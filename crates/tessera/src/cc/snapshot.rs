@@ -6,21 +6,22 @@
 use std::ops::Bound;
 
 use crate::catalog::Table;
+use crate::epoch::Guard;
 use crate::index::Lookup;
 use crate::storage::Record;
-use crate::txn::{ScanOptions, Txn};
+use crate::txn::ScanOptions;
 
 /// `Txn::get` in a snapshot transaction at `boundary`.
 pub(crate) fn get<'t>(
-    tx: &'t mut Txn<'_>,
+    buf: &'t mut Vec<u8>,
+    g: &Guard<'_>,
     table: &Table,
     key: &[u8],
     boundary: u64,
 ) -> Option<&'t [u8]> {
-    match table.index.get(key, tx.g) {
+    match table.index.get(key, g) {
         Lookup::Missing { .. } => None,
         Lookup::Found(v) => {
-            let buf = &mut tx.st.sets.rbuf;
             buf.clear();
             // SAFETY: reached through the index while pinned.
             unsafe { &*(v as *const Record) }
@@ -32,10 +33,10 @@ pub(crate) fn get<'t>(
 
 /// `Txn::scan` in a snapshot transaction at `boundary`.
 pub(crate) fn scan<F>(
-    tx: &mut Txn<'_>,
+    buf: &mut Vec<u8>,
+    g: &Guard<'_>,
     table: &Table,
-    lo: Bound<&[u8]>,
-    hi: Bound<&[u8]>,
+    (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
     opts: ScanOptions,
     boundary: u64,
     mut f: F,
@@ -45,12 +46,11 @@ where
 {
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut count = 0;
-    let buf = &mut tx.st.sets.rbuf;
     table.index.scan(
         lo,
         hi,
         opts.reverse,
-        tx.g,
+        g,
         |_, _| {},
         |k, v| {
             buf.clear();

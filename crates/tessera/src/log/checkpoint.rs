@@ -37,8 +37,7 @@ use std::time::{Duration, Instant};
 
 use crate::db::DbInner;
 use crate::error::Error;
-use crate::storage::tid::ABSENT;
-use crate::storage::{ReadOutcome, Record};
+use crate::storage::Record;
 
 use super::format::{self, BlockKind, Damage, WriteOp};
 use super::segment;
@@ -106,7 +105,6 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
         std::fs::File::create(&tmp).map_err(|e| io("create", &tmp, e))?,
     );
     let tables = db.tables.read().clone();
-    let mv = db.opts.protocol.is_multiversion();
     let mut payload = Vec::with_capacity(BLOCK_BYTES + (64 << 10));
     let mut block = Vec::with_capacity(BLOCK_BYTES + (64 << 10));
     let mut seq = 0u64;
@@ -148,11 +146,8 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
                     // SAFETY: reached through the index while pinned.
                     let rec = unsafe { &*(v as *const Record) };
                     val.clear();
-                    let live = if mv {
-                        crate::cc::ermia::read_latest_committed(db, rec, &mut val)
-                    } else {
-                        matches!(rec.read(&mut val), ReadOutcome::Ok(tid) if tid & ABSENT == 0)
-                    };
+                    // The protocol's layout hook reads the newest committed value.
+                    let live = db.cc.read_committed(rec, &mut val);
                     if live {
                         format::push_write(&mut payload, t.id.0, WriteOp::Put, k, &val);
                         in_entry += 1;

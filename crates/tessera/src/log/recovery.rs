@@ -22,7 +22,6 @@ use crate::catalog::Table;
 use crate::db::Protocol;
 use crate::epoch::Epochs;
 use crate::error::Error;
-use crate::storage::tid::{make_tid, LATEST};
 use crate::storage::Record;
 
 use super::format::{self, BlockKind, Damage, WriteOp};
@@ -1073,11 +1072,7 @@ pub(crate) fn replay(
 /// in their epoch (every new TID is in a later epoch), under ERMIA stamp 1
 /// (every new begin stamp is larger).
 pub(crate) fn load_record(protocol: Protocol, val: &[u8], epoch: u64) -> *mut Record {
-    if protocol.is_multiversion() {
-        Record::new_mv(val, 1, protocol == Protocol::Ssn)
-    } else {
-        Record::new(val, make_tid(epoch, 1) | LATEST, 0)
-    }
+    protocol.rebuild(val, epoch)
 }
 
 #[cfg(test)]
