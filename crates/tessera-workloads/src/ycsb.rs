@@ -65,7 +65,7 @@ use std::sync::OnceLock;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tessera::{Database, Error, ScanOptions, TableId, TxResult, Worker};
+use tessera::{Database, Error, Request, ScanOptions, TableId, Transaction, TxResult, Worker};
 
 use crate::driver::Workload;
 
@@ -533,6 +533,70 @@ pub struct YcsbThread {
     inserted: u64,
 }
 
+/// One YCSB transaction as a request: the drawn operations and the values
+/// they write.
+struct YcsbRequest<'a> {
+    t: TableId,
+    rmw: bool,
+    ops: &'a [Op],
+    value: &'a [u8],
+    buf: &'a mut Vec<u8>,
+}
+
+impl Request for YcsbRequest<'_> {
+    type Output = ();
+    fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<()> {
+        let mut sink = 0u64;
+        for op in self.ops.iter() {
+            match *op {
+                Op::Read(r) => {
+                    if let Some(v) = tx.get(self.t, &key_of(r))? {
+                        sink = sink.wrapping_add(v.len() as u64);
+                    }
+                }
+                Op::Update(r) => {
+                    let k = key_of(r);
+                    if self.rmw {
+                        // Read, modify one byte of what was read, write back.
+                        let new: &[u8] = match tx.get(self.t, &k)? {
+                            Some(old) => {
+                                self.buf.clear();
+                                self.buf.extend_from_slice(old);
+                                if let Some(b) = self.buf.first_mut() {
+                                    *b = b.wrapping_add(1);
+                                }
+                                self.buf
+                            }
+                            None => self.value,
+                        };
+                        tx.put(self.t, &k, new)?;
+                    } else {
+                        tx.put(self.t, &k, self.value)?;
+                    }
+                }
+                Op::Scan(r, len) => {
+                    tx.scan(
+                        self.t,
+                        Bound::Included(&key_of(r)[..]),
+                        Bound::Unbounded,
+                        ScanOptions::new().limit(len),
+                        |_, v| {
+                            sink = sink.wrapping_add(v.len() as u64);
+                            true
+                        },
+                    )?;
+                }
+                Op::Insert(r) => {
+                    let fresh = tx.insert(self.t, &key_of(r), self.value)?;
+                    debug_assert!(fresh, "insert of record {r} found it present");
+                }
+            }
+        }
+        std::hint::black_box(sink);
+        Ok(())
+    }
+}
+
 impl Ycsb {
     /// The workload for these knobs (validated).
     pub fn new(cfg: YcsbConfig) -> Result<Ycsb, String> {
@@ -730,60 +794,15 @@ impl Workload for Ycsb {
     }
 
     fn execute(&self, st: &mut YcsbThread, w: &mut Worker) -> TxResult<()> {
-        let t = self.table();
-        let rmw = self.cfg.rmw;
         let YcsbThread {
             ops, value, buf, ..
         } = st;
-        w.try_run(|tx| {
-            let mut sink = 0u64;
-            for op in ops.iter() {
-                match *op {
-                    Op::Read(r) => {
-                        if let Some(v) = tx.get(t, &key_of(r))? {
-                            sink = sink.wrapping_add(v.len() as u64);
-                        }
-                    }
-                    Op::Update(r) => {
-                        let k = key_of(r);
-                        if rmw {
-                            // Read, modify one byte of what was read, write back.
-                            let new: &[u8] = match tx.get(t, &k)? {
-                                Some(old) => {
-                                    buf.clear();
-                                    buf.extend_from_slice(old);
-                                    if let Some(b) = buf.first_mut() {
-                                        *b = b.wrapping_add(1);
-                                    }
-                                    buf
-                                }
-                                None => value,
-                            };
-                            tx.put(t, &k, new)?;
-                        } else {
-                            tx.put(t, &k, value)?;
-                        }
-                    }
-                    Op::Scan(r, len) => {
-                        tx.scan(
-                            t,
-                            Bound::Included(&key_of(r)[..]),
-                            Bound::Unbounded,
-                            ScanOptions::new().limit(len),
-                            |_, v| {
-                                sink = sink.wrapping_add(v.len() as u64);
-                                true
-                            },
-                        )?;
-                    }
-                    Op::Insert(r) => {
-                        let fresh = tx.insert(t, &key_of(r), value)?;
-                        debug_assert!(fresh, "insert of record {r} found it present");
-                    }
-                }
-            }
-            std::hint::black_box(sink);
-            Ok(())
+        w.try_execute(&mut YcsbRequest {
+            t: self.table(),
+            rmw: self.cfg.rmw,
+            ops,
+            value,
+            buf,
         })
     }
 

@@ -33,7 +33,7 @@ use std::ops::Bound;
 use std::sync::OnceLock;
 
 use rand::Rng;
-use tessera::{Database, Error, ScanOptions, TxError, TxResult, Txn, Worker};
+use tessera::{Database, Error, Request, ScanOptions, Transaction, TxError, TxResult, Worker};
 
 use super::random::uniform;
 use super::schema::{
@@ -371,6 +371,22 @@ fn malformed(table: &str, len: usize, expected: usize) -> TxError {
     )))
 }
 
+/// Q2\* as a transaction request (its inputs, and the body below).
+struct Q2Request<'a> {
+    t: &'a Tables,
+    h: &'a HybridTables,
+    supply: &'a SupplyMap,
+    inp: &'a Q2Input,
+    s: &'a mut Q2Scratch,
+}
+
+impl Request for Q2Request<'_> {
+    type Output = Q2Output;
+    fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<Q2Output> {
+        q2_star(tx, self.t, self.h, self.supply, self.inp, self.s)
+    }
+}
+
 /// TPC-CH Q2\* as ERMIA describes it, one attempt (see the module
 /// documentation and docs/TPCC.md):
 ///
@@ -385,8 +401,8 @@ fn malformed(table: &str, len: usize, expected: usize) -> TxError {
 /// REGION, NATION and SUPPLIER are never written, so only the STOCK reads
 /// and writes conflict (with NewOrder and other Q2\*s). No allocation once
 /// `s` has grown.
-pub fn q2_star(
-    tx: &mut Txn<'_>,
+pub fn q2_star<T: Transaction>(
+    tx: &mut T,
     t: &Tables,
     h: &HybridTables,
     supply: &SupplyMap,
@@ -655,9 +671,14 @@ impl Workload for TpccHybrid {
             .htables
             .get()
             .expect("TPC-C-hybrid run before it was loaded");
-        let (inp, s) = (&st.q2, &mut st.q2_scratch);
-        w.try_run(|tx| q2_star(tx, t, h, &self.supply, inp, s))
-            .map(drop)
+        let mut req = Q2Request {
+            t,
+            h,
+            supply: &self.supply,
+            inp: &st.q2,
+            s: &mut st.q2_scratch,
+        };
+        w.try_execute(&mut req).map(drop)
     }
 
     fn config(&self) -> serde_json::Value {

@@ -32,7 +32,7 @@ use std::sync::OnceLock;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tessera::{Database, Error, TxResult, Worker};
+use tessera::{Database, Error, Request, Transaction, TxResult, Worker};
 
 use crate::driver::{Report, Workload};
 pub use consistency::{check_consistency, check_database, ConsistencyReport, FoundTpcc};
@@ -261,6 +261,29 @@ pub struct TpccThread {
     scratch: Scratch,
 }
 
+/// The thread's drawn TPC-C transaction as a request: its inputs are in the
+/// thread state, its body is one of `txns`.
+struct TpccRequest<'a> {
+    t: &'a Tables,
+    st: &'a mut TpccThread,
+}
+
+impl Request for TpccRequest<'_> {
+    type Output = ();
+    #[inline]
+    fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<()> {
+        let (t, st) = (self.t, &mut *self.st);
+        let s = &mut st.scratch;
+        match st.kind {
+            TxnType::NewOrder => txns::new_order(tx, t, &st.new_order, s).map(drop),
+            TxnType::Payment => txns::payment(tx, t, &st.payment, s).map(drop),
+            TxnType::OrderStatus => txns::order_status(tx, t, &st.order_status, s).map(drop),
+            TxnType::Delivery => txns::delivery(tx, t, &st.delivery, s).map(drop),
+            TxnType::StockLevel => txns::stock_level(tx, t, &st.stock_level, s).map(drop),
+        }
+    }
+}
+
 impl Tpcc {
     /// The workload for these knobs (validated).
     pub fn new(cfg: TpccConfig) -> Result<Tpcc, String> {
@@ -474,34 +497,7 @@ impl Workload for Tpcc {
     }
 
     fn execute(&self, st: &mut TpccThread, w: &mut Worker) -> TxResult<()> {
-        let t = self.t();
-        let TpccThread {
-            kind,
-            new_order,
-            payment,
-            order_status,
-            delivery,
-            stock_level,
-            scratch,
-            ..
-        } = st;
-        match kind {
-            TxnType::NewOrder => w
-                .try_run(|tx| txns::new_order(tx, t, new_order, scratch))
-                .map(drop),
-            TxnType::Payment => w
-                .try_run(|tx| txns::payment(tx, t, payment, scratch))
-                .map(drop),
-            TxnType::OrderStatus => w
-                .try_run(|tx| txns::order_status(tx, t, order_status, scratch))
-                .map(drop),
-            TxnType::Delivery => w
-                .try_run(|tx| txns::delivery(tx, t, delivery, scratch))
-                .map(drop),
-            TxnType::StockLevel => w
-                .try_run(|tx| txns::stock_level(tx, t, stock_level, scratch))
-                .map(drop),
-        }
+        w.try_execute(&mut TpccRequest { t: self.t(), st })
     }
 
     fn config(&self) -> serde_json::Value {

@@ -16,7 +16,7 @@
 
 use std::ops::Bound;
 
-use tessera::{ConflictReason, Error, ScanOptions, TxError, TxResult, Txn};
+use tessera::{ConflictReason, Error, ScanOptions, Transaction, TxError, TxResult};
 
 use super::random::has_original;
 use super::schema::*;
@@ -184,8 +184,8 @@ pub(super) fn vanished() -> TxError {
 }
 
 /// Read and decode the row `key` of table `t`, which must exist.
-pub(super) fn must_get<R: Row>(
-    tx: &mut Txn<'_>,
+pub(super) fn must_get<R: Row, T: Transaction>(
+    tx: &mut T,
     t: tessera::TableId,
     key: &[u8],
     what: &str,
@@ -197,8 +197,8 @@ pub(super) fn must_get<R: Row>(
 }
 
 /// Update a row that was just read; it must still exist.
-fn must_update<R: Row>(
-    tx: &mut Txn<'_>,
+fn must_update<R: Row, T: Transaction>(
+    tx: &mut T,
     t: tessera::TableId,
     key: &[u8],
     row: &R,
@@ -218,7 +218,12 @@ fn must_update<R: Row>(
 /// D_NEXT_O_ID): under Silo validation would fail anyway, and under a
 /// protocol without isolation the retry reads a fresh D_NEXT_O_ID, so this
 /// is reported as a conflict.
-fn must_insert(tx: &mut Txn<'_>, t: tessera::TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
+fn must_insert<T: Transaction>(
+    tx: &mut T,
+    t: tessera::TableId,
+    key: &[u8],
+    val: &[u8],
+) -> TxResult<()> {
     if tx.insert(t, key, val)? {
         Ok(())
     } else {
@@ -229,8 +234,8 @@ fn must_insert(tx: &mut Txn<'_>, t: tessera::TableId, key: &[u8], val: &[u8]) ->
 /// Find the customer of a Payment or OrderStatus: by id, or by last name
 /// through the `customer_by_name` index (clause 2.5.2.2: all matching
 /// customers sorted by C_FIRST, the one at position ceil(n/2)).
-fn select_customer(
-    tx: &mut Txn<'_>,
+fn select_customer<T: Transaction>(
+    tx: &mut T,
     t: &Tables,
     w: u16,
     d: u8,
@@ -275,8 +280,8 @@ fn select_customer(
 /// behind even under a protocol that cannot roll back (nocc). Under a
 /// serializable protocol the transaction reads and writes the same rows as
 /// in the spec's order, so the result is the same.
-pub fn new_order(
-    tx: &mut Txn<'_>,
+pub fn new_order<T: Transaction>(
+    tx: &mut T,
     t: &Tables,
     inp: &NewOrderInput,
     s: &mut Scratch,
@@ -395,8 +400,8 @@ pub fn new_order(
 }
 
 /// Payment (clause 2.5.2).
-pub fn payment(
-    tx: &mut Txn<'_>,
+pub fn payment<T: Transaction>(
+    tx: &mut T,
     t: &Tables,
     inp: &PaymentInput,
     s: &mut Scratch,
@@ -469,8 +474,8 @@ pub fn payment(
 }
 
 /// OrderStatus (clause 2.6.2): read-only.
-pub fn order_status(
-    tx: &mut Txn<'_>,
+pub fn order_status<T: Transaction>(
+    tx: &mut T,
     t: &Tables,
     inp: &OrderStatusInput,
     s: &mut Scratch,
@@ -540,8 +545,8 @@ pub fn order_status(
 /// and ERMIA run it; the spec allows queueing it and delivering per district
 /// in up to ten). Returns the number of orders delivered; a district
 /// without undelivered orders is skipped.
-pub fn delivery(
-    tx: &mut Txn<'_>,
+pub fn delivery<T: Transaction>(
+    tx: &mut T,
     t: &Tables,
     inp: &DeliveryInput,
     s: &mut Scratch,
@@ -628,8 +633,8 @@ pub fn delivery(
 /// StockLevel (clause 2.8.2): read-only. Returns the number of distinct
 /// items of the district's last 20 orders whose stock is below the
 /// threshold.
-pub fn stock_level(
-    tx: &mut Txn<'_>,
+pub fn stock_level<T: Transaction>(
+    tx: &mut T,
     t: &Tables,
     inp: &StockLevelInput,
     s: &mut Scratch,
