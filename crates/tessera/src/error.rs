@@ -27,17 +27,24 @@ pub enum ConflictReason {
     /// SSN's exclusion-window test failed: π(T) <= η(T), committing could
     /// close a dependency cycle.
     SsnExclusion,
+    /// Strict 2PL, no-wait: a lock was held in a conflicting mode.
+    LockConflict,
+    /// Strict 2PL, wait-die: a younger transaction met an older holder (or
+    /// shared holders) and died rather than wait.
+    WaitDie,
 }
 
 impl ConflictReason {
     /// All reasons, in a stable order (for reports).
-    pub const ALL: [ConflictReason; 6] = [
+    pub const ALL: [ConflictReason; 8] = [
         ConflictReason::ReadValidation,
         ConflictReason::NodeValidation,
         ConflictReason::Stale,
         ConflictReason::InsertRace,
         ConflictReason::WriteConflict,
         ConflictReason::SsnExclusion,
+        ConflictReason::LockConflict,
+        ConflictReason::WaitDie,
     ];
 
     /// Short machine-readable name.
@@ -49,6 +56,8 @@ impl ConflictReason {
             ConflictReason::InsertRace => "insert_race",
             ConflictReason::WriteConflict => "write_conflict",
             ConflictReason::SsnExclusion => "ssn_exclusion",
+            ConflictReason::LockConflict => "lock_conflict",
+            ConflictReason::WaitDie => "wait_die",
         }
     }
 

@@ -58,7 +58,9 @@ use std::sync::atomic::{fence, Ordering};
 
 use super::xid::{Lookup as XLookup, XidState, XID_FLAG};
 use super::NodeEntry;
-use super::{CcProtocol, OrphanUnlinks, PendingUnlink, Tx, TxnSets, WorkerCore};
+use super::{
+    backoff_spin, CcProtocol, OrphanUnlinks, PendingUnlink, Tx, TxnSets, WorkerCore, STALE_RETRIES,
+};
 use crate::catalog::{Table, TableId};
 use crate::db::{DbInner, Options};
 use crate::epoch::Guard;
@@ -69,10 +71,6 @@ use crate::storage::mvcc::{free_mv_version, new_mv_version, reinit_inline, SsnMe
 use crate::storage::tid::*;
 use crate::storage::{Record, Version};
 use crate::txn::ScanOptions;
-
-/// How many times an operation re-walks the index after meeting an
-/// unlinked record.
-const STALE_RETRIES: usize = 16;
 
 /// Tag (bit 0; versions are 8-aligned) on an SSN read-set entry whose
 /// version this transaction also overwrote, set by [`ssn_precommit`].
@@ -326,16 +324,6 @@ fn my_flagged(st: &ErmiaLocal) -> u64 {
     st.mv.xid | XID_FLAG
 }
 
-#[inline]
-fn backoff_spin(spins: &mut u32) {
-    *spins += 1;
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
-    }
-}
-
 /// Start a transaction: take an id and a begin stamp.
 pub(crate) fn begin(sh: &ErmiaShared, st: &mut ErmiaLocal) {
     let (xid, begin) = sh.xids.begin_from(st.mv.slot, &sh.clock);
@@ -562,7 +550,7 @@ fn create<M: Mode>(tx: &mut ETx<'_, M>, table: &Table, key: &[u8], val: &[u8]) -
         }
         Insert::Inserted { leaf, .. } => {
             if meta {
-                super::silo::own_insert_fixup(&mut st.sets, &ins);
+                super::own_insert_fixup(&mut st.sets, &ins);
                 // Transactions that saw this key's range empty and committed
                 // precede us (they did not see our key). Scanners raise the
                 // stamp before validating their node set; the fences pair

@@ -16,6 +16,7 @@ pub mod ermia;
 pub mod nocc;
 pub mod silo;
 pub mod snapshot;
+pub mod twopl;
 pub mod xid;
 
 use std::any::Any;
@@ -29,7 +30,7 @@ use crate::catalog::{Table, TableId};
 use crate::db::{DbInner, Options, WorkerStats};
 use crate::epoch::Guard;
 use crate::error::{Error, TxError, TxResult};
-use crate::index::LeafRef;
+use crate::index::{Insert, LeafRef};
 use crate::log::LogCursor;
 use crate::storage::tid::*;
 use crate::storage::Record;
@@ -385,6 +386,11 @@ const SV: Capabilities = Capabilities {
     durable: true,
 };
 
+const TWO_PL: Capabilities = Capabilities {
+    snapshot_txns: false,
+    ..SV
+};
+
 protocols! {
     /// Silo's OCC (Tu et al., SOSP 2013): serializable.
     Silo => silo::Silo, "silo", [], SV;
@@ -398,6 +404,12 @@ protocols! {
     Ssn => ermia::Ermia<ermia::SsnMode>, "ssn", ["ermia-ssn", "ermia"], Capabilities {
         serializable: true, multi_version: true, snapshot_reads: true,
         snapshot_txns: false, phantom_safe: true, durable: true };
+    /// Strict two-phase locking, no-wait (DBx1000's NO_WAIT, CCBench's
+    /// ss2pl): a lock conflict aborts at once. Serializable.
+    TwoPlNoWait => twopl::TwoPl<twopl::NoWait>, "2pl-nowait", ["2pl", "nowait", "no-wait", "ss2pl"], TWO_PL;
+    /// Strict two-phase locking, wait-die (DBx1000's WAIT_DIE): an older
+    /// requester waits, a younger one aborts. Serializable.
+    TwoPlWaitDie => twopl::TwoPl<twopl::WaitDie>, "2pl-waitdie", ["waitdie", "wait-die", "2pl-wait-die"], TWO_PL;
     /// No concurrency control: direct index reads and writes with no read or
     /// write sets, applied immediately (Silo section 5.2's key-value
     /// baseline). Not isolated; a user abort does not roll anything back.
@@ -676,6 +688,57 @@ pub(crate) struct SvLocal {
     pub last_tid: u64,
     /// Deleted records waiting until no snapshot can see them.
     pub pending_unlinks: std::collections::VecDeque<PendingUnlink>,
+}
+
+/// How many times an operation re-walks the index after meeting a record
+/// that was unlinked under it, before giving up with a `Stale` abort.
+pub(crate) const STALE_RETRIES: usize = 16;
+
+/// After our own insert into `leaf` moved its version from `before` to
+/// `after`, update the node-set entries that saw `before` (the change is ours,
+/// not a phantom). A split cannot be accounted for; such entries will fail
+/// validation, as in Silo.
+pub(crate) fn own_insert_fixup(sets: &mut TxnSets, ins: &Insert) {
+    if let Insert::Inserted {
+        leaf,
+        before,
+        after,
+        split: false,
+    } = *ins
+    {
+        for n in sets.nodes.iter_mut() {
+            if n.leaf == leaf && n.version == before {
+                n.version = after;
+            }
+        }
+    }
+}
+
+/// Remove an absent record that no transaction ever committed into, and
+/// retire it.
+pub(crate) fn remove_if_uncommitted(t: &Table, key: &[u8], rec: *const Record, g: &Guard<'_>) {
+    // SAFETY: inserted by this worker; it is retired only here or by an
+    // unlink after a commit into it, and we are pinned.
+    let r = unsafe { &*rec };
+    let cur = r.lock();
+    if cur & TID_MASK == 0 && cur & LATEST != 0 && t.index.remove(key, rec as u64, g) {
+        r.unlock_with(ABSENT);
+        // SAFETY: unlinked above and marked not-latest.
+        unsafe { g.retire(rec as *mut u8, Record::free) };
+    } else {
+        r.unlock();
+    }
+}
+
+/// One step of a spin wait: spin a little, then yield the processor.
+#[inline]
+pub(crate) fn backoff_spin(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
 }
 
 /// Between transactions: unlink deleted records that no snapshot can see any

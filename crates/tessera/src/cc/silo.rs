@@ -21,8 +21,11 @@
 
 use std::ops::Bound;
 
+use super::{
+    own_insert_fixup, remove_if_uncommitted, unlink, NodeEntry, PendingUnlink, ReadEntry, TxnSets,
+    WriteEntry, WriteKind, BLIND, STALE_RETRIES,
+};
 use super::{snapshot, CcProtocol, OrphanUnlinks, SvLocal, Tx, WorkerCore};
-use super::{unlink, NodeEntry, PendingUnlink, ReadEntry, TxnSets, WriteEntry, WriteKind, BLIND};
 use crate::catalog::Table;
 use crate::db::{DbInner, Options};
 use crate::epoch::Guard;
@@ -33,32 +36,8 @@ use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
 use crate::txn::ScanOptions;
 
-/// How many times an operation re-walks the index after meeting a record
-/// that was unlinked under it, before giving up with a `Stale` abort.
-const STALE_RETRIES: usize = 16;
-
 fn conflict<T>(r: ConflictReason) -> TxResult<T> {
     Err(TxError::Conflict(r))
-}
-
-/// After our own insert into `leaf` moved its version from `before` to
-/// `after`, update the node-set entries that saw `before` (the change is ours,
-/// not a phantom). A split cannot be accounted for; such entries will fail
-/// validation, as in Silo.
-pub(crate) fn own_insert_fixup(sets: &mut TxnSets, ins: &Insert) {
-    if let Insert::Inserted {
-        leaf,
-        before,
-        after,
-        split: false,
-    } = *ins
-    {
-        for n in sets.nodes.iter_mut() {
-            if n.leaf == leaf && n.version == before {
-                n.version = after;
-            }
-        }
-    }
 }
 
 /// Insert a fresh absent record for `key` into the index and add it to the
@@ -637,27 +616,6 @@ pub(crate) fn abort(tx: &mut STx<'_>) {
             w.rec,
             tx.g,
         );
-    }
-}
-
-/// Remove an absent record that no transaction ever committed into, and
-/// retire it.
-pub(crate) fn remove_if_uncommitted(
-    t: &Table,
-    key: &[u8],
-    rec: *const Record,
-    g: &crate::epoch::Guard<'_>,
-) {
-    // SAFETY: inserted by this worker; it is retired only here or by an
-    // unlink after a commit into it, and we are pinned.
-    let r = unsafe { &*rec };
-    let cur = r.lock();
-    if cur & TID_MASK == 0 && cur & LATEST != 0 && t.index.remove(key, rec as u64, g) {
-        r.unlock_with(ABSENT);
-        // SAFETY: unlinked above and marked not-latest.
-        unsafe { g.retire(rec as *mut u8, Record::free) };
-    } else {
-        r.unlock();
     }
 }
 

@@ -48,8 +48,11 @@ pub struct Version {
     /// [`V_INLINE`] if this version lives inside its record's allocation;
     /// [`V_META`] if SSN metadata follows the data words; [`V_BOTTOM`] (immutable).
     flags: u32,
-    /// 1 if this version is a tombstone (ERMIA's deletion version; Silo
-    /// marks deletions in the record's TID word instead).
+    /// An auxiliary word whose meaning is the record layout's: on ERMIA's
+    /// multi-version records, 1 if this version is a tombstone (Silo marks
+    /// deletions in the record's TID word instead); on the newest version
+    /// of a strict-2PL record, its reader-writer lock word
+    /// ([`Version::lock_word`]). A database uses one layout.
     tomb: AtomicU32,
     // followed, with `V_META`, by an `SsnMeta`, then by `cap_words`
     // AtomicU64 words of value data
@@ -82,6 +85,14 @@ fn words_for(len: usize) -> usize {
 }
 
 impl Version {
+    /// Strict 2PL's record lock word (`cc::twopl`): kept in the newest
+    /// version's auxiliary word, which single-version records do not
+    /// otherwise use, so the other protocols' records are no larger.
+    #[inline]
+    pub(crate) fn lock_word(&self) -> &AtomicU32 {
+        &self.tomb
+    }
+
     /// The data words of version `v`. Takes a raw pointer (not `&self`) so the
     /// result keeps the provenance of the whole allocation: a reference to the
     /// header covers only the header.

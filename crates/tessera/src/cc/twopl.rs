@@ -1,0 +1,654 @@
+//! Strict two-phase locking with reader-writer record locks: `2pl-nowait`
+//! and `2pl-waitdie` (DBx1000's `NO_WAIT` and `WAIT_DIE`, Yu et al., VLDB
+//! 2014, section 3.1; CCBench's `ss2pl`). Added through the protocol seam:
+//! this module and one line in the list of `cc/mod.rs`.
+//!
+//! *Locks.* Every record read takes a shared lock, every write an
+//! exclusive one (a read-then-write upgrades when the transaction is the
+//! only reader); all are held until the transaction commits or aborts
+//! (strict 2PL). The lock word lives in the newest version of the record
+//! ([`Version::lock_word`]): [`X`] plus the holder's worker slot + 1, or a
+//! reader count. Single-version records never use that word otherwise, so
+//! no other protocol's record grows. A commit that installs a larger value
+//! moves the record to a new version whose word is free; that is safe
+//! because the transaction's outcome is decided by then, and a waiter on
+//! the old word re-checks, after acquiring it, that it locked the newest
+//! version ([`lock`]).
+//!
+//! *Conflicts.* `NO_WAIT` aborts at once when a lock is held in a
+//! conflicting mode. `WAIT_DIE` gives each transaction a timestamp at its
+//! first attempt (kept across its conflict retries, so it ages and
+//! eventually wins) and lets a requester wait only for a holder younger
+//! than itself; a younger requester dies. Against an exclusive holder the
+//! rule is exact (the word names the holder, whose timestamp is in
+//! [`TwoPlShared::ts`]). Against shared holders, whom a 32-bit word cannot
+//! name, a requester dies: DBx1000 keeps an owner list per row and would
+//! let an older writer wait; dying instead is never wrong for wait-die
+//! (waits still go only from older to younger, so no cycle can form) but
+//! aborts some transactions DBx1000 would delay.
+//!
+//! *Phantoms.* A scan and a read that finds a key absent put the index
+//! leaves they examined into a node set, validated at commit while every
+//! record lock is held (Silo's section 4.6 mechanism, on the same B+-tree
+//! leaf versions). We chose it over next-key or range locking because the
+//! index already exposes leaf versions and Silo and SSN use the same
+//! check, so phantom protection costs 2PL what it costs them and needs no
+//! lock manager over key ranges; the price is that a phantom aborts the
+//! scanner at commit where range locks would have blocked the inserter.
+//!
+//! *Commit.* With every lock held, read the epoch (the serialization point,
+//! as in Silo), validate the node set, choose a TID by Silo's rule (larger
+//! than every TID read or written and the worker's last, in the current
+//! epoch; the locks make it agree with the conflict order), log the redo
+//! entry, install each write under the record's latch, unlink deleted
+//! records, release the locks.
+
+use std::ops::Bound;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use super::{
+    own_insert_fixup, unlink, CcProtocol, NodeEntry, OrphanUnlinks, SvLocal, Tx, TxnSets,
+    WorkerCore, WriteEntry, WriteKind,
+};
+use crate::catalog::Table;
+use crate::db::{DbInner, Options};
+use crate::epoch::Guard;
+use crate::error::{ConflictReason, TxError, TxResult};
+use crate::index::Insert;
+use crate::log::format::WriteOp;
+use crate::storage::tid::*;
+use crate::storage::{ReadOutcome, Record, Version};
+use crate::txn::ScanOptions;
+
+/// Lock word: held exclusively (the low bits are the holder's slot + 1).
+const X: u32 = 1 << 31;
+
+/// How a lock conflict is resolved.
+pub(crate) trait Policy: Send + Sync + 'static {
+    /// Wait-die (else no-wait).
+    const WAIT_DIE: bool;
+}
+
+/// DBx1000's `NO_WAIT`: abort on any conflict.
+pub(crate) struct NoWait;
+impl Policy for NoWait {
+    const WAIT_DIE: bool = false;
+}
+
+/// DBx1000's `WAIT_DIE`: an older requester waits, a younger one dies.
+pub(crate) struct WaitDie;
+impl Policy for WaitDie {
+    const WAIT_DIE: bool = true;
+}
+
+/// Strict 2PL with conflict policy `P`.
+pub(crate) struct TwoPl<P>(std::marker::PhantomData<P>);
+
+type LTx<'a, P> = Tx<'a, TwoPl<P>>;
+
+/// 2PL's database-wide state.
+pub(crate) struct TwoPlShared {
+    /// Wait-die timestamps are drawn from here.
+    clock: AtomicU64,
+    /// The running transaction's wait-die timestamp, per worker slot.
+    ts: Box<[AtomicU64]>,
+    /// Deleted records of dropped workers (unused: 2PL unlinks at commit).
+    orphans: OrphanUnlinks,
+}
+
+/// A lock this transaction holds.
+#[derive(Clone, Copy)]
+struct Held {
+    rec: *const Record,
+    /// The version whose word holds the lock.
+    ver: *const Version,
+    excl: bool,
+}
+
+/// 2PL's per-worker state.
+#[derive(Default)]
+pub(crate) struct TwoPlLocal {
+    /// Write set, node set, value buffers, TIDs (shared with Silo's code).
+    sv: SvLocal,
+    /// The locks held, in acquisition order.
+    held: Vec<Held>,
+    /// The largest TID word of a record read or written (Silo's TID rule).
+    max_seen: u64,
+    /// Wait-die timestamp of the running transaction.
+    ts: u64,
+    /// Keep `ts` for the next attempt (this one aborted on a conflict).
+    keep_ts: bool,
+}
+
+// SAFETY: the raw pointers are only dereferenced by the owning worker
+// while it is pinned.
+unsafe impl Send for TwoPlLocal {}
+
+fn conflict<T>(st: &mut TwoPlLocal, r: ConflictReason) -> TxResult<T> {
+    st.keep_ts = true;
+    Err(TxError::Conflict(r))
+}
+
+/// Index of our lock on `rec`, if any.
+#[inline]
+fn held(st: &TwoPlLocal, rec: *const Record) -> Option<usize> {
+    st.held.iter().rposition(|h| h.rec == rec)
+}
+
+/// Try to take `word` in mode `excl` for slot `me`; an upgrade when
+/// `upgrade` (we hold one of the shared locks). `Ok(())` taken,
+/// `Err(word)` the word that stood in the way.
+#[inline]
+fn try_take(word: &AtomicU32, excl: bool, upgrade: bool, me: u32) -> Result<(), u32> {
+    let cur = word.load(Ordering::Relaxed);
+    let (ok, new) = if excl {
+        let expect = if upgrade { 1 } else { 0 };
+        (cur == expect, X | me)
+    } else {
+        (cur & X == 0, cur + 1)
+    };
+    if !ok {
+        return Err(cur);
+    }
+    word.compare_exchange(cur, new, Ordering::Acquire, Ordering::Relaxed)
+        .map(drop)
+}
+
+/// Release a lock on `ver`'s word.
+#[inline]
+fn release(ver: *const Version, excl: bool) {
+    // SAFETY: we hold a lock on it, so it has not been reclaimed (a
+    // replaced version is retired through the epoch, which we are in).
+    let w = unsafe { &*ver }.lock_word();
+    if excl {
+        w.store(0, Ordering::Release);
+    } else {
+        w.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Lock `rec` in mode `excl` (upgrading a shared lock we hold). Returns
+/// `Ok(false)` if the record was unlinked (retry through the index).
+fn lock<P: Policy>(tx: &mut LTx<'_, P>, rec: &Record, excl: bool) -> TxResult<bool> {
+    let me = tx.core.slot as u32 + 1;
+    let mine = held(tx.st, rec);
+    if let Some(i) = mine {
+        if tx.st.held[i].excl || !excl {
+            return Ok(true);
+        }
+    }
+    let upgrade = mine.is_some();
+    let mut spins = 0u32;
+    loop {
+        let v = rec.newest();
+        // SAFETY: reached from a record found while pinned.
+        let word = unsafe { &*v }.lock_word();
+        match try_take(word, excl, upgrade, me) {
+            Ok(()) => {
+                if rec.newest() != v {
+                    // A commit replaced the version while we waited for
+                    // its word: lock the new one (see the module docs).
+                    if upgrade {
+                        word.store(1, Ordering::Release);
+                    } else {
+                        release(v, excl);
+                    }
+                    continue;
+                }
+                let t = rec.tid_word();
+                if t & LATEST == 0 {
+                    // Unlinked: a deleter committed. Retry via the index.
+                    if upgrade {
+                        word.store(1, Ordering::Release);
+                    } else {
+                        release(v, excl);
+                    }
+                    return Ok(false);
+                }
+                tx.st.max_seen = tx.st.max_seen.max(t & TID_MASK);
+                match mine {
+                    Some(i) => tx.st.held[i].excl = true,
+                    None => tx.st.held.push(Held { rec, ver: v, excl }),
+                }
+                return Ok(true);
+            }
+            Err(cur) => {
+                if !P::WAIT_DIE {
+                    return conflict(tx.st, ConflictReason::LockConflict);
+                }
+                // Wait only for an exclusive holder younger than us.
+                let older = cur & X != 0 && {
+                    let h = (cur & !X) as usize - 1;
+                    let hts = tx.sh.ts[h].load(Ordering::Acquire);
+                    tx.st.ts < hts
+                };
+                if !older {
+                    return conflict(tx.st, ConflictReason::WaitDie);
+                }
+                super::backoff_spin(&mut spins);
+            }
+        }
+    }
+}
+
+/// The record of `key` in `table`, locked in mode `excl`, or `None` with
+/// the leaf where the key would be (for the node set).
+fn find_locked<P: Policy>(
+    tx: &mut LTx<'_, P>,
+    table: &Table,
+    key: &[u8],
+    excl: bool,
+) -> TxResult<Result<&'static Record, NodeEntry>> {
+    for _ in 0..super::STALE_RETRIES {
+        let (found, leaf, version) = table.index.get_with_leaf(key, tx.g);
+        let Some(v) = found else {
+            return Ok(Err(NodeEntry { leaf, version }));
+        };
+        // SAFETY: reached through the index while pinned; records are
+        // reclaimed only through the epoch.
+        let rec: &'static Record = unsafe { &*(v as *const Record) };
+        if lock(tx, rec, excl)? {
+            return Ok(Ok(rec));
+        }
+    }
+    conflict(tx.st, ConflictReason::Stale)
+}
+
+/// `Txn::get`.
+fn get<'t, P: Policy>(
+    tx: &'t mut LTx<'_, P>,
+    table: &Table,
+    key: &[u8],
+) -> TxResult<Option<&'t [u8]>> {
+    let rec = match find_locked(tx, table, key, false)? {
+        Ok(r) => r,
+        Err(n) => {
+            tx.st.sv.sets.nodes.push(n);
+            return Ok(None);
+        }
+    };
+    let sets = &mut tx.st.sv.sets;
+    if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+        let w = sets.writes[i];
+        return Ok((w.kind == WriteKind::Put).then(|| sets.stashed(w.val)));
+    }
+    sets.rbuf.clear();
+    match rec.read(&mut sets.rbuf) {
+        ReadOutcome::Ok(t) if t & ABSENT == 0 => Ok(Some(&sets.rbuf[..])),
+        _ => {
+            // Absent (a committed delete not yet unlinked): we hold its
+            // lock, so no one inserts the key into it; an unlink and a new
+            // record would change the leaf, which the node set sees.
+            let (_, leaf, version) = table.index.get_with_leaf(key, tx.g);
+            sets.nodes.push(NodeEntry { leaf, version });
+            Ok(None)
+        }
+    }
+}
+
+/// The kinds of write.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Put,
+    Insert,
+    Update,
+    Delete,
+}
+
+/// A write of `key`: lock the record exclusively (creating an absent one,
+/// locked, for a put or insert of a missing key) and record the write.
+/// Returns whether the operation applied.
+fn write<P: Policy>(
+    tx: &mut LTx<'_, P>,
+    table: &Table,
+    key: &[u8],
+    val: Option<&[u8]>,
+    op: Op,
+) -> TxResult<bool> {
+    for _ in 0..super::STALE_RETRIES {
+        let rec = match find_locked(tx, table, key, true)? {
+            Ok(r) => r,
+            Err(n) => {
+                if matches!(op, Op::Update | Op::Delete) {
+                    tx.st.sv.sets.nodes.push(n);
+                    return Ok(false);
+                }
+                if create(tx, table, key, val.unwrap_or(&[]))? {
+                    return Ok(true);
+                }
+                continue; // someone inserted the key first: lock theirs
+            }
+        };
+        let sets = &mut tx.st.sv.sets;
+        let kind = if val.is_some() {
+            WriteKind::Put
+        } else {
+            WriteKind::Delete
+        };
+        let bytes = val.unwrap_or(&[]);
+        if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+            let present = sets.writes[i].kind == WriteKind::Put;
+            match op {
+                Op::Insert if present => return Ok(false),
+                Op::Update | Op::Delete if !present => return Ok(false),
+                _ => {}
+            }
+            let v = sets.stash(bytes);
+            let w = &mut sets.writes[i];
+            w.kind = kind;
+            w.val = v;
+            return Ok(true);
+        }
+        let present = rec.tid_word() & ABSENT == 0;
+        match op {
+            Op::Insert if present => return Ok(false),
+            Op::Update | Op::Delete if !present => return Ok(false),
+            _ => {}
+        }
+        let v = sets.stash(bytes);
+        let k = sets.stash(key);
+        sets.push_write(WriteEntry {
+            key: k,
+            ..WriteEntry::new(rec, table.id, kind, v)
+        });
+        return Ok(true);
+    }
+    conflict(tx.st, ConflictReason::Stale)
+}
+
+/// Insert a fresh absent record for `key`, exclusively locked by us, and
+/// add the write. `Ok(false)` if a record for the key appeared first.
+fn create<P: Policy>(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+    let r = Record::new(&[], ABSENT | LATEST, val.len());
+    // SAFETY: fresh, unpublished.
+    let rec = unsafe { &*r };
+    let v = rec.newest();
+    // SAFETY: as above. Locked before anyone can see it.
+    unsafe { &*v }
+        .lock_word()
+        .store(X | (tx.core.slot as u32 + 1), Ordering::Relaxed);
+    let ins = table.index.insert(key, r as u64, tx.g);
+    if let Insert::Exists(_) = ins {
+        // SAFETY: never published: the insert failed.
+        unsafe { Record::free(r as *mut u8) };
+        return Ok(false);
+    }
+    tx.st.held.push(Held {
+        rec: r,
+        ver: v,
+        excl: true,
+    });
+    let sets = &mut tx.st.sv.sets;
+    own_insert_fixup(sets, &ins);
+    let val = sets.stash(val);
+    let k = sets.stash(key);
+    sets.push_write(WriteEntry {
+        key: k,
+        created: true,
+        ..WriteEntry::new(r, table.id, WriteKind::Put, val)
+    });
+    Ok(true)
+}
+
+/// `Txn::scan`: every leaf examined goes into the node set, every record
+/// visited is share-locked.
+fn scan<P: Policy, F>(
+    tx: &mut LTx<'_, P>,
+    table: &Table,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    opts: ScanOptions,
+    mut f: F,
+) -> TxResult<usize>
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let mut count = 0usize;
+    let mut failed: Option<TxError> = None;
+    let mut nodes = std::mem::take(&mut tx.st.sv.sets.nodes);
+    let mut val = std::mem::take(&mut tx.st.sv.sets.rbuf);
+    let g = tx.g;
+    table.index.scan(
+        lo,
+        hi,
+        opts.reverse,
+        g,
+        |leaf, version| nodes.push(NodeEntry { leaf, version }),
+        |k, v| {
+            // SAFETY: reached through the index while pinned.
+            let rec = unsafe { &*(v as *const Record) };
+            match lock(tx, rec, false) {
+                Err(e) => {
+                    failed = Some(e);
+                    return false;
+                }
+                // Unlinked under us: its removal changed the leaf version,
+                // which the node set checks at commit.
+                Ok(false) => return true,
+                Ok(true) => {}
+            }
+            let sets = &tx.st.sv.sets;
+            if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+                let w = sets.writes[i];
+                if w.kind == WriteKind::Delete {
+                    return true;
+                }
+                count += 1;
+                return f(k, sets.stashed(w.val)) && count < limit;
+            }
+            val.clear();
+            match rec.read(&mut val) {
+                ReadOutcome::Ok(t) if t & ABSENT == 0 => {
+                    count += 1;
+                    f(k, &val) && count < limit
+                }
+                _ => true,
+            }
+        },
+    );
+    nodes.append(&mut tx.st.sv.sets.nodes);
+    tx.st.sv.sets.nodes = nodes;
+    tx.st.sv.sets.rbuf = val;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(count),
+    }
+}
+
+/// Release every lock, newest first.
+fn release_all(st: &mut TwoPlLocal) {
+    for h in st.held.drain(..).rev() {
+        release(h.ver, h.excl);
+    }
+}
+
+/// Commit (see the module docs).
+fn commit<P: Policy>(tx: &mut LTx<'_, P>) -> TxResult<()> {
+    let db = tx.db;
+    let writing = !tx.st.sv.sets.writes.is_empty();
+    if writing {
+        if let Some(log) = &db.log {
+            log.announce(tx.core.slot, &mut tx.core.log);
+        }
+    }
+    fence(Ordering::SeqCst);
+    let e = db.epochs.global();
+    // Every lock is held: validate the node set (phantoms).
+    if tx
+        .st
+        .sv
+        .sets
+        .nodes
+        .iter()
+        .any(|n| n.leaf.version() != n.version)
+    {
+        abort(tx);
+        return conflict(tx.st, ConflictReason::NodeValidation);
+    }
+    tx.core.log.ack = e;
+    if !writing {
+        release_all(tx.st);
+        tx.st.keep_ts = false;
+        return Ok(());
+    }
+    let st = &mut *tx.st;
+    let tid = next_tid(st.max_seen, st.sv.last_tid, e);
+    st.sv.last_tid = tid;
+    let sets = &mut st.sv.sets;
+    if let Some(log) = &db.log {
+        let (writes, wbuf, old) = (&sets.writes, &sets.wbuf, &mut sets.rbuf);
+        log.append(tx.core.slot, &mut tx.core.log, e, tid, |buf| {
+            for w in writes {
+                let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
+                if w.kind == WriteKind::Delete {
+                    crate::log::format::push_write(buf, w.table.0, WriteOp::Delete, key, &[]);
+                    continue;
+                }
+                let val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
+                // SAFETY: locked by us; pinned.
+                let rec = unsafe { &*w.rec };
+                if w.created || rec.tid_word() & ABSENT != 0 {
+                    crate::log::format::push_write(buf, w.table.0, WriteOp::Put, key, val);
+                } else {
+                    old.clear();
+                    // SAFETY: exclusively locked by us, so the newest version
+                    // is stable; pinned, so it is not reclaimed.
+                    unsafe { Version::read_into(rec.newest(), old) };
+                    crate::log::format::push_patch(buf, w.table.0, key, old, val);
+                }
+            }
+            writes.len() as u32
+        });
+    }
+    for w in &sets.writes {
+        // SAFETY: exclusively locked by us; pinned.
+        let rec = unsafe { &*w.rec };
+        // The latch orders the install against seqlock readers (checkpoints).
+        let old = rec.lock();
+        match w.kind {
+            WriteKind::Put => {
+                let val = &sets.wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
+                rec.install(old, Some(val), tid | LATEST, None, tx.g);
+            }
+            WriteKind::Delete => rec.install(old, None, tid | LATEST | ABSENT, None, tx.g),
+        }
+    }
+    // Deleted records leave the index while we still hold their locks.
+    let dtid = tid | LATEST | ABSENT;
+    for w in sets.writes.iter().filter(|w| w.kind == WriteKind::Delete) {
+        let key = &sets.wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
+        unlink(&tx.core.tables[w.table.0 as usize], tx.g, key, w.rec, dtid);
+    }
+    release_all(st);
+    st.keep_ts = false;
+    Ok(())
+}
+
+/// Abort: remove the records this transaction created, release the locks.
+fn abort<P: Policy>(tx: &mut LTx<'_, P>) {
+    let st = &mut *tx.st;
+    let sets = &st.sv.sets;
+    for w in sets.writes.iter().filter(|w| w.created) {
+        super::remove_if_uncommitted(
+            tx.core.tables[w.table.0 as usize].as_ref(),
+            sets.stashed(w.key),
+            w.rec,
+            tx.g,
+        );
+    }
+    release_all(st);
+}
+
+impl<P: Policy> CcProtocol for TwoPl<P> {
+    type Shared = TwoPlShared;
+    type Local = TwoPlLocal;
+
+    fn new_shared(opts: &Options) -> TwoPlShared {
+        // Extra slots: `Epochs` hands internal users slots past `workers`.
+        TwoPlShared {
+            clock: AtomicU64::new(0),
+            ts: (0..opts.workers + 2).map(|_| AtomicU64::new(0)).collect(),
+            orphans: OrphanUnlinks::default(),
+        }
+    }
+    fn new_local(_: &TwoPlShared, _: usize) -> TwoPlLocal {
+        TwoPlLocal::default()
+    }
+    #[inline]
+    fn begin(tx: &mut LTx<'_, P>) {
+        let st = &mut *tx.st;
+        st.sv.sets.clear();
+        debug_assert!(st.held.is_empty());
+        st.max_seen = 0;
+        if P::WAIT_DIE {
+            if !st.keep_ts {
+                st.ts = tx.sh.clock.fetch_add(1, Ordering::Relaxed) + 1;
+            }
+            tx.sh.ts[tx.core.slot].store(st.ts, Ordering::Release);
+        }
+        st.keep_ts = false;
+    }
+    #[inline]
+    fn get<'t>(tx: &'t mut LTx<'_, P>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
+        get(tx, table, key)
+    }
+    #[inline]
+    fn put(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+        write(tx, table, key, Some(val), Op::Put).map(drop)
+    }
+    #[inline]
+    fn insert(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        write(tx, table, key, Some(val), Op::Insert)
+    }
+    #[inline]
+    fn update(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        write(tx, table, key, Some(val), Op::Update)
+    }
+    #[inline]
+    fn delete(tx: &mut LTx<'_, P>, table: &Table, key: &[u8]) -> TxResult<bool> {
+        write(tx, table, key, None, Op::Delete)
+    }
+    fn scan<F>(
+        tx: &mut LTx<'_, P>,
+        table: &Table,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        scan(tx, table, lo, hi, opts, f)
+    }
+    #[inline]
+    fn commit(tx: &mut LTx<'_, P>) -> TxResult<()> {
+        commit(tx)
+    }
+    #[inline]
+    fn abort(tx: &mut LTx<'_, P>) {
+        abort(tx)
+    }
+    fn maintain(
+        _: &DbInner,
+        _: &mut WorkerCore,
+        _: &TwoPlShared,
+        _: &mut TwoPlLocal,
+        _: &Guard<'_>,
+    ) {
+    }
+    fn retire_local(sh: &TwoPlShared, st: &mut TwoPlLocal) {
+        super::sv_retire(&sh.orphans, &mut st.sv)
+    }
+    fn close(sh: &mut TwoPlShared) {
+        sh.orphans.0.get_mut().clear();
+    }
+    fn read_committed(_: &TwoPlShared, rec: &Record, out: &mut Vec<u8>) -> bool {
+        // The latch (not the 2PL lock) orders installs against this read.
+        matches!(rec.read(out), ReadOutcome::Ok(tid) if tid & ABSENT == 0)
+    }
+    fn rebuild(val: &[u8], epoch: u64) -> *mut Record {
+        Record::new(val, make_tid(epoch, 1) | LATEST, 0)
+    }
+}
