@@ -53,6 +53,10 @@ pub struct Capabilities {
     pub phantom_safe: bool,
     /// Commits can be logged (`Durability::Sync`/`Async`).
     pub durable: bool,
+    /// An operation may wait, unboundedly, for another transaction to end
+    /// (a lock held by it): two interleaved transactions driven from one
+    /// thread can then wait for ever, so such tests need two threads.
+    pub blocks: bool,
 }
 
 /// A concurrency-control protocol. Everything it needs beyond the substrate
@@ -384,11 +388,17 @@ const SV: Capabilities = Capabilities {
     snapshot_txns: true,
     phantom_safe: true,
     durable: true,
+    blocks: false,
 };
 
 const TWO_PL: Capabilities = Capabilities {
     snapshot_txns: false,
     ..SV
+};
+
+const TWO_PL_WAITING: Capabilities = Capabilities {
+    blocks: true,
+    ..TWO_PL
 };
 
 protocols! {
@@ -399,24 +409,24 @@ protocols! {
     /// skew is possible).
     Si => ermia::Ermia<ermia::SiMode>, "si", ["ermia-si"], Capabilities {
         serializable: false, multi_version: true, snapshot_reads: true,
-        snapshot_txns: false, phantom_safe: false, durable: true };
+        snapshot_txns: false, phantom_safe: false, durable: true, blocks: false };
     /// ERMIA's SI plus the Serial Safety Net (section 3.6.2): serializable.
     Ssn => ermia::Ermia<ermia::SsnMode>, "ssn", ["ermia-ssn", "ermia"], Capabilities {
         serializable: true, multi_version: true, snapshot_reads: true,
-        snapshot_txns: false, phantom_safe: true, durable: true };
+        snapshot_txns: false, phantom_safe: true, durable: true, blocks: false };
     /// Strict two-phase locking, no-wait (DBx1000's NO_WAIT, CCBench's
     /// ss2pl): a lock conflict aborts at once. Serializable.
     TwoPlNoWait => twopl::TwoPl<twopl::NoWait>, "2pl-nowait", ["2pl", "nowait", "no-wait", "ss2pl"], TWO_PL;
     /// Strict two-phase locking, wait-die (DBx1000's WAIT_DIE): an older
     /// requester waits, a younger one aborts. Serializable.
-    TwoPlWaitDie => twopl::TwoPl<twopl::WaitDie>, "2pl-waitdie", ["waitdie", "wait-die", "2pl-wait-die"], TWO_PL;
+    TwoPlWaitDie => twopl::TwoPl<twopl::WaitDie>, "2pl-waitdie", ["waitdie", "wait-die", "2pl-wait-die"], TWO_PL_WAITING;
     /// No concurrency control: direct index reads and writes with no read or
     /// write sets, applied immediately (Silo section 5.2's key-value
     /// baseline). Not isolated; a user abort does not roll anything back.
     /// For measuring what tracking costs, never for real data.
     NoCc => nocc::NoCc, "nocc", ["none"], Capabilities {
         serializable: false, multi_version: false, snapshot_reads: false,
-        snapshot_txns: true, phantom_safe: false, durable: false };
+        snapshot_txns: true, phantom_safe: false, durable: false, blocks: false };
 }
 
 impl std::fmt::Display for Protocol {
