@@ -226,3 +226,47 @@ fn help_lists_every_protocol_and_preset() {
         assert!(out.contains(p));
     }
 }
+
+/// `bench smallbank --json`: the report carries a `conservation` object
+/// that holds, for a lock-based and an optimistic protocol, under high
+/// contention with a spin.
+#[test]
+fn smallbank_json_reports_conservation() {
+    for cc in ["silo", "2pl-waitdie"] {
+        let o = tessera(&[
+            "bench",
+            "smallbank",
+            "--cc",
+            cc,
+            "--customers",
+            "50",
+            "--spin-us",
+            "5",
+            "--threads",
+            "2",
+            "--seconds",
+            "0.5",
+            "--warmup",
+            "0",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{cc}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["workload"], "smallbank");
+        assert_eq!(v["protocol"], cc);
+        assert_eq!(v["conservation"]["passed"], true, "{v}");
+        assert_eq!(v["conservation"]["savings_rows"], 50);
+        assert!(v["committed"].as_u64().unwrap() > 0);
+        for t in [
+            "balance",
+            "deposit_checking",
+            "transact_saving",
+            "amalgamate",
+            "write_check",
+        ] {
+            assert!(v["transactions"][t].is_object(), "{t} missing: {v}");
+        }
+    }
+    let o = tessera(&["bench", "smallbank", "--customers", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -30,5 +30,6 @@
 #![warn(missing_docs)]
 
 pub mod driver;
+pub mod smallbank;
 pub mod tpcc;
 pub mod ycsb;
