@@ -20,6 +20,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod failure;
+mod sweep;
 mod tools;
 
 #[global_allocator]
@@ -56,6 +57,9 @@ enum Cmd {
     /// Recover a data directory and check a workload's invariants on it.
     #[command(subcommand)]
     Check(tools::CheckCmd),
+    /// Run a benchmark over several protocols and the values of one knob,
+    /// interleaved and repeated; write CSV, JSON and an SVG plot.
+    Sweep(sweep::SweepArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
         Cmd::Recover(a) => tools::recover(&a),
         Cmd::Inspect(a) => tools::inspect(&a),
         Cmd::Check(c) => tools::check(&c),
+        Cmd::Sweep(a) => sweep::main(&a),
     }
 }
 

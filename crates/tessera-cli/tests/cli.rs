@@ -270,3 +270,73 @@ fn smallbank_json_reports_conservation() {
     let o = tessera(&["bench", "smallbank", "--customers", "1"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// `tessera sweep`: every (round, value, protocol) runs once, interleaved;
+/// CSV, JSON and SVG are written; a knob the sweep sets itself is refused.
+#[test]
+fn sweep_writes_csv_json_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let o = tessera(&[
+        "sweep",
+        "--workload",
+        "smallbank",
+        "--cc",
+        "silo,2pl-nowait",
+        "--vary",
+        "customers=50,5000",
+        "--reps",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "--threads",
+        "1",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        rows[0],
+        "protocol,customers,round,throughput_txn_per_s,abort_rate,committed,error"
+    );
+    assert_eq!(rows.len(), 1 + 2 * 2 * 2, "{csv}");
+    // Interleaved: round 1 runs every value and protocol before round 2.
+    assert!(
+        rows[1].starts_with("silo,50,1,") && rows[2].starts_with("2pl-nowait,50,1,"),
+        "{csv}"
+    );
+    assert!(rows[5].contains(",2,"), "{csv}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(j["runs"].as_array().unwrap().len(), 8);
+    assert_eq!(j["medians"][1]["protocol"], "2pl-nowait");
+    assert!(
+        j["medians"][0]["points"][0]["throughput_txn_per_s"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    let svg = std::fs::read_to_string(out.join("sweep.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("2pl-nowait") && svg.contains("silo"));
+
+    let o = tessera(&[
+        "sweep",
+        "--workload",
+        "ycsb",
+        "--cc",
+        "silo",
+        "--vary",
+        "theta=0,0.5",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "--theta",
+        "0.9",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -1,0 +1,478 @@
+//! `tessera sweep`: one benchmark over a list of protocols and one varied
+//! knob, interleaved and repeated, written as CSV, JSON and an SVG plot.
+//!
+//! Each run is a child `tessera bench WORKLOAD --cc P --KNOB V ... --json
+//! --quiet`, so every run starts from a fresh process and memory. The
+//! order is round by round (every value, every protocol, then the next
+//! round), so drift over the sweep hits every configuration alike; the
+//! results are the medians over the rounds.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use clap::Args;
+use plotters::prelude::*;
+use serde_json::{json, Value};
+use tessera::Protocol;
+
+use crate::bench::ProtocolParser;
+use crate::failure::Failure;
+
+const SWEEP_HELP: &str = "\
+Example (the YCSB theta sweep of docs/BENCHMARKS.md):
+
+  tessera sweep --workload ycsb --cc silo,si,ssn,2pl-nowait,2pl-waitdie \\
+      --vary theta=0,0.5,0.8,0.9,0.99 --reps 3 --out results/ycsb-theta \\
+      -- --threads 2 --seconds 3 --warmup 1 --records 1000000 --ops-per-txn 10 \\
+      --read-ratio 0.5 --value-size 4
+
+--vary NAME=V1,V2,... passes --NAME V to each run (any flag of the bench:
+threads, theta, read-ratio, customers, q2-size, ...). Everything after `--`
+goes to every run. Output in --out: sweep.csv (one row per run), sweep.json
+(every run's report, the medians, the command lines) and sweep.svg
+(throughput and abort rate against the knob, one line per protocol, medians).
+A run that fails (a consistency or conservation failure included) is
+recorded and the sweep goes on; the exit status is then 1.";
+
+/// `tessera sweep`.
+#[derive(Args, Debug)]
+#[command(after_long_help = SWEEP_HELP)]
+pub struct SweepArgs {
+    /// The benchmark: ycsb, tpcc, tpcc-hybrid or smallbank.
+    #[arg(long, value_name = "WORKLOAD", value_parser = ["ycsb", "tpcc", "tpcc-hybrid", "smallbank"])]
+    pub workload: String,
+    /// Protocols, comma-separated.
+    #[arg(long = "cc", value_name = "P1,P2,...", value_delimiter = ',', required = true, value_parser = ProtocolParser)]
+    pub cc: Vec<Protocol>,
+    /// The varied knob and its values: NAME=V1,V2,...
+    #[arg(long, value_name = "NAME=V1,V2,...", value_parser = parse_vary)]
+    pub vary: (String, Vec<String>),
+    /// Rounds (each runs every value under every protocol once).
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub reps: u32,
+    /// Output directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Plot title (default: the workload and the fixed arguments).
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Arguments for every run (after `--`).
+    #[arg(last = true, value_name = "BENCH ARGS")]
+    pub rest: Vec<String>,
+}
+
+fn parse_vary(s: &str) -> Result<(String, Vec<String>), String> {
+    let (name, vals) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=V1,V2,..., got {s:?}"))?;
+    let name = name.trim().trim_start_matches("--").to_string();
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(format!("bad knob name {name:?}"));
+    }
+    if name == "cc" {
+        return Err("vary a knob, not the protocol: protocols go in --cc".into());
+    }
+    let vals: Vec<String> = vals
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if vals.is_empty() {
+        return Err(format!("no values for {name}"));
+    }
+    Ok((name, vals))
+}
+
+/// One finished run.
+struct Run {
+    cc: Protocol,
+    value: String,
+    round: u32,
+    /// The report (`None`: the run failed).
+    report: Option<Value>,
+    error: Option<String>,
+    args: Vec<String>,
+}
+
+impl Run {
+    fn num(&self, key: &str) -> Option<f64> {
+        self.report.as_ref()?.get(key)?.as_f64()
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Run `tessera sweep`.
+pub fn main(a: &SweepArgs) -> ExitCode {
+    match sweep(a) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(f) => f.report(false, Value::Null),
+    }
+}
+
+fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
+    let (knob, values) = &a.vary;
+    for bad in ["--cc", "--json", &format!("--{knob}")] {
+        if a.rest
+            .iter()
+            .any(|r| r == bad || r.starts_with(&format!("{bad}=")))
+        {
+            return Err(Failure::usage(format!(
+                "{bad} is set by the sweep; remove it from the arguments after --"
+            )));
+        }
+    }
+    std::fs::create_dir_all(&a.out).map_err(|e| {
+        Failure::from_error(
+            &format!("cannot create --out {}: ", a.out.display()),
+            &tessera::Error::io("create directory", e),
+        )
+    })?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::run(format!("cannot find the tessera binary: {e}")))?;
+    let total = a.reps as usize * values.len() * a.cc.len();
+    let mut runs = Vec::with_capacity(total);
+    let t0 = Instant::now();
+    for round in 1..=a.reps {
+        for v in values {
+            for &cc in &a.cc {
+                let mut args: Vec<String> = vec![
+                    "bench".into(),
+                    a.workload.clone(),
+                    "--cc".into(),
+                    cc.name().into(),
+                    format!("--{knob}"),
+                    v.clone(),
+                ];
+                args.extend(a.rest.iter().cloned());
+                args.extend(["--json".into(), "--quiet".into()]);
+                let o = Command::new(&exe)
+                    .args(&args)
+                    .output()
+                    .map_err(|e| Failure::run(format!("cannot run {}: {e}", exe.display())))?;
+                let parsed: Option<Value> = serde_json::from_slice(&o.stdout).ok();
+                let error = if o.status.success() {
+                    None
+                } else {
+                    let msg = parsed
+                        .as_ref()
+                        .and_then(|p| p["error"]["message"].as_str())
+                        .map(str::to_string)
+                        .unwrap_or_else(|| String::from_utf8_lossy(&o.stderr).trim().to_string());
+                    Some(format!("exit {}: {msg}", o.status.code().unwrap_or(-1)))
+                };
+                let run = Run {
+                    cc,
+                    value: v.clone(),
+                    round,
+                    report: if error.is_none() { parsed } else { None },
+                    error,
+                    args,
+                };
+                eprintln!(
+                    "[{}/{total}] round {round}, {knob}={v}, {cc}: {} ({:.0} s)",
+                    runs.len() + 1,
+                    match (&run.error, run.num("throughput_txn_per_s")) {
+                        (Some(e), _) => format!("FAILED: {e}"),
+                        (None, Some(t)) => format!(
+                            "{t:.0} txn/s, abort rate {:.2}%",
+                            100.0 * run.num("abort_rate").unwrap_or(0.0)
+                        ),
+                        (None, None) => "no throughput in the report".into(),
+                    },
+                    t0.elapsed().as_secs_f64()
+                );
+                runs.push(run);
+            }
+        }
+    }
+    let ok = runs.iter().all(|r| r.error.is_none());
+    write_outputs(a, &runs)?;
+    eprintln!(
+        "wrote {}, {} and {}",
+        a.out.join("sweep.csv").display(),
+        a.out.join("sweep.json").display(),
+        a.out.join("sweep.svg").display()
+    );
+    Ok(ok)
+}
+
+/// Medians per (protocol, value): throughput and abort rate.
+/// One point of a protocol's line: the knob's value, median throughput and
+/// median abort rate (`None` where every run failed).
+type Point = (String, Option<f64>, Option<f64>);
+
+/// Per protocol, its points in the order of the values.
+type Medians = Vec<(Protocol, Vec<Point>)>;
+
+fn medians(a: &SweepArgs, runs: &[Run]) -> Medians {
+    a.cc.iter()
+        .map(|&cc| {
+            let pts = a
+                .vary
+                .1
+                .iter()
+                .map(|v| {
+                    let of = |key: &str| {
+                        median(
+                            runs.iter()
+                                .filter(|r| r.cc == cc && &r.value == v)
+                                .filter_map(|r| r.num(key))
+                                .collect(),
+                        )
+                    };
+                    (v.clone(), of("throughput_txn_per_s"), of("abort_rate"))
+                })
+                .collect();
+            (cc, pts)
+        })
+        .collect()
+}
+
+fn write_outputs(a: &SweepArgs, runs: &[Run]) -> Result<(), Failure> {
+    let io = |p: &Path, e: std::io::Error| {
+        Failure::from_error(
+            &format!("cannot write {}: ", p.display()),
+            &tessera::Error::io("write", e),
+        )
+    };
+    let knob = &a.vary.0;
+    let mut csv =
+        format!("protocol,{knob},round,throughput_txn_per_s,abort_rate,committed,error\n");
+    for r in runs {
+        let f = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
+        csv.push_str(&format!(
+            "{},{},{},{},{},{},{}\n",
+            r.cc,
+            r.value,
+            r.round,
+            f(r.num("throughput_txn_per_s")),
+            f(r.num("abort_rate")),
+            f(r.num("committed")),
+            r.error.as_deref().unwrap_or("").replace([',', '\n'], ";")
+        ));
+    }
+    let p = a.out.join("sweep.csv");
+    std::fs::write(&p, csv).map_err(|e| io(&p, e))?;
+
+    let meds = medians(a, runs);
+    let doc = json!({
+        "workload": a.workload,
+        "knob": knob,
+        "values": a.vary.1,
+        "protocols": a.cc.iter().map(|p| p.name()).collect::<Vec<_>>(),
+        "reps": a.reps,
+        "bench_args": a.rest,
+        "medians": meds.iter().map(|(cc, pts)| json!({
+            "protocol": cc.name(),
+            "points": pts.iter().map(|(v, t, ab)| json!({
+                knob.as_str(): v, "throughput_txn_per_s": t, "abort_rate": ab
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "runs": runs.iter().map(|r| json!({
+            "protocol": r.cc.name(),
+            knob.as_str(): r.value,
+            "round": r.round,
+            "command": format!("tessera {}", r.args.join(" ")),
+            "error": r.error,
+            "report": r.report,
+        })).collect::<Vec<_>>(),
+    });
+    let p = a.out.join("sweep.json");
+    std::fs::write(
+        &p,
+        serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
+    )
+    .map_err(|e| io(&p, e))?;
+
+    let p = a.out.join("sweep.svg");
+    let title = a
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("{} {}", a.workload, a.rest.join(" ")));
+    plot(&p, &title, knob, &meds)
+        .map_err(|e| Failure::run(format!("cannot plot {}: {e}", p.display())))
+}
+
+/// Line colors, distinct on white.
+const COLORS: [RGBColor; 8] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(0, 0, 0),
+    RGBColor(23, 190, 207),
+    RGBColor(140, 86, 75),
+];
+
+/// Two panels: throughput (left) and abort rate (right) against the knob.
+/// Numeric knob values are placed on a numeric axis, others evenly.
+fn plot(
+    path: &Path,
+    title: &str,
+    knob: &str,
+    meds: &[(Protocol, Vec<Point>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let values: Vec<String> = meds
+        .first()
+        .map(|m| m.1.iter().map(|p| p.0.clone()).collect())
+        .unwrap_or_default();
+    let numeric: Option<Vec<f64>> = values.iter().map(|v| v.parse::<f64>().ok()).collect();
+    // A positive numeric knob spanning two decades or more (customers,
+    // records) is drawn on a log scale.
+    let log = numeric.as_ref().is_some_and(|n| {
+        let (lo, hi) = n
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        lo > 0.0 && hi / lo >= 100.0
+    });
+    let xs: Vec<f64> = match &numeric {
+        Some(n) if log => n.iter().map(|v| v.log10()).collect(),
+        Some(n) => n.clone(),
+        None => (0..values.len()).map(|i| i as f64).collect(),
+    };
+    let (xmin, xmax) = xs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    let pad = ((xmax - xmin) * 0.05).max(0.01);
+    let tmax = meds
+        .iter()
+        .flat_map(|m| m.1.iter().filter_map(|p| p.1))
+        .fold(0.0f64, f64::max)
+        .max(1.0)
+        * 1.1;
+    let amax = (meds
+        .iter()
+        .flat_map(|m| m.1.iter().filter_map(|p| p.2))
+        .fold(0.0f64, f64::max)
+        * 100.0
+        * 1.1)
+        .max(1.0);
+
+    let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 18))?;
+    let panels = root.split_evenly((1, 2));
+    let label = |x: &f64| -> String {
+        match &numeric {
+            Some(_) if log => {
+                let v = 10f64.powf(*x);
+                if v >= 10.0 {
+                    format!("{:.0}", v)
+                } else {
+                    format!("{:.2}", v)
+                }
+            }
+            Some(_) => {
+                // Tick positions are computed: show 3 decimals at most.
+                let r = (x * 1000.0).round() / 1000.0;
+                format!("{r}")
+            }
+            None => values.get(x.round() as usize).cloned().unwrap_or_default(),
+        }
+    };
+    for (i, area) in panels.iter().enumerate() {
+        let (ymax, ydesc) = if i == 0 {
+            (tmax, "committed txn/s (median)")
+        } else {
+            (amax, "abort rate % (median)")
+        };
+        let mut chart = ChartBuilder::on(area)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((xmin - pad)..(xmax + pad), 0.0..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc(if log {
+                format!("{knob} (log scale)")
+            } else {
+                knob.to_string()
+            })
+            .y_desc(ydesc)
+            .x_label_formatter(&label)
+            .y_label_formatter(&|y| {
+                if *y >= 1e6 {
+                    format!("{:.1}M", y / 1e6)
+                } else if *y >= 1e3 {
+                    format!("{:.0}K", y / 1e3)
+                } else {
+                    format!("{y:.1}")
+                }
+            })
+            .draw()?;
+        for (k, (cc, pts)) in meds.iter().enumerate() {
+            let color = COLORS[k % COLORS.len()].to_rgba();
+            let series: Vec<(f64, f64)> = pts
+                .iter()
+                .zip(&xs)
+                .filter_map(|(p, &x)| {
+                    let y = if i == 0 { p.1 } else { p.2.map(|a| a * 100.0) };
+                    y.map(|y| (x, y))
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(series.clone(), color.stroke_width(2)))?
+                .label(cc.name())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            chart.draw_series(
+                series
+                    .iter()
+                    .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
+            )?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vary_parses_and_rejects() {
+        assert_eq!(
+            parse_vary("theta=0,0.5, 0.99").unwrap(),
+            (
+                "theta".to_string(),
+                vec!["0".into(), "0.5".into(), "0.99".into()]
+            )
+        );
+        assert_eq!(parse_vary("--threads=1,2").unwrap().0, "threads");
+        assert!(parse_vary("theta").is_err());
+        assert!(parse_vary("theta=").is_err());
+        assert!(parse_vary("cc=silo").is_err());
+        assert!(parse_vary("a b=1").is_err());
+    }
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+    }
+}
