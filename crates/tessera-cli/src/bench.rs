@@ -11,11 +11,11 @@ use clap::{ArgAction, Args, Subcommand, ValueEnum};
 use serde_json::Value;
 use tessera::{Database, Durability, Options, Protocol};
 use tessera_workloads::driver::{self, Report, RunConfig, Workload};
+use tessera_workloads::smallbank::{SmallBank, SmallBankConfig};
 use tessera_workloads::tpcc::hybrid::{HybridConfig, TpccHybrid, DEFAULT_Q2_SIZE_PCT};
 use tessera_workloads::tpcc::{
     check_consistency, ConsistencyJson, Tpcc, TpccConfig, TpccReport, MAX_WAREHOUSES,
 };
-use tessera_workloads::smallbank::{SmallBank, SmallBankConfig};
 use tessera_workloads::ycsb::{Preset, Ycsb, YcsbConfig, YcsbOverrides, MAX_RECORDS};
 
 use crate::failure::Failure;
