@@ -1382,11 +1382,23 @@ impl Worker {
             snapshot,
         };
         P::begin(&mut tx);
-        let out = match body(&mut tx) {
-            Ok(v) => P::commit(&mut tx).map(|_| v),
-            Err(e) => {
+        // A body that panics still rolls back (locks released, uncommitted
+        // inserts removed) before the panic goes on: otherwise a lock-based
+        // protocol would leave its locks held for ever.
+        let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut tx))) {
+            Ok(Ok(v)) => P::commit(&mut tx).map(|_| v),
+            Ok(Err(e)) => {
                 P::abort(&mut tx);
                 Err(e)
+            }
+            Err(panic) => {
+                P::abort(&mut tx);
+                if let Some(log) = &db.log {
+                    log.settle(tx.core.slot, &mut tx.core.log);
+                }
+                drop(tx);
+                drop(g);
+                std::panic::resume_unwind(panic);
             }
         };
         let core = &mut self.core;

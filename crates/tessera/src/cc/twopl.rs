@@ -112,6 +112,10 @@ pub(crate) struct TwoPlLocal {
     sv: SvLocal,
     /// The locks held, in acquisition order.
     held: Vec<Held>,
+    /// Record address -> index into `held`, once `held` is large (a scan
+    /// locks every row it visits; a linear search made large scans
+    /// quadratic).
+    held_index: super::AddrMap,
     /// The largest TID word of a record read or written (Silo's TID rule).
     max_seen: u64,
     /// Wait-die timestamp of the running transaction.
@@ -129,10 +133,48 @@ fn conflict<T>(st: &mut TwoPlLocal, r: ConflictReason) -> TxResult<T> {
     Err(TxError::Conflict(r))
 }
 
+/// Above this many locks, `held` is looked up through `held_index`.
+const HELD_INDEX_MIN: usize = 24;
+
 /// Index of our lock on `rec`, if any.
 #[inline]
 fn held(st: &TwoPlLocal, rec: *const Record) -> Option<usize> {
-    st.held.iter().rposition(|h| h.rec == rec)
+    if st.held.len() >= HELD_INDEX_MIN {
+        return st.held_index.get(&(rec as usize)).copied();
+    }
+    st.held.iter().position(|h| h.rec == rec)
+}
+
+/// Record a new lock.
+#[inline]
+fn push_held(st: &mut TwoPlLocal, h: Held) {
+    let i = st.held.len();
+    st.held.push(h);
+    if st.held.len() == HELD_INDEX_MIN {
+        for (j, h) in st.held.iter().enumerate() {
+            st.held_index.insert(h.rec as usize, j);
+        }
+    } else if st.held.len() > HELD_INDEX_MIN {
+        st.held_index.insert(h.rec as usize, i);
+    }
+}
+
+/// Before answering that a key exists (or is missing) in a way an earlier
+/// read of this transaction contradicts: a key found absent took no lock,
+/// only a node-set entry, so another transaction may have inserted it since.
+/// Validate the node set first, as Silo's `confirm_reads` does, so the body
+/// never sees the contradiction; the transaction would fail at commit anyway.
+fn confirm_absences(st: &mut TwoPlLocal) -> TxResult<()> {
+    if st
+        .sv
+        .sets
+        .nodes
+        .iter()
+        .any(|n| n.leaf.version() != n.version)
+    {
+        return conflict(st, ConflictReason::NodeValidation);
+    }
+    Ok(())
 }
 
 /// Try to take `word` in mode `excl` for slot `me`; an upgrade when
@@ -208,7 +250,7 @@ fn lock<P: Policy>(tx: &mut LTx<'_, P>, rec: &Record, excl: bool) -> TxResult<bo
                 tx.st.max_seen = tx.st.max_seen.max(t & TID_MASK);
                 match mine {
                     Some(i) => tx.st.held[i].excl = true,
-                    None => tx.st.held.push(Held { rec, ver: v, excl }),
+                    None => push_held(tx.st, Held { rec, ver: v, excl }),
                 }
                 return Ok(true);
             }
@@ -341,7 +383,10 @@ fn write<P: Policy>(
         }
         let present = rec.tid_word() & ABSENT == 0;
         match op {
-            Op::Insert if present => return Ok(false),
+            Op::Insert if present => {
+                confirm_absences(tx.st)?;
+                return Ok(false);
+            }
             Op::Update | Op::Delete if !present => return Ok(false),
             _ => {}
         }
@@ -373,11 +418,14 @@ fn create<P: Policy>(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8])
         unsafe { Record::free(r as *mut u8) };
         return Ok(false);
     }
-    tx.st.held.push(Held {
-        rec: r,
-        ver: v,
-        excl: true,
-    });
+    push_held(
+        tx.st,
+        Held {
+            rec: r,
+            ver: v,
+            excl: true,
+        },
+    );
     let sets = &mut tx.st.sv.sets;
     own_insert_fixup(sets, &ins);
     let val = sets.stash(val);
@@ -461,6 +509,7 @@ fn release_all(st: &mut TwoPlLocal) {
     for h in st.held.drain(..).rev() {
         release(h.ver, h.excl);
     }
+    st.held_index.clear();
 }
 
 /// Commit (see the module docs).
