@@ -11,8 +11,21 @@
 //! thread, one line per acknowledged transfer, written before the next
 //! transfer starts), never through its stdout.
 //!
+//! A conformance matrix: each test crashes every durable protocol of
+//! [`Protocol::ALL`] (one case per protocol, run one after the other), so a
+//! protocol added to the list is crash-tested by being listed.
+//! `crash_bank_sync` crashes each under `Durability::Sync`,
+//! `crash_bank_async` under `Durability::Async`; the other dimensions
+//! rotate across the protocols (see [`cases`]): each protocol has one case
+//! with background checkpoints and one without, the logger count (one or
+//! two) turns with the seed, and with four durable protocols or more every
+//! run covers every combination. The shape of each case is printed at its
+//! start.
+//!
 //! Reproduce a failure with `TESSERA_CRASH_SEED=<seed>` (printed at the
-//! start of every test); a failing directory is kept and its path printed.
+//! start of every case; it also fixes the rotation), and run one protocol's
+//! case only with `TESSERA_CRASH_CASE=<protocol name>`; a failing directory
+//! is kept and its path printed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -36,6 +49,12 @@ const THREADS: u32 = 2;
 const SEGMENT_BYTES: u64 = 16 << 10;
 /// A child that outlives this was forgotten by its parent: it exits.
 const CHILD_LIFETIME: Duration = Duration::from_secs(30);
+/// Kills per case (per protocol and durability mode).
+const KILLS: u32 = 5;
+/// Background checkpoint interval of the cases with checkpoints.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(20);
+/// Run only the cases of the protocol with this name.
+const CASE_ENV: &str = "TESSERA_CRASH_CASE";
 
 #[derive(Clone, Copy, Debug)]
 struct Variant {
@@ -101,11 +120,28 @@ fn ack_file(work: &Path, run: u32, thread: u32) -> PathBuf {
     work.join(format!("acks-r{run}-t{thread}"))
 }
 
+/// `Database::open`, waiting out `Error::InUse` for a while. The tests of
+/// this binary run on parallel threads of one parent, and a child that one
+/// of them spawns holds copies of the parent's open files from its fork to
+/// its exec: the lock of a directory that another test's parent has just
+/// closed can be among them, for a moment.
+fn open_waiting(opts: impl Fn() -> Options) -> Result<Database, tessera::Error> {
+    let t0 = Instant::now();
+    loop {
+        match Database::open(opts()) {
+            Err(tessera::Error::InUse(_)) if t0.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
+            r => return r,
+        }
+    }
+}
+
 /// The child: open (recovering), then transfer on `THREADS` threads until
 /// killed. Never returns.
 fn child(v: Variant) -> ! {
     let (work, run, seed) = child_setup(CHILD_LIFETIME);
-    let db = Database::open(child_options(&work.join("db"), v))
+    let db = open_waiting(|| child_options(&work.join("db"), v))
         .unwrap_or_else(|e| panic!("child {run}: open failed: {e}"));
     let accounts = db.table("accounts").unwrap();
     let transfers = db.table("transfers").unwrap();
@@ -200,7 +236,7 @@ struct Checked {
 /// The parent always opens with one logger, so under the two-logger variants
 /// the directory holds runs with two and with one logger in turn.
 fn check(work: &Path, v: Variant, runs: u32, ctx: &str) -> Checked {
-    let db = Database::open(options(&work.join("db"), v).loggers(1)).unwrap_or_else(|e| {
+    let db = open_waiting(|| options(&work.join("db"), v).loggers(1)).unwrap_or_else(|e| {
         panic!(
             "{ctx}: recovery failed: {e}\ndirectory kept: {}",
             work.display()
@@ -265,14 +301,84 @@ fn check(work: &Path, v: Variant, runs: u32, ctx: &str) -> Checked {
     }
 }
 
-fn crash_bank(test: &str, v: Variant) {
-    if std::env::var(CHILD_ENV).as_deref() == Ok(test) {
-        child(v);
-    }
+/// One case of the matrix: a protocol under one shape.
+struct Case {
+    /// `<test>-<protocol>`: the child's `CHILD_ENV`, the work directory's
+    /// name and the prefix of every message.
+    id: String,
+    /// Seeds the kill times (the run's seed and the case's position).
+    rng_seed: u64,
+    v: Variant,
+}
+
+/// The cases of the test `test`: every durable protocol under
+/// `durability`. The protocol at position `i` among the durable ones has
+/// background checkpoints when `i` is even under `Sync`, odd under `Async`
+/// (one case with checkpoints and one without per protocol over the two
+/// tests), and two loggers when `i / 2 + seed` is odd under `Sync`, even
+/// under `Async`. Any four consecutive protocols cover the four
+/// combinations of loggers and checkpoints under each durability mode, and
+/// over runs (seeds) every protocol meets both logger counts.
+fn cases(test: &str, durability: Durability, seed: u64) -> Vec<Case> {
+    let sync = durability == Durability::Sync;
+    Protocol::ALL
+        .into_iter()
+        .filter(|p| p.caps().durable)
+        .enumerate()
+        .map(|(i, protocol)| {
+            let checkpoints = (i % 2 == 0) == sync;
+            let two_loggers = ((i as u64 / 2 + seed % 2) % 2 == 1) == sync;
+            Case {
+                id: format!("{test}-{protocol}"),
+                rng_seed: seed ^ ((i as u64 + 1) << 56),
+                v: Variant {
+                    protocol,
+                    durability,
+                    loggers: if two_loggers { 2 } else { 1 },
+                    checkpoint: checkpoints.then_some(CHECKPOINT_EVERY),
+                    kills: KILLS,
+                },
+            }
+        })
+        .collect()
+}
+
+/// The test `test`: in a child, the child body of its case (never
+/// returns); in the parent, every case (or those `CASE_ENV` names) in turn.
+fn crash_matrix(test: &str, durability: Durability) {
     let seed = seed();
-    eprintln!("{test}: seed {seed} (rerun with {SEED_ENV}={seed})");
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let work = work_dir(test, seed);
+    let cases = cases(test, durability, seed);
+    assert!(!cases.is_empty(), "{test}: no durable protocol");
+    if let Ok(id) = std::env::var(CHILD_ENV) {
+        if let Some(c) = cases.iter().find(|c| c.id == id) {
+            child(c.v);
+        }
+        assert!(
+            !id.starts_with(&format!("{test}-")),
+            "{test}: child for unknown case {id:?}"
+        );
+    }
+    let only = std::env::var(CASE_ENV).ok();
+    let mut ran = 0;
+    for c in &cases {
+        if only.as_deref().is_some_and(|o| o != c.v.protocol.name()) {
+            continue;
+        }
+        crash_bank(test, c, seed);
+        ran += 1;
+    }
+    assert!(ran > 0, "{test}: no case matches {CASE_ENV}={only:?}");
+}
+
+fn crash_bank(test: &str, case: &Case, seed: u64) {
+    let (id, v) = (case.id.as_str(), case.v);
+    eprintln!(
+        "{id}: seed {seed} (rerun with {SEED_ENV}={seed} {CASE_ENV}={}), \
+         {:?}, {} logger(s), checkpoints {:?}, {} kills",
+        v.protocol, v.durability, v.loggers, v.checkpoint, v.kills
+    );
+    let mut rng = SmallRng::seed_from_u64(case.rng_seed);
+    let work = work_dir(id, seed);
     // The accounts, durable before the first child starts.
     {
         let db = Database::open(options(&work.join("db"), v)).unwrap();
@@ -301,13 +407,13 @@ fn crash_bank(test: &str, v: Variant) {
             rng.gen_range(100..=600)
         });
         let ctx = format!(
-            "{test}: seed {seed}, child {run}, killed after {} ms",
+            "{id}: seed {seed}, child {run}, killed after {} ms",
             kill_after.as_millis()
         );
         let log = std::fs::File::create(work.join(format!("child-r{run}.log"))).unwrap();
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", test, "--nocapture", "--test-threads", "1"])
-            .env(CHILD_ENV, test)
+            .env(CHILD_ENV, id)
             .env(DIR_ENV, &work)
             .env(RUN_ENV, run.to_string())
             .env(SEED_ENV, seed.to_string())
@@ -343,7 +449,7 @@ fn crash_bank(test: &str, v: Variant) {
         ..
     } = last.unwrap();
     eprintln!(
-        "{test}: {} kills ({before_open} before the child's open finished), \
+        "{id}: {} kills ({before_open} before the child's open finished), \
          {acked} acknowledged transfers checked, {present} transfers recovered \
          from {segments} segments, {} distinct checkpoints recovered from, \
          {mid_checkpoint} kills left a checkpoint unfinished, {:.1} s",
@@ -351,117 +457,25 @@ fn crash_bank(test: &str, v: Variant) {
         checkpoints.len(),
         t0.elapsed().as_secs_f64()
     );
-    assert!(acked > 0, "{test}: no child acknowledged a transfer");
+    assert!(acked > 0, "{id}: no child acknowledged a transfer");
     if v.checkpoint.is_some() {
         assert!(
             !checkpoints.is_empty(),
-            "{test}: no checkpoint was recovered from"
+            "{id}: no checkpoint was recovered from"
         );
     }
     std::fs::remove_dir_all(&work).unwrap();
 }
 
+/// Sync commits, acknowledged as `run` returns.
 #[test]
-fn crash_bank_silo_sync() {
-    crash_bank(
-        "crash_bank_silo_sync",
-        Variant {
-            protocol: Protocol::Silo,
-            durability: Durability::Sync,
-            loggers: 1,
-            checkpoint: None,
-            kills: 8,
-        },
-    );
+fn crash_bank_sync() {
+    crash_matrix("crash_bank_sync", Durability::Sync);
 }
 
+/// Async commits, acknowledged in batches after `wait_durable` (with two
+/// loggers the durable epoch is the minimum over both).
 #[test]
-fn crash_bank_ssn_sync() {
-    crash_bank(
-        "crash_bank_ssn_sync",
-        Variant {
-            protocol: Protocol::Ssn,
-            durability: Durability::Sync,
-            loggers: 1,
-            checkpoint: None,
-            kills: 8,
-        },
-    );
-}
-
-#[test]
-fn crash_bank_si_sync() {
-    crash_bank(
-        "crash_bank_si_sync",
-        Variant {
-            protocol: Protocol::Si,
-            durability: Durability::Sync,
-            loggers: 1,
-            checkpoint: None,
-            kills: 4,
-        },
-    );
-}
-
-/// Async commits acknowledged in batches after `wait_durable`, with two
-/// loggers (the durable epoch is the minimum over both), and background
-/// checkpoints every 20 ms.
-#[test]
-fn crash_bank_silo_async_two_loggers_checkpoints() {
-    crash_bank(
-        "crash_bank_silo_async_two_loggers_checkpoints",
-        Variant {
-            protocol: Protocol::Silo,
-            durability: Durability::Async,
-            loggers: 2,
-            checkpoint: Some(Duration::from_millis(20)),
-            kills: 4,
-        },
-    );
-}
-
-/// As above under SSN, without checkpoints.
-#[test]
-fn crash_bank_ssn_async_two_loggers() {
-    crash_bank(
-        "crash_bank_ssn_async_two_loggers",
-        Variant {
-            protocol: Protocol::Ssn,
-            durability: Durability::Async,
-            loggers: 2,
-            checkpoint: None,
-            kills: 4,
-        },
-    );
-}
-
-/// Background checkpoints every 20 ms: kills land while a checkpoint file
-/// is written, renamed, recorded, and while covered segments are deleted.
-#[test]
-fn crash_bank_silo_checkpoints() {
-    crash_bank(
-        "crash_bank_silo_checkpoints",
-        Variant {
-            protocol: Protocol::Silo,
-            durability: Durability::Sync,
-            loggers: 1,
-            checkpoint: Some(Duration::from_millis(20)),
-            kills: 8,
-        },
-    );
-}
-
-/// As above under SSN, with two loggers.
-#[test]
-fn crash_bank_ssn_checkpoints() {
-    crash_bank(
-        "crash_bank_ssn_checkpoints",
-        Variant {
-            protocol: Protocol::Ssn,
-            durability: Durability::Sync,
-            loggers: 2,
-            checkpoint: Some(Duration::from_millis(20)),
-            kills: 8,
-        },
-    );
+fn crash_bank_async() {
+    crash_matrix("crash_bank_async", Durability::Async);
 }
