@@ -1396,7 +1396,6 @@ impl Worker {
                 if let Some(log) = &db.log {
                     log.settle(tx.core.slot, &mut tx.core.log);
                 }
-                drop(tx);
                 drop(g);
                 std::panic::resume_unwind(panic);
             }
