@@ -40,14 +40,20 @@ recorded and the sweep goes on; the exit status is then 1.";
 #[command(after_long_help = SWEEP_HELP)]
 pub struct SweepArgs {
     /// The benchmark: ycsb, tpcc, tpcc-hybrid or smallbank.
-    #[arg(long, value_name = "WORKLOAD", value_parser = ["ycsb", "tpcc", "tpcc-hybrid", "smallbank"])]
-    pub workload: String,
+    #[arg(long, value_name = "WORKLOAD", required_unless_present = "replot",
+          value_parser = ["ycsb", "tpcc", "tpcc-hybrid", "smallbank"])]
+    pub workload: Option<String>,
     /// Protocols, comma-separated.
-    #[arg(long = "cc", value_name = "P1,P2,...", value_delimiter = ',', required = true, value_parser = ProtocolParser)]
+    #[arg(long = "cc", value_name = "P1,P2,...", value_delimiter = ',',
+          required_unless_present = "replot", value_parser = ProtocolParser)]
     pub cc: Vec<Protocol>,
     /// The varied knob and its values: NAME=V1,V2,...
-    #[arg(long, value_name = "NAME=V1,V2,...", value_parser = parse_vary)]
-    pub vary: (String, Vec<String>),
+    #[arg(long, value_name = "NAME=V1,V2,...", required_unless_present = "replot", value_parser = parse_vary)]
+    pub vary: Option<(String, Vec<String>)>,
+    /// Run nothing: redraw --out's sweep.svg from its sweep.json (after a
+    /// change of --title or of the plotting).
+    #[arg(long, conflicts_with_all = ["workload", "cc", "vary"])]
+    pub replot: bool,
     /// Rounds (each runs every value under every protocol once).
     #[arg(long, value_name = "N", default_value_t = 3,
           value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -125,7 +131,13 @@ pub fn main(a: &SweepArgs) -> ExitCode {
 }
 
 fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
-    let (knob, values) = &a.vary;
+    if a.replot {
+        replot(a)?;
+        return Ok(true);
+    }
+    let (Some(workload), Some((knob, values))) = (&a.workload, &a.vary) else {
+        return Err(Failure::usage("--workload, --cc and --vary are required"));
+    };
     for bad in ["--cc", "--json", &format!("--{knob}")] {
         if a.rest
             .iter()
@@ -152,7 +164,7 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
             for &cc in &a.cc {
                 let mut args: Vec<String> = vec![
                     "bench".into(),
-                    a.workload.clone(),
+                    workload.clone(),
                     "--cc".into(),
                     cc.name().into(),
                     format!("--{knob}"),
@@ -201,7 +213,7 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
         }
     }
     let ok = runs.iter().all(|r| r.error.is_none());
-    write_outputs(a, &runs)?;
+    write_outputs(a, workload, knob, values, &runs)?;
     eprintln!(
         "wrote {}, {} and {}",
         a.out.join("sweep.csv").display(),
@@ -219,12 +231,10 @@ type Point = (String, Option<f64>, Option<f64>);
 /// Per protocol, its points in the order of the values.
 type Medians = Vec<(Protocol, Vec<Point>)>;
 
-fn medians(a: &SweepArgs, runs: &[Run]) -> Medians {
+fn medians(a: &SweepArgs, values: &[String], runs: &[Run]) -> Medians {
     a.cc.iter()
         .map(|&cc| {
-            let pts = a
-                .vary
-                .1
+            let pts = values
                 .iter()
                 .map(|v| {
                     let of = |key: &str| {
@@ -243,14 +253,70 @@ fn medians(a: &SweepArgs, runs: &[Run]) -> Medians {
         .collect()
 }
 
-fn write_outputs(a: &SweepArgs, runs: &[Run]) -> Result<(), Failure> {
-    let io = |p: &Path, e: std::io::Error| {
-        Failure::from_error(
-            &format!("cannot write {}: ", p.display()),
-            &tessera::Error::io("write", e),
+fn io_failure(p: &Path, e: std::io::Error) -> Failure {
+    Failure::from_error(
+        &format!("cannot write {}: ", p.display()),
+        &tessera::Error::io("write", e),
+    )
+}
+
+/// `--replot`: the medians, knob and title from sweep.json, drawn again.
+fn replot(a: &SweepArgs) -> Result<(), Failure> {
+    let p = a.out.join("sweep.json");
+    let text = std::fs::read_to_string(&p).map_err(|e| io_failure(&p, e))?;
+    let bad = |what: &str| Failure::usage(format!("{}: {what}", p.display()));
+    let doc: Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
+    let knob = doc["knob"].as_str().ok_or_else(|| bad("no knob"))?;
+    let mut meds: Medians = Vec::new();
+    for m in doc["medians"].as_array().ok_or_else(|| bad("no medians"))? {
+        let cc: Protocol = m["protocol"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad("a median without a known protocol"))?;
+        let pts = m["points"]
+            .as_array()
+            .ok_or_else(|| bad("a median without points"))?
+            .iter()
+            .map(|pt| {
+                let v = match &pt[knob] {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (
+                    v,
+                    pt["throughput_txn_per_s"].as_f64(),
+                    pt["abort_rate"].as_f64(),
+                )
+            })
+            .collect();
+        meds.push((cc, pts));
+    }
+    let title = a.title.clone().unwrap_or_else(|| {
+        let args: Vec<&str> = doc["bench_args"]
+            .as_array()
+            .map(|v| v.iter().filter_map(|x| x.as_str()).collect())
+            .unwrap_or_default();
+        format!(
+            "{} {}",
+            doc["workload"].as_str().unwrap_or(""),
+            args.join(" ")
         )
-    };
-    let knob = &a.vary.0;
+    });
+    let svg = a.out.join("sweep.svg");
+    plot(&svg, &title, knob, &meds)
+        .map_err(|e| Failure::run(format!("cannot plot {}: {e}", svg.display())))?;
+    eprintln!("wrote {}", svg.display());
+    Ok(())
+}
+
+fn write_outputs(
+    a: &SweepArgs,
+    workload: &str,
+    knob: &str,
+    values: &[String],
+    runs: &[Run],
+) -> Result<(), Failure> {
+    let io = io_failure;
     let mut csv =
         format!("protocol,{knob},round,throughput_txn_per_s,abort_rate,committed,error\n");
     for r in runs {
@@ -269,23 +335,23 @@ fn write_outputs(a: &SweepArgs, runs: &[Run]) -> Result<(), Failure> {
     let p = a.out.join("sweep.csv");
     std::fs::write(&p, csv).map_err(|e| io(&p, e))?;
 
-    let meds = medians(a, runs);
+    let meds = medians(a, values, runs);
     let doc = json!({
-        "workload": a.workload,
+        "workload": workload,
         "knob": knob,
-        "values": a.vary.1,
+        "values": values,
         "protocols": a.cc.iter().map(|p| p.name()).collect::<Vec<_>>(),
         "reps": a.reps,
         "bench_args": a.rest,
         "medians": meds.iter().map(|(cc, pts)| json!({
             "protocol": cc.name(),
             "points": pts.iter().map(|(v, t, ab)| json!({
-                knob.as_str(): v, "throughput_txn_per_s": t, "abort_rate": ab
+                knob: v, "throughput_txn_per_s": t, "abort_rate": ab
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "runs": runs.iter().map(|r| json!({
             "protocol": r.cc.name(),
-            knob.as_str(): r.value,
+            knob: r.value,
             "round": r.round,
             "command": format!("tessera {}", r.args.join(" ")),
             "error": r.error,
@@ -303,7 +369,7 @@ fn write_outputs(a: &SweepArgs, runs: &[Run]) -> Result<(), Failure> {
     let title = a
         .title
         .clone()
-        .unwrap_or_else(|| format!("{} {}", a.workload, a.rest.join(" ")));
+        .unwrap_or_else(|| format!("{workload} {}", a.rest.join(" ")));
     plot(&p, &title, knob, &meds)
         .map_err(|e| Failure::run(format!("cannot plot {}: {e}", p.display())))
 }
@@ -355,13 +421,13 @@ fn plot(
         .flat_map(|m| m.1.iter().filter_map(|p| p.1))
         .fold(0.0f64, f64::max)
         .max(1.0)
-        * 1.1;
+        * 1.45;
     let amax = (meds
         .iter()
         .flat_map(|m| m.1.iter().filter_map(|p| p.2))
         .fold(0.0f64, f64::max)
         * 100.0
-        * 1.1)
+        * 1.45)
         .max(1.0);
 
     let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();

@@ -323,6 +323,19 @@ fn sweep_writes_csv_json_and_svg() {
     );
     let svg = std::fs::read_to_string(out.join("sweep.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("2pl-nowait") && svg.contains("silo"));
+    // Redraw from sweep.json alone, with another title.
+    std::fs::remove_file(out.join("sweep.svg")).unwrap();
+    let o = tessera(&[
+        "sweep",
+        "--replot",
+        "--out",
+        out.to_str().unwrap(),
+        "--title",
+        "again",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(out.join("sweep.svg")).unwrap();
+    assert!(svg.contains("again") && svg.contains("2pl-nowait"));
 
     let o = tessera(&[
         "sweep",
