@@ -36,6 +36,110 @@ use crate::storage::tid::*;
 use crate::storage::Record;
 use crate::txn::{check_key, check_value, ScanOptions, Transaction, TxnOps};
 
+/// The `CcProtocol` impl of a single-version protocol (Silo, no-CC): the
+/// module that invokes it supplies free functions `get`, `put`, `insert`,
+/// `update`, `delete`, `scan`, `commit` and `abort` over `Tx<'_, $ty>`;
+/// Silo's snapshot transactions (section 4.9), the unlinks of deleted
+/// records and the record layout are common.
+macro_rules! single_version_protocol {
+    ($ty:ty) => {
+        impl $crate::cc::CcProtocol for $ty {
+            type Shared = $crate::cc::OrphanUnlinks;
+            type Local = $crate::cc::SvLocal;
+
+            fn new_shared(_: &$crate::db::Options) -> $crate::cc::OrphanUnlinks {
+                $crate::cc::OrphanUnlinks::default()
+            }
+            fn new_local(_: &$crate::cc::OrphanUnlinks, _: usize) -> $crate::cc::SvLocal {
+                $crate::cc::SvLocal::default()
+            }
+            #[inline]
+            fn begin(tx: &mut $crate::cc::Tx<'_, $ty>) {
+                tx.st.sets.clear();
+            }
+            #[inline]
+            fn get<'t>(tx: &'t mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8]) -> $crate::error::TxResult<Option<&'t [u8]>> {
+                if let Some(b) = tx.snapshot {
+                    return Ok($crate::cc::snapshot::get(&mut tx.st.sets.rbuf, tx.g, table, key, b));
+                }
+                get(tx, table, key)
+            }
+            #[inline]
+            fn put(tx: &mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8], val: &[u8]) -> $crate::error::TxResult<()> {
+                put(tx, table, key, val)
+            }
+            #[inline]
+            fn insert(tx: &mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8], val: &[u8]) -> $crate::error::TxResult<bool> {
+                insert(tx, table, key, val)
+            }
+            #[inline]
+            fn update(tx: &mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8], val: &[u8]) -> $crate::error::TxResult<bool> {
+                update(tx, table, key, val)
+            }
+            #[inline]
+            fn delete(tx: &mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8]) -> $crate::error::TxResult<bool> {
+                delete(tx, table, key)
+            }
+            fn scan<F>(
+                tx: &mut $crate::cc::Tx<'_, $ty>,
+                table: &$crate::catalog::Table,
+                lo: std::ops::Bound<&[u8]>,
+                hi: std::ops::Bound<&[u8]>,
+                opts: $crate::txn::ScanOptions,
+                f: F,
+            ) -> $crate::error::TxResult<usize>
+            where
+                F: FnMut(&[u8], &[u8]) -> bool,
+            {
+                if let Some(b) = tx.snapshot {
+                    let buf = &mut tx.st.sets.rbuf;
+                    return Ok($crate::cc::snapshot::scan(buf, tx.g, table, (lo, hi), opts, b, f));
+                }
+                scan(tx, table, lo, hi, opts, f)
+            }
+            #[inline]
+            fn commit(tx: &mut $crate::cc::Tx<'_, $ty>) -> $crate::error::TxResult<()> {
+                if tx.snapshot.is_some() {
+                    return Ok(());
+                }
+                commit(tx)
+            }
+            #[inline]
+            fn abort(tx: &mut $crate::cc::Tx<'_, $ty>) {
+                if tx.snapshot.is_some() {
+                    return;
+                }
+                abort(tx)
+            }
+            #[inline]
+            fn maintain(
+                db: &$crate::db::DbInner,
+                core: &mut $crate::cc::WorkerCore,
+                sh: &$crate::cc::OrphanUnlinks,
+                st: &mut $crate::cc::SvLocal,
+                g: &$crate::epoch::Guard<'_>,
+            ) {
+                $crate::cc::sv_maintain(db, core, sh, st, g)
+            }
+            fn retire_local(sh: &$crate::cc::OrphanUnlinks, st: &mut $crate::cc::SvLocal) {
+                $crate::cc::sv_retire(sh, st)
+            }
+            fn close(sh: &mut $crate::cc::OrphanUnlinks) {
+                sh.0.get_mut().clear();
+            }
+            fn read_committed(_: &$crate::cc::OrphanUnlinks, rec: &$crate::storage::Record, out: &mut Vec<u8>) -> bool {
+                matches!(rec.read(out), $crate::storage::ReadOutcome::Ok(tid) if tid & $crate::storage::tid::ABSENT == 0)
+            }
+            fn rebuild(val: &[u8], epoch: u64) -> *mut $crate::storage::Record {
+                // Like a record written long ago: a TID in its epoch (every new
+                // TID is in a later epoch).
+                $crate::storage::Record::new(val, $crate::storage::tid::make_tid(epoch, 1) | $crate::storage::tid::LATEST, 0)
+            }
+        }
+    };
+}
+pub(crate) use single_version_protocol;
+
 /// What a protocol promises; tests and tools select protocols by these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capabilities {

@@ -6,10 +6,8 @@
 use std::ops::Bound;
 
 use super::unlink;
-use super::{snapshot, CcProtocol, OrphanUnlinks, SvLocal, Tx, WorkerCore};
+use super::Tx;
 use crate::catalog::Table;
-use crate::db::{DbInner, Options};
-use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{Insert, Lookup};
 use crate::storage::tid::*;
@@ -192,91 +190,14 @@ pub(crate) struct NoCc;
 
 type STx<'a> = Tx<'a, NoCc>;
 
-impl CcProtocol for NoCc {
-    type Shared = OrphanUnlinks;
-    type Local = SvLocal;
-
-    fn new_shared(_: &Options) -> OrphanUnlinks {
-        OrphanUnlinks::default()
-    }
-    fn new_local(_: &OrphanUnlinks, _: usize) -> SvLocal {
-        SvLocal::default()
-    }
-    #[inline]
-    fn begin(tx: &mut STx<'_>) {
-        tx.st.sets.clear();
-    }
-    #[inline]
-    fn get<'t>(tx: &'t mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
-        if let Some(b) = tx.snapshot {
-            return Ok(snapshot::get(&mut tx.st.sets.rbuf, tx.g, table, key, b));
-        }
-        get(tx, table, key)
-    }
-    #[inline]
-    fn put(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
-        put(tx, table, key, val)
-    }
-    #[inline]
-    fn insert(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        insert(tx, table, key, val)
-    }
-    #[inline]
-    fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        update(tx, table, key, val)
-    }
-    #[inline]
-    fn delete(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
-        delete(tx, table, key)
-    }
-    fn scan<F>(
-        tx: &mut STx<'_>,
-        table: &Table,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        opts: ScanOptions,
-        f: F,
-    ) -> TxResult<usize>
-    where
-        F: FnMut(&[u8], &[u8]) -> bool,
-    {
-        if let Some(b) = tx.snapshot {
-            let buf = &mut tx.st.sets.rbuf;
-            return Ok(snapshot::scan(buf, tx.g, table, (lo, hi), opts, b, f));
-        }
-        scan(tx, table, lo, hi, opts, f)
-    }
-    #[inline]
-    fn commit(tx: &mut STx<'_>) -> TxResult<()> {
-        if tx.snapshot.is_some() {
-            return Ok(());
-        }
-        Ok(())
-    }
-    #[inline]
-    fn abort(_: &mut STx<'_>) {}
-    #[inline]
-    fn maintain(
-        db: &DbInner,
-        core: &mut WorkerCore,
-        sh: &OrphanUnlinks,
-        st: &mut SvLocal,
-        g: &Guard<'_>,
-    ) {
-        super::sv_maintain(db, core, sh, st, g)
-    }
-    fn retire_local(sh: &OrphanUnlinks, st: &mut SvLocal) {
-        super::sv_retire(sh, st)
-    }
-    fn close(sh: &mut OrphanUnlinks) {
-        sh.0.get_mut().clear();
-    }
-    fn read_committed(_: &OrphanUnlinks, rec: &Record, out: &mut Vec<u8>) -> bool {
-        matches!(rec.read(out), ReadOutcome::Ok(tid) if tid & ABSENT == 0)
-    }
-    fn rebuild(val: &[u8], epoch: u64) -> *mut Record {
-        // Like a record written long ago: a TID in its epoch (every new
-        // TID is in a later epoch).
-        Record::new(val, make_tid(epoch, 1) | LATEST, 0)
-    }
+/// Nothing to commit: every write was applied when it was made.
+#[inline]
+fn commit(_: &mut STx<'_>) -> TxResult<()> {
+    Ok(())
 }
+
+/// Nothing to roll back (not isolated: see the module docs).
+#[inline]
+fn abort(_: &mut STx<'_>) {}
+
+super::single_version_protocol!(NoCc);
