@@ -2,7 +2,7 @@
 //! snapshot isolation (`si`) and SI plus the Serial Safety Net (`ssn`), on
 //! the multi-version records of [`crate::storage::mvcc`].
 //!
-//! *Stamps.* One commit clock (`DbInner::clock`). A transaction's begin
+//! *Stamps.* One commit clock (`ErmiaShared::clock`). A transaction's begin
 //! stamp is the clock's current value; an update transaction's commit stamp
 //! is one fetch-and-add (`+ 1`), ERMIA's commit LSN. When the redo log lands
 //! the same fetch-and-add reserves the transaction's log space, so the

@@ -306,12 +306,16 @@ impl<'a, P: CcProtocol> Tx<'a, P> {
         Ok(unsafe { &*p })
     }
 
+    /// What every write checks first: key and value sizes, a writable
+    /// transaction, the table.
     #[inline]
-    fn writable(&self) -> TxResult<()> {
+    fn for_write(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<&'a Table> {
+        check_key(key)?;
+        check_value(val)?;
         if self.snapshot.is_some() || self.db.opts.read_only {
             return Err(TxError::Error(Error::ReadOnly));
         }
-        Ok(())
+        self.table(t)
     }
 }
 
@@ -325,36 +329,25 @@ impl<P: CcProtocol> Transaction for Tx<'_, P> {
 
     #[inline]
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
-        check_key(key)?;
-        check_value(val)?;
-        self.writable()?;
-        let table = self.table(t)?;
+        let table = self.for_write(t, key, val)?;
         P::put(self, table, key, val)
     }
 
     #[inline]
     fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        check_key(key)?;
-        check_value(val)?;
-        self.writable()?;
-        let table = self.table(t)?;
+        let table = self.for_write(t, key, val)?;
         P::insert(self, table, key, val)
     }
 
     #[inline]
     fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        check_key(key)?;
-        check_value(val)?;
-        self.writable()?;
-        let table = self.table(t)?;
+        let table = self.for_write(t, key, val)?;
         P::update(self, table, key, val)
     }
 
     #[inline]
     fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
-        check_key(key)?;
-        self.writable()?;
-        let table = self.table(t)?;
+        let table = self.for_write(t, key, &[])?;
         P::delete(self, table, key)
     }
 
@@ -471,14 +464,14 @@ macro_rules! protocols {
         }
 
         impl std::str::FromStr for Protocol {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self, Error> {
                 match s.to_ascii_lowercase().as_str() {
                     $($name $(| $alias)* => Ok(Protocol::$var),)*
-                    other => Err(format!(
-                        "unknown protocol {other:?}; expected one of: {}",
+                    other => Err(Error::InvalidArgument(format!(
+                        "unknown protocol '{other}' (known: {})",
                         Protocol::ALL.map(|p| p.name()).join(", ")
-                    )),
+                    ))),
                 }
             }
         }
@@ -890,5 +883,30 @@ pub(crate) fn sv_maintain(
 pub(crate) fn sv_retire(orphans: &OrphanUnlinks, st: &mut SvLocal) {
     if !st.pending_unlinks.is_empty() {
         orphans.0.lock().extend(st.pending_unlinks.drain(..));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names and aliases parse; an unknown name is the public
+    /// `Error::InvalidArgument` listing every protocol (the API before the
+    /// seam, kept).
+    #[test]
+    fn protocol_names_parse_and_errors_list_them() {
+        for p in Protocol::ALL {
+            assert_eq!(p.name().parse::<Protocol>().unwrap(), p);
+        }
+        assert_eq!("ERMIA".parse::<Protocol>().unwrap(), Protocol::Ssn);
+        assert_eq!("ss2pl".parse::<Protocol>().unwrap(), Protocol::TwoPlNoWait);
+        match "bogus".parse::<Protocol>() {
+            Err(Error::InvalidArgument(m)) => {
+                for p in Protocol::ALL {
+                    assert!(m.contains(p.name()), "{m}");
+                }
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
