@@ -49,6 +49,15 @@ impl Failure {
         Failure::new(1, "run_failed", message.to_string())
     }
 
+    /// An I/O failure on `path` (exit status 3, the `io::Error`'s kind
+    /// kept), worded "cannot {what} {path}: {cause}".
+    pub fn io(what: &str, path: &std::path::Path, e: std::io::Error) -> Failure {
+        Failure::from_error(
+            &format!("cannot {what} {}: ", path.display()),
+            &Error::io(what.to_string(), e),
+        )
+    }
+
     /// An engine error, classified by what it says happened.
     pub fn from_error(context: &str, e: &Error) -> Failure {
         let (code, kind) = match e {

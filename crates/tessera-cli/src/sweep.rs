@@ -32,8 +32,10 @@ threads, theta, read-ratio, customers, q2-size, ...). Everything after `--`
 goes to every run. Output in --out: sweep.csv (one row per run), sweep.json
 (every run's report, the medians, the command lines) and sweep.svg
 (throughput and abort rate against the knob, one line per protocol, medians).
-A run that fails (a consistency or conservation failure included) is
-recorded and the sweep goes on; the exit status is then 1.";
+A run that fails (a non-zero exit, a consistency or conservation failure
+included, a signal, no JSON report, or no committed transaction) is recorded
+with its reason and report, left out of the medians, and the sweep goes on;
+the exit status is then 1. The protocol order rotates each round.";
 
 /// `tessera sweep`.
 #[derive(Args, Debug)]
@@ -121,6 +123,50 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// Run one child; its report (when it printed one) and, if the run is not
+/// a success, why: a non-zero exit or a signal (its error message), no
+/// JSON report, or no committed transaction.
+fn run_child(exe: &Path, args: &[String]) -> (Option<Value>, Option<String>) {
+    let o = match Command::new(exe).args(args).output() {
+        Ok(o) => o,
+        Err(e) => return (None, Some(format!("cannot run {}: {e}", exe.display()))),
+    };
+    let parsed: Option<Value> = serde_json::from_slice(&o.stdout).ok();
+    if !o.status.success() {
+        let msg = parsed
+            .as_ref()
+            .and_then(|p| p["error"]["message"].as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| String::from_utf8_lossy(&o.stderr).trim().to_string());
+        let how = match o.status.code() {
+            Some(c) => format!("exit {c}"),
+            None => {
+                #[cfg(unix)]
+                {
+                    use std::os::unix::process::ExitStatusExt;
+                    format!("killed by signal {}", o.status.signal().unwrap_or(0))
+                }
+                #[cfg(not(unix))]
+                {
+                    "killed".to_string()
+                }
+            }
+        };
+        return (parsed, Some(format!("{how}: {msg}")));
+    }
+    let error = match &parsed {
+        None => Some("exit 0 but no JSON report on stdout".to_string()),
+        Some(p) if p["throughput_txn_per_s"].as_f64().is_none() => {
+            Some("the report has no throughput".to_string())
+        }
+        Some(p) if p["committed"].as_u64() == Some(0) => {
+            Some("no transaction committed".to_string())
+        }
+        Some(_) => None,
+    };
+    (parsed, error)
+}
+
 /// Run `tessera sweep`.
 pub fn main(a: &SweepArgs) -> ExitCode {
     match sweep(a) {
@@ -148,20 +194,23 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
             )));
         }
     }
-    std::fs::create_dir_all(&a.out).map_err(|e| {
-        Failure::from_error(
-            &format!("cannot create --out {}: ", a.out.display()),
-            &tessera::Error::io("create directory", e),
-        )
-    })?;
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure::run(format!("cannot find the tessera binary: {e}")))?;
+    std::fs::create_dir_all(&a.out).map_err(|e| Failure::io("create", &a.out, e))?;
+    // Every run uses this very binary: on Linux through /proc/self/exe,
+    // which a rebuild of the file during the sweep does not change.
+    let exe = match Path::new("/proc/self/exe") {
+        p if p.exists() => p.to_path_buf(),
+        _ => std::env::current_exe()
+            .map_err(|e| Failure::run(format!("cannot find the tessera binary: {e}")))?,
+    };
     let total = a.reps as usize * values.len() * a.cc.len();
     let mut runs = Vec::with_capacity(total);
     let t0 = Instant::now();
     for round in 1..=a.reps {
         for v in values {
-            for &cc in &a.cc {
+            // The protocol order rotates each round, so drift within a
+            // round does not always fall on the same protocols.
+            let n = a.cc.len();
+            for cc in (0..n).map(|k| a.cc[(k + round as usize - 1) % n]) {
                 let mut args: Vec<String> = vec![
                     "bench".into(),
                     workload.clone(),
@@ -172,26 +221,12 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
                 ];
                 args.extend(a.rest.iter().cloned());
                 args.extend(["--json".into(), "--quiet".into()]);
-                let o = Command::new(&exe)
-                    .args(&args)
-                    .output()
-                    .map_err(|e| Failure::run(format!("cannot run {}: {e}", exe.display())))?;
-                let parsed: Option<Value> = serde_json::from_slice(&o.stdout).ok();
-                let error = if o.status.success() {
-                    None
-                } else {
-                    let msg = parsed
-                        .as_ref()
-                        .and_then(|p| p["error"]["message"].as_str())
-                        .map(str::to_string)
-                        .unwrap_or_else(|| String::from_utf8_lossy(&o.stderr).trim().to_string());
-                    Some(format!("exit {}: {msg}", o.status.code().unwrap_or(-1)))
-                };
+                let (parsed, error) = run_child(&exe, &args);
                 let run = Run {
                     cc,
                     value: v.clone(),
                     round,
-                    report: if error.is_none() { parsed } else { None },
+                    report: parsed,
                     error,
                     args,
                 };
@@ -213,6 +248,13 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
         }
     }
     let ok = runs.iter().all(|r| r.error.is_none());
+    if !ok {
+        eprintln!(
+            "{} of {} runs failed (see the error column of sweep.csv); they are left out of the medians",
+            runs.iter().filter(|r| r.error.is_some()).count(),
+            runs.len()
+        );
+    }
     write_outputs(a, workload, knob, values, &runs)?;
     eprintln!(
         "wrote {}, {} and {}",
@@ -240,7 +282,7 @@ fn medians(a: &SweepArgs, values: &[String], runs: &[Run]) -> Medians {
                     let of = |key: &str| {
                         median(
                             runs.iter()
-                                .filter(|r| r.cc == cc && &r.value == v)
+                                .filter(|r| r.cc == cc && &r.value == v && r.error.is_none())
                                 .filter_map(|r| r.num(key))
                                 .collect(),
                         )
@@ -254,17 +296,29 @@ fn medians(a: &SweepArgs, values: &[String], runs: &[Run]) -> Medians {
 }
 
 fn io_failure(p: &Path, e: std::io::Error) -> Failure {
-    Failure::from_error(
-        &format!("cannot write {}: ", p.display()),
-        &tessera::Error::io("write", e),
-    )
+    Failure::io("write", p, e)
+}
+
+/// RFC 4180: a field holding a comma, a quote or a line break is quoted,
+/// its quotes doubled.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The plot title when --title is not given.
+fn default_title(workload: &str, args: &[String]) -> String {
+    format!("{workload} {}", args.join(" "))
 }
 
 /// `--replot`: the medians, knob and title from sweep.json, drawn again.
 fn replot(a: &SweepArgs) -> Result<(), Failure> {
     let p = a.out.join("sweep.json");
-    let text = std::fs::read_to_string(&p).map_err(|e| io_failure(&p, e))?;
-    let bad = |what: &str| Failure::usage(format!("{}: {what}", p.display()));
+    let text = std::fs::read_to_string(&p).map_err(|e| Failure::io("read", &p, e))?;
+    let bad = |what: &str| Failure::run(format!("{}: {what}", p.display()));
     let doc: Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
     let knob = doc["knob"].as_str().ok_or_else(|| bad("no knob"))?;
     let mut meds: Medians = Vec::new();
@@ -291,16 +345,24 @@ fn replot(a: &SweepArgs) -> Result<(), Failure> {
             .collect();
         meds.push((cc, pts));
     }
+    if !meds
+        .iter()
+        .any(|(_, pts)| pts.iter().any(|p| p.1.is_some()))
+    {
+        return Err(bad(
+            "no point has a throughput (did every run fail?): nothing to plot",
+        ));
+    }
     let title = a.title.clone().unwrap_or_else(|| {
-        let args: Vec<&str> = doc["bench_args"]
+        let args: Vec<String> = doc["bench_args"]
             .as_array()
-            .map(|v| v.iter().filter_map(|x| x.as_str()).collect())
+            .map(|v| {
+                v.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default();
-        format!(
-            "{} {}",
-            doc["workload"].as_str().unwrap_or(""),
-            args.join(" ")
-        )
+        default_title(doc["workload"].as_str().unwrap_or(""), &args)
     });
     let svg = a.out.join("sweep.svg");
     plot(&svg, &title, knob, &meds)
@@ -324,12 +386,12 @@ fn write_outputs(
         csv.push_str(&format!(
             "{},{},{},{},{},{},{}\n",
             r.cc,
-            r.value,
+            csv_field(&r.value),
             r.round,
             f(r.num("throughput_txn_per_s")),
             f(r.num("abort_rate")),
             f(r.num("committed")),
-            r.error.as_deref().unwrap_or("").replace([',', '\n'], ";")
+            csv_field(r.error.as_deref().unwrap_or(""))
         ));
     }
     let p = a.out.join("sweep.csv");
@@ -369,7 +431,7 @@ fn write_outputs(
     let title = a
         .title
         .clone()
-        .unwrap_or_else(|| format!("{workload} {}", a.rest.join(" ")));
+        .unwrap_or_else(|| default_title(workload, &a.rest));
     plot(&p, &title, knob, &meds)
         .map_err(|e| Failure::run(format!("cannot plot {}: {e}", p.display())))
 }

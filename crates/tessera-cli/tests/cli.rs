@@ -353,3 +353,58 @@ fn sweep_writes_csv_json_and_svg() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// A sweep whose runs did not produce a report, or committed nothing, fails
+/// (exit 1) with the reason in the CSV; redrawing it has nothing to plot and
+/// fails too. A run that cannot print its report must never pass for a
+/// measurement.
+#[test]
+fn sweep_fails_on_runs_without_a_report_or_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let o = tessera(&[
+        "sweep",
+        "--workload",
+        "smallbank",
+        "--cc",
+        "silo",
+        "--vary",
+        "customers=50",
+        "--reps",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "--help",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert!(csv.contains("no JSON report"), "{csv}");
+    let o = tessera(&["sweep", "--replot", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("nothing to plot"), "{}", stderr(&o));
+
+    let o = tessera(&[
+        "sweep",
+        "--workload",
+        "smallbank",
+        "--cc",
+        "silo",
+        "--vary",
+        "spin-us=1000000",
+        "--reps",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "--threads",
+        "1",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert!(csv.contains("no transaction committed"), "{csv}");
+}
