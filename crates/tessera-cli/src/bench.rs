@@ -56,7 +56,7 @@ Tables: CUSTOMER (name to id), SAVINGS and CHECKING (id to an 8-byte balance,
 
 Mix: --mix B,DC,TS,A,WC (default 20,20,20,20,20; Balance at 20% as in the
 thesis). --spin-us U busy-waits U microseconds inside each transaction, after
-its first read (the thesis runs 50).
+its reads and writes, as BOHM's code does (the thesis runs 50).
 
 Conservation: after the run, the sum of all balances must equal the initial
 total plus the money committed transactions deposited and withdrew, with every
