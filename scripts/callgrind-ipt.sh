@@ -15,6 +15,7 @@ S2=${4:-6}
 BIN=${BIN:-target/release/tessera}
 [ -x "$BIN" ] || cargo build --release -p tessera-cli >&2
 OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
 case "$WL" in
   tpcc) ARGS=(bench tpcc --cc "$CC" --threads 1 --warehouses 1) ;;
   ycsb) ARGS=(bench ycsb --cc "$CC" --threads 1 --records 1000000 --ops-per-txn 10
@@ -22,8 +23,12 @@ case "$WL" in
   *) echo "unknown workload $WL (tpcc or ycsb)" >&2; exit 2 ;;
 esac
 for s in "$S1" "$S2"; do
-  valgrind --tool=callgrind --callgrind-out-file="$OUT/cg-$s.out" \
-    "$BIN" "${ARGS[@]}" --seconds "$s" --warmup 0 --quiet --json >"$OUT/cg-$s.json" 2>"$OUT/cg-$s.err"
+  if ! valgrind --tool=callgrind --callgrind-out-file="$OUT/cg-$s.out" \
+    "$BIN" "${ARGS[@]}" --seconds "$s" --warmup 0 --quiet --json >"$OUT/cg-$s.json" 2>"$OUT/cg-$s.err"; then
+    echo "the $s s run failed:" >&2
+    tail -20 "$OUT/cg-$s.err" >&2
+    exit 1
+  fi
 done
 python3 - "$OUT" "$S1" "$S2" "$WL" "$CC" <<'PY'
 import json, re, sys
@@ -37,7 +42,8 @@ def ir(s):
 def commits(s):
     return json.load(open(f"{out}/cg-{s}.json"))["committed"]
 i1, i2, c1, c2 = ir(s1), ir(s2), commits(s1), commits(s2)
+if c2 == c1:
+    sys.exit(f"both runs committed {c1} transactions: lengthen the longer run")
 print(f"{wl} {cc}: {(i2 - i1) / (c2 - c1):.0f} instructions/txn "
       f"(Ir {i1} -> {i2}, commits {c1} -> {c2})")
 PY
-rm -rf "$OUT"
