@@ -429,15 +429,23 @@ fn corrupt_checkpoint_is_an_error_and_stale_ones_are_ignored() {
 /// at the moment it is read, the newest segment possibly mid-write).
 fn copy_image(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
-    let mut names: Vec<_> = std::fs::read_dir(from)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
     // A copy made file by file while the database runs: the frontier
     // first (an older frontier asks less of the files copied after it),
     // then the control file (it names the run whose marks count), then the
-    // log.
-    names.sort_by_key(|n| (n != "tessera.frontier", n != "tessera.meta"));
+    // log. The directory is listed only after the frontier is copied: a
+    // listing taken before could miss a segment that the copied frontier
+    // already names (a race of the copy, not a loss; a real crash freezes
+    // every file at one instant).
+    for n in ["tessera.frontier", "tessera.meta"] {
+        if let Ok(bytes) = std::fs::read(from.join(n)) {
+            std::fs::write(to.join(n), bytes).unwrap();
+        }
+    }
+    let names: Vec<_> = std::fs::read_dir(from)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "tessera.frontier" && n != "tessera.meta")
+        .collect();
     for n in names {
         if let Ok(bytes) = std::fs::read(from.join(&n)) {
             std::fs::write(to.join(&n), bytes).unwrap();
