@@ -277,6 +277,13 @@ pub struct Common {
     /// (ERMIA's TPC-C-hybrid figures were measured so).
     #[arg(long = "no-retry")]
     pub no_retry: bool,
+    /// Run every transaction through the batch path's checks: a
+    /// reconnaissance where its key sets depend on reads, then its body
+    /// against its declared read and write sets (an access outside them
+    /// fails the run, naming the key). Tests the workload's declarations;
+    /// measures what the checks cost.
+    #[arg(long)]
+    pub declared: bool,
     #[command(flatten)]
     pub durability: DurabilityArgs,
 }
@@ -853,6 +860,7 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
         backoff: !c.no_backoff,
         retry: !c.no_retry,
         durability: d.durability,
+        declared: c.declared,
     };
     let mut report = match driver::bench(&db, wl, &cfg) {
         Ok(r) => r,

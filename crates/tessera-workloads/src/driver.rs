@@ -142,6 +142,11 @@ pub struct RunConfig {
     /// same; a `Sync` database would not slow the driver either, as it
     /// commits through `try_run`, but its loader would wait per batch).
     pub durability: Durability,
+    /// Run every request through the batch path's checks
+    /// ([`Worker::set_declared`]): reconnaissance where a request needs it,
+    /// then its body against its declared key sets only. A workload whose
+    /// declarations miss a key fails the run with an error naming it.
+    pub declared: bool,
 }
 
 impl Default for RunConfig {
@@ -156,6 +161,7 @@ impl Default for RunConfig {
             backoff: true,
             retry: true,
             durability: Durability::None,
+            declared: false,
         }
     }
 }
@@ -459,6 +465,9 @@ pub struct Report {
     /// Whether conflict aborts were retried at all ([`RunConfig::retry`]);
     /// when not, `committed` counts only first attempts that committed.
     pub retry: bool,
+    /// Whether requests ran through the batch path's checks
+    /// ([`RunConfig::declared`]).
+    pub declared: bool,
     /// Base RNG seed.
     pub seed: u64,
     /// Engine settings the caller chose to record (e.g. `epoch_ms`); an
@@ -747,7 +756,12 @@ pub fn run<W: Workload>(
         .map(|_| CachePadded::new(Live::default()))
         .collect();
     let workers = (0..threads)
-        .map(|_| db.worker())
+        .map(|_| {
+            db.worker().map(|mut w| {
+                w.set_declared(cfg.declared);
+                w
+            })
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(DriverError::Worker)?;
     if db.log_stats().is_some() {
@@ -949,6 +963,7 @@ fn merge<W: Workload>(
         per_thread,
         backoff: cfg.backoff,
         retry: cfg.retry,
+        declared: cfg.declared,
         seed: cfg.seed,
         engine: serde_json::json!({}),
         config: wl.config(),
@@ -1262,6 +1277,7 @@ mod tests {
             "seed",
             "backoff",
             "retry",
+            "declared",
         ] {
             assert!(v.get(k).is_some(), "missing {k} in {text}");
         }

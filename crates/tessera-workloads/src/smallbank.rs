@@ -34,7 +34,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use tessera::{
-    Database, Error, Request, ScanOptions, TableId, Transaction, TxError, TxResult, Worker,
+    Database, Error, KeySet, Request, ScanOptions, TableId, Transaction, TxError, TxResult, Worker,
 };
 
 use crate::driver::Workload;
@@ -219,6 +219,31 @@ impl Request for SbRequest {
         // every lock through the spin.
         spin(self.spin);
         Ok(moved)
+    }
+
+    /// Every SmallBank transaction knows its rows from its inputs (as in
+    /// BOHM's evaluation): the accounts of `a` (and `b`), read or written.
+    fn declare(&self, keys: &mut KeySet) -> bool {
+        let t = self.t;
+        let (a, b) = (id_key(self.a), id_key(self.b));
+        match self.kind {
+            SbTxn::Balance => {
+                keys.read(t.savings, &a);
+                keys.read(t.checking, &a);
+            }
+            SbTxn::DepositChecking => keys.write(t.checking, &a),
+            SbTxn::TransactSaving => keys.write(t.savings, &a),
+            SbTxn::Amalgamate => {
+                keys.write(t.savings, &a);
+                keys.write(t.checking, &a);
+                keys.write(t.checking, &b);
+            }
+            SbTxn::WriteCheck => {
+                keys.read(t.savings, &a);
+                keys.write(t.checking, &a);
+            }
+        }
+        true
     }
 }
 
@@ -553,6 +578,7 @@ mod tests {
             backoff: true,
             retry: true,
             durability: tessera::Durability::None,
+            declared: false,
         };
         let rep = driver::bench(&db, &wl, &cfg).unwrap();
         (wl.check(&db).unwrap(), rep.committed)

@@ -27,7 +27,7 @@ use tessera::{Database, Durability, Error, Options, Protocol, ScanOptions};
 use tessera_workloads::driver::Workload;
 use tessera_workloads::tpcc::random::{self, nurand, uniform, A_C_ID, A_C_LAST, A_OL_I_ID};
 use tessera_workloads::tpcc::schema::{self, Order, Row, Tables, Text};
-use tessera_workloads::tpcc::txns::{self, CustomerSel, Scratch};
+use tessera_workloads::tpcc::txns::{self, CustomerSel, Recon, Scratch};
 use tessera_workloads::tpcc::{
     check_consistency, now_ms, Tpcc, TpccConfig, CUSTOMERS, DISTRICTS, ITEMS,
 };
@@ -175,21 +175,24 @@ fn child(v: Variant) -> ! {
                             h_key: schema::history_key(origin, hist_seq),
                         };
                         hist_seq += 1;
-                        w.run(|tx| txns::payment(tx, &t, &p, &mut s)).map(drop)
+                        w.run(|tx| txns::payment(tx, &t, &p, &Recon::default(), &mut s))
+                            .map(drop)
                     } else if x <= 92 {
                         let o = txns::OrderStatusInput {
                             w_id: 1,
                             d_id: uniform(&mut rng, 1, DISTRICTS as u32) as u8,
                             customer: customer(&mut rng),
                         };
-                        w.run(|tx| txns::order_status(tx, &t, &o, &mut s)).map(drop)
+                        w.run(|tx| txns::order_status(tx, &t, &o, &Recon::default(), &mut s))
+                            .map(drop)
                     } else if x <= 96 {
                         let d = txns::DeliveryInput {
                             w_id: 1,
                             carrier_id: uniform(&mut rng, 1, 10) as u8,
                             delivery_d: now_ms(),
                         };
-                        w.run(|tx| txns::delivery(tx, &t, &d, &mut s)).map(drop)
+                        w.run(|tx| txns::delivery(tx, &t, &d, &Recon::default(), &mut s))
+                            .map(drop)
                     } else {
                         let l = txns::StockLevelInput {
                             w_id: 1,

@@ -7,7 +7,7 @@ use std::time::Instant;
 use tessera::{Database, Options, Protocol, TxError};
 use tessera_workloads::driver::{self, RunConfig, Workload};
 use tessera_workloads::tpcc::schema::{self, Customer, District, Row, Tables, Text};
-use tessera_workloads::tpcc::txns::{self, CustomerSel, Scratch};
+use tessera_workloads::tpcc::txns::{self, CustomerSel, Recon, Scratch};
 use tessera_workloads::tpcc::{check_consistency, random, Tpcc, TpccConfig, TxnType};
 
 fn assert_consistent(db: &Database, cfg: &TpccConfig, when: &str) {
@@ -83,6 +83,7 @@ fn spec_behaviour(db: &Database, wl: &Tpcc) {
                     d_id: 3,
                     customer: CustomerSel::Id(42),
                 },
+                &Recon::default(),
                 &mut s,
             )
         })
@@ -127,7 +128,9 @@ fn spec_behaviour(db: &Database, wl: &Tpcc) {
         h_date: 1,
         h_key: schema::history_key(u32::MAX, 0),
     };
-    let p = w.run(|tx| txns::payment(tx, &t, &pay, &mut s)).unwrap();
+    let p = w
+        .run(|tx| txns::payment(tx, &t, &pay, &Recon::default(), &mut s))
+        .unwrap();
     assert_eq!(p.c_id, expect, "{} customers named {last:?}", matches.len());
 
     // Delivery: the oldest undelivered order of each district (2101).
@@ -136,7 +139,9 @@ fn spec_behaviour(db: &Database, wl: &Tpcc) {
         carrier_id: 4,
         delivery_d: 99,
     };
-    let n = w.run(|tx| txns::delivery(tx, &t, &dl, &mut s)).unwrap();
+    let n = w
+        .run(|tx| txns::delivery(tx, &t, &dl, &Recon::default(), &mut s))
+        .unwrap();
     assert_eq!(n, 10);
     let o = w
         .run(|tx| {
@@ -179,6 +184,7 @@ fn load_check_run_check() {
         backoff: true,
         retry: true,
         durability: tessera::Durability::None,
+        declared: false,
     };
     let t0 = Instant::now();
     let load = driver::load(&db, &wl, &run).unwrap();
@@ -220,6 +226,7 @@ fn run_and_check(cfg: TpccConfig, protocol: Protocol, threads: usize, seconds: f
         backoff: true,
         retry: true,
         durability: tessera::Durability::None,
+        declared: false,
     };
     let rep = driver::bench(&db, &wl, &run).unwrap();
     assert!(rep.committed > 0);
@@ -267,4 +274,155 @@ fn every_protocol_contended_warehouse_stays_consistent() {
 #[test]
 fn nocc_single_thread_stays_consistent() {
     run_and_check(TpccConfig::new(1), Protocol::NoCc, 1, 1.0);
+}
+
+/// The batch entry point: every transaction of the mix declares its key
+/// sets (after a reconnaissance for Payment by last name, OrderStatus and
+/// Delivery), runs checked against them (an access outside them would be an
+/// error, failing this test), and the database stays consistent, under every
+/// isolated protocol, with two terminals on one warehouse making some
+/// reconnaissance stale.
+#[test]
+fn every_protocol_runs_declared_batches_consistently() {
+    for p in isolated() {
+        let cfg = TpccConfig::new(1);
+        let wl = Tpcc::new(cfg.clone()).unwrap();
+        let db = Database::open(Options::in_memory().protocol(p).workers(4)).unwrap();
+        let run = RunConfig {
+            threads: 2,
+            load_threads: 2,
+            seconds: 0.0,
+            warmup: 0.0,
+            quiet: true,
+            seed: 5,
+            backoff: true,
+            retry: true,
+            durability: tessera::Durability::None,
+            declared: false,
+        };
+        driver::load(&db, &wl, &run).unwrap();
+        let t = wl.tables().unwrap();
+        let (done, stale) = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|th| {
+                    let (db, wl) = (&db, &wl);
+                    s.spawn(move || {
+                        let mut st = wl.thread_state(th, 2, 100 + th as u64);
+                        let mut w = db.worker().unwrap();
+                        let mut n = [0u32; 5];
+                        let t0 = Instant::now();
+                        while t0.elapsed().as_secs_f64() < 0.6 {
+                            let mut txns: Vec<_> = (0..40)
+                                .map(|_| (wl.draw_txn(&mut st), Scratch::default()))
+                                .collect();
+                            let kinds: Vec<_> = txns.iter().map(|(x, _)| x.kind).collect();
+                            let mut reqs: Vec<_> = txns
+                                .iter_mut()
+                                .map(|(x, s)| tessera_workloads::tpcc::TpccRequest::new(&t, x, s))
+                                .collect();
+                            for (r, k) in w.execute_batch(&mut reqs).into_iter().zip(kinds) {
+                                match r {
+                                    Ok(()) => n[k as usize] += 1,
+                                    // NewOrder's 1% rollback.
+                                    Err(tessera::Error::UserAbort) => {
+                                        assert_eq!(k, TxnType::NewOrder)
+                                    }
+                                    Err(e) => panic!("{p}: {k:?}: {e}"),
+                                }
+                            }
+                        }
+                        let stale =
+                            w.stats().conflicts[tessera::ConflictReason::Reconnaissance.index()];
+                        (n, stale)
+                    })
+                })
+                .collect();
+            let mut done = [0u32; 5];
+            let mut stale = 0;
+            for h in hs {
+                let (n, s) = h.join().unwrap();
+                for i in 0..5 {
+                    done[i] += n[i];
+                }
+                stale += s;
+            }
+            (done, stale)
+        });
+        eprintln!("{p}: committed per type {done:?}, {stale} stale reconnaissances");
+        for (i, ty) in TxnType::ALL.into_iter().enumerate() {
+            assert!(done[i] > 0, "{p}: no {} committed in batches", ty.name());
+        }
+        assert_consistent(&db, &cfg, &format!("{p} after declared batches"));
+    }
+}
+
+/// A reconnaissance made stale by a commit in between is caught by the
+/// body's re-check, not acted upon: an OrderStatus reconnoitered, then a
+/// NewOrder for the same customer, then the OrderStatus body.
+#[test]
+fn a_stale_reconnaissance_is_caught() {
+    let cfg = TpccConfig::new(1);
+    let wl = Tpcc::new(cfg.clone()).unwrap();
+    let db = Database::open(Options::in_memory().protocol(Protocol::Silo)).unwrap();
+    let run = RunConfig {
+        threads: 1,
+        load_threads: 2,
+        seconds: 0.0,
+        warmup: 0.0,
+        quiet: true,
+        seed: 5,
+        backoff: true,
+        retry: true,
+        durability: tessera::Durability::None,
+        declared: false,
+    };
+    driver::load(&db, &wl, &run).unwrap();
+    let t = wl.tables().unwrap();
+    let mut w = db.worker().unwrap();
+    let mut s = Scratch::default();
+    let os = txns::OrderStatusInput {
+        w_id: 1,
+        d_id: 2,
+        customer: CustomerSel::Id(7),
+    };
+    let recon = w
+        .run(|tx| txns::reconnoiter_order_status(tx, &t, &os, &mut s))
+        .unwrap();
+    // The reconnoitered sets cover exactly what the body touches.
+    let mut keys = tessera::KeySet::new();
+    assert!(txns::declare_order_status(&t, &os, &recon, &mut keys));
+    assert!(!txns::declare_order_status(
+        &t,
+        &os,
+        &Recon::default(),
+        &mut keys
+    ));
+    let fresh = w
+        .run(|tx| txns::order_status(tx, &t, &os, &recon, &mut s))
+        .unwrap();
+    assert_eq!((fresh.c_id, Some(fresh.o_id)), (7, recon.o_id));
+    let mut no = txns::NewOrderInput {
+        w_id: 1,
+        d_id: 2,
+        c_id: 7,
+        o_entry_d: 1,
+        ol_cnt: 5,
+        ..Default::default()
+    };
+    for (i, l) in no.lines[..5].iter_mut().enumerate() {
+        *l = txns::LineInput {
+            i_id: 10 + i as u32,
+            supply_w_id: 1,
+            quantity: 1,
+        };
+    }
+    w.run(|tx| txns::new_order(tx, &t, &no, &mut s)).unwrap();
+    let r = w.try_run(|tx| txns::order_status(tx, &t, &os, &recon, &mut s));
+    assert!(
+        matches!(
+            r,
+            Err(TxError::Conflict(tessera::ConflictReason::Reconnaissance))
+        ),
+        "{r:?}"
+    );
 }

@@ -27,6 +27,7 @@ fn run_config(threads: usize, seconds: f64) -> RunConfig {
         backoff: true,
         retry: true,
         durability: tessera::Durability::None,
+        declared: false,
     }
 }
 

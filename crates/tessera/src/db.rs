@@ -17,7 +17,7 @@ use crate::log::checkpoint::CheckpointInfo;
 use crate::log::meta::{Meta, MetaTable};
 use crate::log::recovery::{LogScan, Loss, RecoveryMode, RecoveryReport};
 use crate::log::{CommitToken, Durability, Log, LogCursor, LogStats};
-use crate::request::Request;
+use crate::request::{CheckedRequest, KeySet, Reconnaissance, Request};
 use crate::txn::Txn;
 
 pub use crate::cc::{Capabilities, Protocol};
@@ -479,6 +479,10 @@ fn keep_copies(
     copy(&dir.join(crate::log::meta::META_FILE))?;
     copy(&dir.join(crate::log::frontier::FRONTIER_FILE))?;
     for (p, _) in &scan.cuts {
+        copy(p)?;
+    }
+    // A torn tail is cut too: keep its bytes with the rest of the evidence.
+    for (p, _, _) in &scan.torn {
         copy(p)?;
     }
     if mode == RecoveryMode::Salvage {
@@ -1172,6 +1176,8 @@ impl Database {
             },
             cc: self.inner.cc.new_local(slot),
             db: Arc::clone(&self.inner),
+            declared: false,
+            keys: KeySet::new(),
         })
     }
 
@@ -1215,6 +1221,10 @@ pub struct Worker {
     pub(crate) core: WorkerCore,
     /// The protocol's per-worker state (`CcProtocol::Local`).
     cc: Box<dyn Any + Send>,
+    /// Requests go through the batch path's checks (`set_declared`).
+    declared: bool,
+    /// The declared key sets of the request on the batch path (reused).
+    keys: KeySet,
 }
 
 /// `Worker::run`'s attempt, handed to [`Protocol::dispatch`]: the closure
@@ -1289,8 +1299,71 @@ impl Worker {
 
     /// One attempt of a request, as [`Worker::try_run`] for closures.
     pub fn try_execute<R: Request>(&mut self, r: &mut R) -> TxResult<R::Output> {
+        if self.declared {
+            return self.try_execute_declared(r);
+        }
+        self.dispatch_request(r)
+    }
+
+    #[inline]
+    fn dispatch_request<R: Request>(&mut self, r: &mut R) -> TxResult<R::Output> {
         let p = self.db.opts.protocol;
         p.dispatch(RunRequest { w: self, r })
+    }
+
+    /// Execute an ordered batch of requests with declared key sets, and
+    /// return each one's result in batch order; the outcome is as if they
+    /// ran one after another in that order. This is the entry point of
+    /// deterministic protocols (a sequencer orders a batch, then runs it);
+    /// under the interactive protocols each request runs in turn, retried
+    /// on conflicts as [`Worker::execute`] does:
+    ///
+    /// 1. a request that [`needs_reconnaissance`](Request::needs_reconnaissance)
+    ///    runs [`reconnoiter`](Request::reconnoiter) in a read-only
+    ///    transaction first;
+    /// 2. it declares its sets ([`Request::declare`]); one that declares
+    ///    nothing gets `Error::InvalidArgument`;
+    /// 3. its body runs against its declared keys only: an access outside
+    ///    them is `Error::InvalidArgument` naming the table and key (a wrong
+    ///    declaration found here, not as a wrong result under a
+    ///    deterministic protocol); a body that finds its reconnaissance
+    ///    stale ([`ConflictReason::Reconnaissance`]) reconnoiters again.
+    ///
+    /// A request's failure does not stop the batch.
+    pub fn execute_batch<R: Request>(&mut self, batch: &mut [R]) -> Vec<Result<R::Output, Error>> {
+        batch
+            .iter_mut()
+            .map(|r| self.retrying(|w| w.try_execute_declared(r)))
+            .collect()
+    }
+
+    /// One attempt of a request on the batch path: reconnaissance if it
+    /// needs one, its declaration, then its body checked against the
+    /// declared sets (see [`Worker::execute_batch`]). A conflict of any
+    /// step is returned; the next attempt reconnoiters again.
+    pub fn try_execute_declared<R: Request>(&mut self, r: &mut R) -> TxResult<R::Output> {
+        if r.needs_reconnaissance() {
+            self.dispatch_request(&mut Reconnaissance(&mut *r))?;
+        }
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        let out = if r.declare(&mut keys) {
+            self.dispatch_request(&mut CheckedRequest { r, keys: &keys })
+        } else {
+            Err(TxError::Error(Error::InvalidArgument(
+                "a request on the batch path must declare its key sets (Request::declare)".into(),
+            )))
+        };
+        self.keys = keys;
+        out
+    }
+
+    /// Route every request of [`Worker::execute`] and
+    /// [`Worker::try_execute`] through the batch path's checks
+    /// ([`Worker::try_execute_declared`]): for testing and measuring
+    /// workloads' declarations under the interactive protocols.
+    pub fn set_declared(&mut self, on: bool) {
+        self.declared = on;
     }
 
     fn retrying<T>(

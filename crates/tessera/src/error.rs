@@ -32,11 +32,15 @@ pub enum ConflictReason {
     /// Strict 2PL, wait-die: a younger transaction met an older holder (or
     /// shared holders) and died rather than wait.
     WaitDie,
+    /// A request's reconnaissance (OLLP) no longer holds: the keys it
+    /// computed before running changed (a speculation-induced abort; the
+    /// request reconnoiters again).
+    Reconnaissance,
 }
 
 impl ConflictReason {
     /// All reasons, in a stable order (for reports).
-    pub const ALL: [ConflictReason; 8] = [
+    pub const ALL: [ConflictReason; 9] = [
         ConflictReason::ReadValidation,
         ConflictReason::NodeValidation,
         ConflictReason::Stale,
@@ -45,6 +49,7 @@ impl ConflictReason {
         ConflictReason::SsnExclusion,
         ConflictReason::LockConflict,
         ConflictReason::WaitDie,
+        ConflictReason::Reconnaissance,
     ];
 
     /// Short machine-readable name.
@@ -58,6 +63,7 @@ impl ConflictReason {
             ConflictReason::SsnExclusion => "ssn_exclusion",
             ConflictReason::LockConflict => "lock_conflict",
             ConflictReason::WaitDie => "wait_die",
+            ConflictReason::Reconnaissance => "stale_reconnaissance",
         }
     }
 

@@ -62,5 +62,5 @@ pub use error::{ConflictReason, Error, IoError, TxError, TxResult};
 pub use log::checkpoint::CheckpointInfo;
 pub use log::recovery::{Loss, RecoveryMode, RecoveryReport};
 pub use log::{CommitToken, Durability, LogStats};
-pub use request::Request;
+pub use request::{stale_reconnaissance, Access, Declared, KeySet, Request};
 pub use txn::{ScanOptions, Transaction, Txn, MAX_KEY_LEN, MAX_VALUE_LEN};

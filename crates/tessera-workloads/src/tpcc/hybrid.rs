@@ -33,7 +33,9 @@ use std::ops::Bound;
 use std::sync::OnceLock;
 
 use rand::Rng;
-use tessera::{Database, Error, Request, ScanOptions, Transaction, TxError, TxResult, Worker};
+use tessera::{
+    Database, Error, KeySet, Request, ScanOptions, Transaction, TxError, TxResult, Worker,
+};
 
 use super::random::uniform;
 use super::schema::{
@@ -384,6 +386,16 @@ impl Request for Q2Request<'_> {
     type Output = Q2Output;
     fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<Q2Output> {
         q2_star(tx, self.t, self.h, self.supply, self.inp, self.s)
+    }
+
+    /// Coarse sets (the rows depend on what the scans find): REGION,
+    /// NATION and SUPPLIER read, and STOCK written, whole tables.
+    fn declare(&self, keys: &mut KeySet) -> bool {
+        keys.read_table(self.h.region);
+        keys.read_table(self.h.nation);
+        keys.read_table(self.h.supplier);
+        keys.write_table(self.t.stock);
+        true
     }
 }
 
@@ -836,7 +848,7 @@ mod tests {
             n[ty] += 1;
             assert_eq!(st.q2_next, HybridTxn::ALL[ty] == HybridTxn::Q2Star);
             if let HybridTxn::Tpcc(k) = HybridTxn::ALL[ty] {
-                assert_eq!(st.tpcc.kind, k);
+                assert_eq!(st.tpcc.txn().kind, k);
             } else {
                 assert!(st.q2.region < 5 && (st.q2.first as u32) < SUPPLIERS);
                 assert_eq!(st.q2.suppliers, 1000);

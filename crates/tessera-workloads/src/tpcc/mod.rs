@@ -32,14 +32,14 @@ use std::sync::OnceLock;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tessera::{Database, Error, Request, Transaction, TxResult, Worker};
+use tessera::{Database, Error, KeySet, Request, Transaction, TxResult, Worker};
 
 use crate::driver::{Report, Workload};
 pub use consistency::{check_consistency, check_database, ConsistencyReport, FoundTpcc};
 use random::{nurand, uniform, NuRandC, A_C_ID, A_C_LAST, A_OL_I_ID};
 use schema::{Tables, Text};
 use txns::{
-    CustomerSel, DeliveryInput, NewOrderInput, OrderStatusInput, PaymentInput, Scratch,
+    CustomerSel, DeliveryInput, NewOrderInput, OrderStatusInput, PaymentInput, Recon, Scratch,
     StockLevelInput,
 };
 
@@ -60,9 +60,10 @@ pub const MAX_OL_CNT: usize = 15;
 pub const MAX_WAREHOUSES: u32 = u16::MAX as u32;
 
 /// The five transactions, in report order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum TxnType {
     /// Clause 2.4.
+    #[default]
     NewOrder,
     /// Clause 2.5.
     Payment,
@@ -242,8 +243,28 @@ pub struct Tpcc {
     origins: AtomicU32,
 }
 
+/// One drawn TPC-C transaction: its type, its inputs (only the type's are
+/// meaningful) and what its reconnaissance found (batch path).
+#[derive(Clone, Debug, Default)]
+pub struct TpccTxn {
+    /// The type drawn.
+    pub kind: TxnType,
+    /// NewOrder's inputs.
+    pub new_order: NewOrderInput,
+    /// Payment's inputs.
+    pub payment: PaymentInput,
+    /// OrderStatus's inputs.
+    pub order_status: OrderStatusInput,
+    /// Delivery's inputs.
+    pub delivery: DeliveryInput,
+    /// StockLevel's inputs.
+    pub stock_level: StockLevelInput,
+    /// What reconnaissance found; empty on the interactive path.
+    pub recon: Recon,
+}
+
 /// Per-thread TPC-C state: the terminal's warehouse, its RNG, the current
-/// transaction's inputs and reusable buffers.
+/// transaction and reusable buffers.
 pub struct TpccThread {
     rng: SmallRng,
     w_id: u16,
@@ -252,34 +273,82 @@ pub struct TpccThread {
     /// This thread's HISTORY key origin and its next sequence number.
     origin: u32,
     hist_seq: u64,
-    kind: TxnType,
-    new_order: NewOrderInput,
-    payment: PaymentInput,
-    order_status: OrderStatusInput,
-    delivery: DeliveryInput,
-    stock_level: StockLevelInput,
+    txn: TpccTxn,
     scratch: Scratch,
 }
 
-/// The thread's drawn TPC-C transaction as a request: its inputs are in the
-/// thread state, its body is one of `txns`.
-struct TpccRequest<'a> {
+impl TpccThread {
+    /// The transaction last drawn.
+    pub fn txn(&self) -> &TpccTxn {
+        &self.txn
+    }
+}
+
+/// A TPC-C transaction as a request: its inputs, its body (one of
+/// [`txns`]), and for the batch path its declared key sets, after a
+/// reconnaissance for Payment by last name, OrderStatus and Delivery.
+pub struct TpccRequest<'a> {
     t: &'a Tables,
-    st: &'a mut TpccThread,
+    txn: &'a mut TpccTxn,
+    s: &'a mut Scratch,
+}
+
+impl<'a> TpccRequest<'a> {
+    /// The request for `txn` on the loaded tables `t`, with buffers `s`.
+    pub fn new(t: &'a Tables, txn: &'a mut TpccTxn, s: &'a mut Scratch) -> TpccRequest<'a> {
+        TpccRequest { t, txn, s }
+    }
 }
 
 impl Request for TpccRequest<'_> {
     type Output = ();
     #[inline]
     fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<()> {
-        let (t, st) = (self.t, &mut *self.st);
-        let s = &mut st.scratch;
-        match st.kind {
-            TxnType::NewOrder => txns::new_order(tx, t, &st.new_order, s).map(drop),
-            TxnType::Payment => txns::payment(tx, t, &st.payment, s).map(drop),
-            TxnType::OrderStatus => txns::order_status(tx, t, &st.order_status, s).map(drop),
-            TxnType::Delivery => txns::delivery(tx, t, &st.delivery, s).map(drop),
-            TxnType::StockLevel => txns::stock_level(tx, t, &st.stock_level, s).map(drop),
+        let (t, x, s) = (self.t, &*self.txn, &mut *self.s);
+        match x.kind {
+            TxnType::NewOrder => txns::new_order(tx, t, &x.new_order, s).map(drop),
+            TxnType::Payment => txns::payment(tx, t, &x.payment, &x.recon, s).map(drop),
+            TxnType::OrderStatus => {
+                txns::order_status(tx, t, &x.order_status, &x.recon, s).map(drop)
+            }
+            TxnType::Delivery => txns::delivery(tx, t, &x.delivery, &x.recon, s).map(drop),
+            TxnType::StockLevel => txns::stock_level(tx, t, &x.stock_level, s).map(drop),
+        }
+    }
+
+    fn needs_reconnaissance(&self) -> bool {
+        match self.txn.kind {
+            TxnType::Payment => matches!(self.txn.payment.customer, CustomerSel::LastName(_)),
+            TxnType::OrderStatus | TxnType::Delivery => true,
+            TxnType::NewOrder | TxnType::StockLevel => false,
+        }
+    }
+
+    fn reconnoiter<T: Transaction>(&mut self, tx: &mut T) -> TxResult<()> {
+        let (t, x, s) = (self.t, &mut *self.txn, &mut *self.s);
+        x.recon = match x.kind {
+            TxnType::Payment => txns::reconnoiter_payment(tx, t, &x.payment, s)?,
+            TxnType::OrderStatus => txns::reconnoiter_order_status(tx, t, &x.order_status, s)?,
+            TxnType::Delivery => txns::reconnoiter_delivery(tx, t, &x.delivery)?,
+            TxnType::NewOrder | TxnType::StockLevel => Recon::default(),
+        };
+        Ok(())
+    }
+
+    fn declare(&self, keys: &mut KeySet) -> bool {
+        let (t, x) = (self.t, &*self.txn);
+        match x.kind {
+            TxnType::NewOrder => {
+                txns::declare_new_order(t, &x.new_order, keys);
+                true
+            }
+            TxnType::Payment => txns::declare_payment(t, &x.payment, &x.recon, keys),
+            TxnType::OrderStatus => txns::declare_order_status(t, &x.order_status, &x.recon, keys),
+            TxnType::Delivery => txns::declare_delivery(t, &x.delivery, &x.recon, keys),
+            TxnType::StockLevel => {
+                txns::declare_stock_level(t, &x.stock_level, keys);
+                true
+            }
         }
     }
 }
@@ -320,6 +389,13 @@ impl Tpcc {
         (self.c_load, self.c_run)
     }
 
+    /// Draw the next transaction on `st` (as the driver does) and return a
+    /// copy: for batches of requests ([`TpccRequest::new`]).
+    pub fn draw_txn(&self, st: &mut TpccThread) -> TpccTxn {
+        self.next(st);
+        st.txn.clone()
+    }
+
     /// The tables, once loaded.
     pub fn tables(&self) -> Option<Tables> {
         self.tables.get().copied()
@@ -358,7 +434,7 @@ impl Tpcc {
 
     fn draw_new_order(&self, st: &mut TpccThread) {
         let rng = &mut st.rng;
-        let inp = &mut st.new_order;
+        let inp = &mut st.txn.new_order;
         inp.w_id = st.w_id;
         inp.d_id = uniform(rng, 1, DISTRICTS as u32) as u8;
         inp.c_id = nurand(rng, A_C_ID, self.c_run.c_id, 1, CUSTOMERS);
@@ -397,7 +473,7 @@ impl Tpcc {
             (st.w_id, d_id)
         };
         let customer = self.customer_sel(rng);
-        let inp = &mut st.payment;
+        let inp = &mut st.txn.payment;
         inp.w_id = st.w_id;
         inp.d_id = d_id;
         inp.c_w_id = c_w_id;
@@ -414,28 +490,29 @@ impl Tpcc {
     /// was drawn; TPC-C-hybrid draws its own type and calls this for the
     /// five TPC-C ones).
     fn draw(&self, st: &mut TpccThread, kind: TxnType) {
-        st.kind = kind;
+        st.txn.kind = kind;
+        st.txn.recon = Recon::default();
         match kind {
             TxnType::NewOrder => self.draw_new_order(st),
             TxnType::Payment => self.draw_payment(st),
             TxnType::OrderStatus => {
                 let d_id = uniform(&mut st.rng, 1, DISTRICTS as u32) as u8;
                 let customer = self.customer_sel(&mut st.rng);
-                st.order_status = OrderStatusInput {
+                st.txn.order_status = OrderStatusInput {
                     w_id: st.w_id,
                     d_id,
                     customer,
                 };
             }
             TxnType::Delivery => {
-                st.delivery = DeliveryInput {
+                st.txn.delivery = DeliveryInput {
                     w_id: st.w_id,
                     carrier_id: uniform(&mut st.rng, 1, 10) as u8,
                     delivery_d: now_ms(),
                 };
             }
             TxnType::StockLevel => {
-                st.stock_level = StockLevelInput {
+                st.txn.stock_level = StockLevelInput {
                     w_id: st.w_id,
                     d_id: st.sl_d_id,
                     threshold: uniform(&mut st.rng, 10, 20) as i32,
@@ -479,12 +556,7 @@ impl Workload for Tpcc {
             sl_d_id: ((thread / w) % DISTRICTS as usize + 1) as u8,
             origin: self.origins.fetch_add(1, Ordering::Relaxed),
             hist_seq: 0,
-            kind: TxnType::NewOrder,
-            new_order: NewOrderInput::default(),
-            payment: PaymentInput::default(),
-            order_status: OrderStatusInput::default(),
-            delivery: DeliveryInput::default(),
-            stock_level: StockLevelInput::default(),
+            txn: TpccTxn::default(),
             scratch: Scratch::default(),
         }
     }
@@ -497,7 +569,11 @@ impl Workload for Tpcc {
     }
 
     fn execute(&self, st: &mut TpccThread, w: &mut Worker) -> TxResult<()> {
-        w.try_execute(&mut TpccRequest { t: self.t(), st })
+        w.try_execute(&mut TpccRequest::new(
+            self.t(),
+            &mut st.txn,
+            &mut st.scratch,
+        ))
     }
 
     fn config(&self) -> serde_json::Value {
@@ -578,9 +654,9 @@ mod tests {
         // Remote lines and payments only go to other warehouses.
         for _ in 0..10_000 {
             wl.draw_payment(&mut st);
-            assert!(st.payment.c_w_id == 1 || st.payment.c_d_id == st.payment.d_id);
+            assert!(st.txn.payment.c_w_id == 1 || st.txn.payment.c_d_id == st.txn.payment.d_id);
             wl.draw_new_order(&mut st);
-            for l in &st.new_order.lines[..st.new_order.ol_cnt as usize] {
+            for l in &st.txn.new_order.lines[..st.txn.new_order.ol_cnt as usize] {
                 assert!((1..=2).contains(&l.supply_w_id));
                 assert!((1..=ITEMS + 1).contains(&l.i_id));
             }

@@ -16,7 +16,10 @@
 
 use std::ops::Bound;
 
-use tessera::{ConflictReason, Error, ScanOptions, Transaction, TxError, TxResult};
+use tessera::{
+    stale_reconnaissance, ConflictReason, Error, KeySet, ScanOptions, Transaction, TxError,
+    TxResult,
+};
 
 use super::random::has_original;
 use super::schema::*;
@@ -136,6 +139,22 @@ pub struct Scratch {
     data: Vec<u8>,
 }
 
+/// What a reconnaissance step found (the OLLP trial run of a request whose
+/// key sets depend on reads): the body re-checks it and reports
+/// [`ConflictReason::Reconnaissance`] if it changed. Empty (the default)
+/// on the interactive path, where the body uses what it reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recon {
+    /// Payment and OrderStatus: the customer (by last name: the one at
+    /// position ceil(n/2)).
+    pub c_id: Option<u32>,
+    /// OrderStatus: the customer's latest order.
+    pub o_id: Option<u32>,
+    /// Delivery: per district, the oldest undelivered order and its
+    /// customer (`None`: none undelivered).
+    pub delivery: Option<[Option<(u32, u32)>; super::DISTRICTS as usize]>,
+}
+
 /// What NewOrder displays (part of clause 2.4.3.3).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewOrderOutput {
@@ -231,19 +250,19 @@ fn must_insert<T: Transaction>(
     }
 }
 
-/// Find the customer of a Payment or OrderStatus: by id, or by last name
-/// through the `customer_by_name` index (clause 2.5.2.2: all matching
-/// customers sorted by C_FIRST, the one at position ceil(n/2)).
-fn select_customer<T: Transaction>(
+/// The id of the customer a Payment or OrderStatus selects: by id, or by
+/// last name through the `customer_by_name` index (clause 2.5.2.2: all
+/// matching customers sorted by C_FIRST, the one at position ceil(n/2)).
+fn customer_id<T: Transaction>(
     tx: &mut T,
     t: &Tables,
     w: u16,
     d: u8,
     sel: &CustomerSel,
     ids: &mut Vec<u32>,
-) -> TxResult<(u32, Customer)> {
-    let c_id = match sel {
-        CustomerSel::Id(c) => *c,
+) -> TxResult<u32> {
+    match sel {
+        CustomerSel::Id(c) => Ok(*c),
         CustomerSel::LastName(last) => {
             let (lo, hi) = customer_name_range(w, d, last);
             ids.clear();
@@ -264,12 +283,249 @@ fn select_customer<T: Transaction>(
                 return Err(vanished());
             }
             // Position ceil(n/2), 1-based.
-            ids[ids.len().div_ceil(2) - 1]
+            Ok(ids[ids.len().div_ceil(2) - 1])
         }
-    };
+    }
+}
+
+/// Find and read the customer of a Payment or OrderStatus; `expect` is the
+/// reconnaissance's answer, re-checked.
+fn select_customer<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    w: u16,
+    d: u8,
+    sel: &CustomerSel,
+    expect: Option<u32>,
+    ids: &mut Vec<u32>,
+) -> TxResult<(u32, Customer)> {
+    let c_id = customer_id(tx, t, w, d, sel, ids)?;
+    if expect.is_some_and(|e| e != c_id) {
+        return stale_reconnaissance();
+    }
     let key = customer_key(w, d, c_id);
     let c = must_get(tx, t.customer, &key, "customer")?;
     Ok((c_id, c))
+}
+
+/// The customer's latest order: the last entry of their range in the ORDER
+/// index.
+fn latest_order<T: Transaction>(tx: &mut T, t: &Tables, w: u16, d: u8, c_id: u32) -> TxResult<u32> {
+    let lo = order_customer_key(w, d, c_id, 0);
+    let hi = order_customer_key(w, d, c_id, u32::MAX);
+    let mut o_id = None;
+    tx.scan(
+        t.order_by_customer,
+        Bound::Included(&lo[..]),
+        Bound::Included(&hi[..]),
+        ScanOptions::new().reverse().limit(1),
+        |k, _| {
+            o_id = Some(order_customer_key_o_id(k));
+            false
+        },
+    )?;
+    // Every customer has an order from the load on.
+    o_id.ok_or_else(vanished)
+}
+
+/// The district's oldest undelivered order: its first NEW-ORDER row.
+fn oldest_new_order<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    w: u16,
+    d: u8,
+) -> TxResult<Option<u32>> {
+    let lo = new_order_key(w, d, 0);
+    let hi = new_order_key(w, d, u32::MAX);
+    let mut o_id = None;
+    tx.scan(
+        t.new_order,
+        Bound::Included(&lo[..]),
+        Bound::Included(&hi[..]),
+        ScanOptions::new().limit(1),
+        |k, _| {
+            o_id = Some(wd_key_id(k));
+            false
+        },
+    )?;
+    Ok(o_id)
+}
+
+/// Reconnaissance of a Payment by last name: the customer's id.
+pub fn reconnoiter_payment<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &PaymentInput,
+    s: &mut Scratch,
+) -> TxResult<Recon> {
+    let c_id = customer_id(tx, t, inp.c_w_id, inp.c_d_id, &inp.customer, &mut s.ids)?;
+    Ok(Recon {
+        c_id: Some(c_id),
+        ..Recon::default()
+    })
+}
+
+/// Reconnaissance of an OrderStatus: the customer and their latest order
+/// (which decide the ORDER and ORDER-LINE keys it reads).
+pub fn reconnoiter_order_status<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &OrderStatusInput,
+    s: &mut Scratch,
+) -> TxResult<Recon> {
+    let c_id = customer_id(tx, t, inp.w_id, inp.d_id, &inp.customer, &mut s.ids)?;
+    let o_id = latest_order(tx, t, inp.w_id, inp.d_id, c_id)?;
+    Ok(Recon {
+        c_id: Some(c_id),
+        o_id: Some(o_id),
+        ..Recon::default()
+    })
+}
+
+/// Reconnaissance of a Delivery: per district, the oldest undelivered order
+/// and its customer (the rows it will write).
+pub fn reconnoiter_delivery<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &DeliveryInput,
+) -> TxResult<Recon> {
+    let mut found = [None; super::DISTRICTS as usize];
+    for (i, f) in found.iter_mut().enumerate() {
+        let d = i as u8 + 1;
+        if let Some(o_id) = oldest_new_order(tx, t, inp.w_id, d)? {
+            let order: Order = must_get(tx, t.order, &order_key(inp.w_id, d, o_id), "order")?;
+            *f = Some((o_id, order.o_c_id));
+        }
+    }
+    Ok(Recon {
+        delivery: Some(found),
+        ..Recon::default()
+    })
+}
+
+/// NewOrder's key sets: its items, warehouse and customer read; its
+/// district and stock rows written. The order id comes from the district's
+/// D_NEXT_O_ID, so the rows it inserts (ORDER, its index entry, NEW-ORDER,
+/// ORDER-LINE) are declared as the district's ranges: a coarse declaration
+/// (PWV section 6.4.5) rather than a reconnaissance that every concurrent
+/// NewOrder of the district would make stale.
+pub fn declare_new_order(t: &Tables, inp: &NewOrderInput, keys: &mut KeySet) {
+    let (w, d) = (inp.w_id, inp.d_id);
+    for l in &inp.lines[..inp.ol_cnt as usize] {
+        keys.read(t.item, &item_key(l.i_id));
+        keys.write(t.stock, &stock_key(l.supply_w_id, l.i_id));
+    }
+    keys.read(t.warehouse, &warehouse_key(w));
+    keys.write(t.district, &district_key(w, d));
+    keys.read(t.customer, &customer_key(w, d, inp.c_id));
+    keys.write_range(t.order, &order_key(w, d, 0), &order_key(w, d, u32::MAX));
+    keys.write_range(
+        t.order_by_customer,
+        &order_customer_key(w, d, inp.c_id, 0),
+        &order_customer_key(w, d, inp.c_id, u32::MAX),
+    );
+    keys.write_range(
+        t.new_order,
+        &new_order_key(w, d, 0),
+        &new_order_key(w, d, u32::MAX),
+    );
+    keys.write_range(
+        t.order_line,
+        &order_line_key(w, d, 0, 0),
+        &order_line_key(w, d, u32::MAX, u8::MAX),
+    );
+}
+
+/// Payment's key sets (by last name: after reconnaissance, which found the
+/// customer); `false` if a by-name Payment has not reconnoitered.
+pub fn declare_payment(t: &Tables, inp: &PaymentInput, recon: &Recon, keys: &mut KeySet) -> bool {
+    let c_id = match &inp.customer {
+        CustomerSel::Id(c) => *c,
+        CustomerSel::LastName(last) => {
+            let Some(c) = recon.c_id else {
+                return false;
+            };
+            let (lo, hi) = customer_name_range(inp.c_w_id, inp.c_d_id, last);
+            keys.read_range(t.customer_by_name, &lo, &hi);
+            c
+        }
+    };
+    keys.write(t.warehouse, &warehouse_key(inp.w_id));
+    keys.write(t.district, &district_key(inp.w_id, inp.d_id));
+    keys.write(t.customer, &customer_key(inp.c_w_id, inp.c_d_id, c_id));
+    keys.write(t.history, &inp.h_key);
+    true
+}
+
+/// OrderStatus's key sets, from its reconnaissance; `false` without one.
+pub fn declare_order_status(
+    t: &Tables,
+    inp: &OrderStatusInput,
+    recon: &Recon,
+    keys: &mut KeySet,
+) -> bool {
+    let (Some(c_id), Some(o_id)) = (recon.c_id, recon.o_id) else {
+        return false;
+    };
+    let (w, d) = (inp.w_id, inp.d_id);
+    if let CustomerSel::LastName(last) = &inp.customer {
+        let (lo, hi) = customer_name_range(w, d, last);
+        keys.read_range(t.customer_by_name, &lo, &hi);
+    }
+    keys.read(t.customer, &customer_key(w, d, c_id));
+    keys.read_range(
+        t.order_by_customer,
+        &order_customer_key(w, d, c_id, 0),
+        &order_customer_key(w, d, c_id, u32::MAX),
+    );
+    keys.read(t.order, &order_key(w, d, o_id));
+    keys.read_range(
+        t.order_line,
+        &order_line_key(w, d, o_id, 0),
+        &order_line_key(w, d, o_id, u8::MAX),
+    );
+    true
+}
+
+/// Delivery's key sets, from its reconnaissance; `false` without one.
+pub fn declare_delivery(t: &Tables, inp: &DeliveryInput, recon: &Recon, keys: &mut KeySet) -> bool {
+    let Some(found) = &recon.delivery else {
+        return false;
+    };
+    let w = inp.w_id;
+    for (i, f) in found.iter().enumerate() {
+        let d = i as u8 + 1;
+        keys.read_range(
+            t.new_order,
+            &new_order_key(w, d, 0),
+            &new_order_key(w, d, u32::MAX),
+        );
+        if let Some((o_id, c_id)) = *f {
+            keys.write(t.new_order, &new_order_key(w, d, o_id));
+            keys.write(t.order, &order_key(w, d, o_id));
+            keys.write_range(
+                t.order_line,
+                &order_line_key(w, d, o_id, 0),
+                &order_line_key(w, d, o_id, u8::MAX),
+            );
+            keys.write(t.customer, &customer_key(w, d, c_id));
+        }
+    }
+    true
+}
+
+/// StockLevel's key sets: its district, and (coarse, as the lines it reads
+/// depend on D_NEXT_O_ID) the district's ORDER-LINE rows and the
+/// warehouse's STOCK rows, all read.
+pub fn declare_stock_level(t: &Tables, inp: &StockLevelInput, keys: &mut KeySet) {
+    let (w, d) = (inp.w_id, inp.d_id);
+    keys.read(t.district, &district_key(w, d));
+    keys.read_range(
+        t.order_line,
+        &order_line_key(w, d, 0, 0),
+        &order_line_key(w, d, u32::MAX, u8::MAX),
+    );
+    keys.read_range(t.stock, &stock_key(w, 0), &stock_key(w, u32::MAX));
 }
 
 /// NewOrder (clause 2.4.2).
@@ -400,10 +656,14 @@ pub fn new_order<T: Transaction>(
 }
 
 /// Payment (clause 2.5.2).
+///
+/// `recon` is empty on the interactive path; after a reconnaissance the
+/// customer found is re-checked.
 pub fn payment<T: Transaction>(
     tx: &mut T,
     t: &Tables,
     inp: &PaymentInput,
+    recon: &Recon,
     s: &mut Scratch,
 ) -> TxResult<PaymentOutput> {
     let wkey = warehouse_key(inp.w_id);
@@ -416,7 +676,15 @@ pub fn payment<T: Transaction>(
     dist.d_ytd += inp.h_amount;
     must_update(tx, t.district, &dkey, &dist, &mut s.row, "district")?;
 
-    let (c_id, mut c) = select_customer(tx, t, inp.c_w_id, inp.c_d_id, &inp.customer, &mut s.ids)?;
+    let (c_id, mut c) = select_customer(
+        tx,
+        t,
+        inp.c_w_id,
+        inp.c_d_id,
+        &inp.customer,
+        recon.c_id,
+        &mut s.ids,
+    )?;
     c.c_balance -= inp.h_amount;
     c.c_ytd_payment += inp.h_amount;
     c.c_payment_cnt += 1;
@@ -473,31 +741,28 @@ pub fn payment<T: Transaction>(
     })
 }
 
-/// OrderStatus (clause 2.6.2): read-only.
+/// OrderStatus (clause 2.6.2): read-only. After a reconnaissance
+/// (`recon`), the customer and their latest order are re-checked.
 pub fn order_status<T: Transaction>(
     tx: &mut T,
     t: &Tables,
     inp: &OrderStatusInput,
+    recon: &Recon,
     s: &mut Scratch,
 ) -> TxResult<OrderStatusOutput> {
-    let (c_id, c) = select_customer(tx, t, inp.w_id, inp.d_id, &inp.customer, &mut s.ids)?;
-    // The customer's latest order: the last entry of their range in the
-    // ORDER index.
-    let lo = order_customer_key(inp.w_id, inp.d_id, c_id, 0);
-    let hi = order_customer_key(inp.w_id, inp.d_id, c_id, u32::MAX);
-    let mut o_id = None;
-    tx.scan(
-        t.order_by_customer,
-        Bound::Included(&lo[..]),
-        Bound::Included(&hi[..]),
-        ScanOptions::new().reverse().limit(1),
-        |k, _| {
-            o_id = Some(order_customer_key_o_id(k));
-            false
-        },
+    let (c_id, c) = select_customer(
+        tx,
+        t,
+        inp.w_id,
+        inp.d_id,
+        &inp.customer,
+        recon.c_id,
+        &mut s.ids,
     )?;
-    // Every customer has an order from the load on.
-    let o_id = o_id.ok_or_else(vanished)?;
+    let o_id = latest_order(tx, t, inp.w_id, inp.d_id, c_id)?;
+    if recon.o_id.is_some_and(|e| e != o_id) {
+        return stale_reconnaissance();
+    }
     let order: Order = must_get(tx, t.order, &order_key(inp.w_id, inp.d_id, o_id), "order")?;
     let lo = order_line_key(inp.w_id, inp.d_id, o_id, 0);
     let hi = order_line_key(inp.w_id, inp.d_id, o_id, u8::MAX);
@@ -544,31 +809,23 @@ pub fn order_status<T: Transaction>(
 /// Delivery (clause 2.7.4), all ten districts in one transaction (as Silo
 /// and ERMIA run it; the spec allows queueing it and delivering per district
 /// in up to ten). Returns the number of orders delivered; a district
-/// without undelivered orders is skipped.
+/// without undelivered orders is skipped. After a reconnaissance (`recon`)
+/// each district's oldest order and its customer are re-checked.
 pub fn delivery<T: Transaction>(
     tx: &mut T,
     t: &Tables,
     inp: &DeliveryInput,
+    recon: &Recon,
     s: &mut Scratch,
 ) -> TxResult<u32> {
     let w = inp.w_id;
     let mut delivered = 0;
     for d in 1..=super::DISTRICTS {
-        // The oldest undelivered order: the first NEW-ORDER row of the
-        // district.
-        let lo = new_order_key(w, d, 0);
-        let hi = new_order_key(w, d, u32::MAX);
-        let mut o_id = None;
-        tx.scan(
-            t.new_order,
-            Bound::Included(&lo[..]),
-            Bound::Included(&hi[..]),
-            ScanOptions::new().limit(1),
-            |k, _| {
-                o_id = Some(wd_key_id(k));
-                false
-            },
-        )?;
+        let o_id = oldest_new_order(tx, t, w, d)?;
+        let expect = recon.delivery.as_ref().map(|f| f[d as usize - 1]);
+        if expect.is_some_and(|e| e.map(|(o, _)| o) != o_id) {
+            return stale_reconnaissance();
+        }
         let Some(o_id) = o_id else {
             continue;
         };
@@ -580,6 +837,9 @@ pub fn delivery<T: Transaction>(
         }
         let okey = order_key(w, d, o_id);
         let mut order: Order = must_get(tx, t.order, &okey, "order")?;
+        if expect.is_some_and(|e| e.map(|(_, c)| c) != Some(order.o_c_id)) {
+            return stale_reconnaissance();
+        }
         order.o_carrier_id = inp.carrier_id;
         must_update(tx, t.order, &okey, &order, &mut s.row, "order")?;
 
