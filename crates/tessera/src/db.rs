@@ -12,13 +12,17 @@ use parking_lot::{Mutex, RwLock};
 use crate::catalog::{Table, TableId};
 use crate::cc::{CcProtocol, SharedState, Tx, Visit, WorkerCore};
 use crate::epoch::{Epochs, LocalEpoch, Ticker};
-use crate::error::{ConflictReason, Error, TxError, TxResult};
+use crate::error::{Error, TxError, TxResult};
 use crate::log::checkpoint::CheckpointInfo;
 use crate::log::meta::{Meta, MetaTable};
 use crate::log::recovery::{LogScan, Loss, RecoveryMode, RecoveryReport};
 use crate::log::{CommitToken, Durability, Log, LogCursor, LogStats};
 use crate::request::{CheckedRequest, KeySet, Reconnaissance, Request};
 use crate::txn::Txn;
+
+pub use crate::engine::WorkerStats;
+use crate::engine::{Engine, Settings};
+use crate::storage::RecordLayout;
 
 pub use crate::cc::{Capabilities, Protocol};
 
@@ -265,14 +269,14 @@ impl Default for Options {
     }
 }
 
+/// An open database: the [`Engine`] every protocol reaches (its epochs,
+/// tables, log; reached through `Deref`), the protocol's state, and what
+/// only the database uses.
 pub(crate) struct DbInner {
     pub opts: Options,
-    pub epochs: Arc<Epochs>,
-    pub tables: RwLock<Vec<Arc<Table>>>,
+    pub engine: Engine,
     /// The protocol's database-wide state (`CcProtocol::Shared`).
     pub cc: Box<dyn SharedState>,
-    /// The redo log, when durable.
-    pub log: Option<Arc<Log>>,
     /// The data directory's control file (catalog, void ranges).
     pub meta: Mutex<Meta>,
     /// What recovery did at open.
@@ -286,6 +290,37 @@ pub(crate) struct DbInner {
     /// Holds the data directory's lock file (released when closed).
     _dir_lock: Option<std::fs::File>,
     ticker: Mutex<Option<Ticker>>,
+}
+
+impl DbInner {
+    /// Take a checkpoint now, one at a time (see `log::checkpoint`).
+    pub(crate) fn take_checkpoint(&self) -> Result<CheckpointInfo, Error> {
+        let (Some(log), Some(dir)) = (&self.log, &self.opts.data_dir) else {
+            return Err(Error::InvalidArgument(
+                "checkpoints need a durable database (Options::durable)".into(),
+            ));
+        };
+        let _one = self.checkpoint_lock.lock();
+        let info = crate::log::checkpoint::take(crate::log::checkpoint::Source {
+            log,
+            dir,
+            epochs: &self.epochs,
+            tables: self.tables.read().clone(),
+            layout: &*self.cc,
+            meta: &self.meta,
+        })?;
+        self.checkpoints
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(info)
+    }
+}
+
+impl std::ops::Deref for DbInner {
+    type Target = Engine;
+    #[inline]
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
 }
 
 /// The background checkpoint thread: it holds only a weak reference, so
@@ -312,7 +347,7 @@ impl Checkpointer {
                     }
                 }
                 let Some(db) = db.upgrade() else { return };
-                if let Err(e) = crate::log::checkpoint::take(&db) {
+                if let Err(e) = db.take_checkpoint() {
                     *db.checkpoint_error.lock() = Some(e);
                 }
             })
@@ -351,12 +386,12 @@ impl Drop for DbInner {
             .expect("a free slot at drop");
         {
             let g = local.pin();
-            for t in self.tables.get_mut().iter() {
+            for t in self.engine.tables.get_mut().iter() {
                 t.free_records(&g);
             }
         }
         drop(local);
-        self.tables.get_mut().clear();
+        self.engine.tables.get_mut().clear();
     }
 }
 
@@ -584,25 +619,34 @@ impl Database {
         let mut log = None;
         let mut recovery = None;
         let mut dir_lock = None;
+        let settings = Settings {
+            workers: opts.workers,
+            snapshots: opts.snapshots,
+            read_only: opts.read_only,
+        };
+        // Recovery rebuilds records through the protocol's layout hooks.
+        let cc = opts.protocol.new_shared(&settings);
         if let Some(dir) = &opts.data_dir {
             dir_lock = Database::lock_dir(dir, opts.read_only)?;
-            let (m, t, l, r) = Database::recover(&opts, dir, &epochs)?;
+            let (m, t, l, r) = Database::recover(&opts, dir, &epochs, &*cc)?;
             meta = m;
             tables = t;
             log = l;
             recovery = Some(r);
         }
-        let cc = opts.protocol.new_shared(&opts);
         let ticker = Ticker::start(Arc::clone(&epochs), opts.epoch_interval);
         let every = opts.checkpoint_interval;
         #[allow(unused_mut)]
         let mut db = Database {
             inner: Arc::new(DbInner {
                 opts,
-                epochs,
-                tables: RwLock::new(tables),
+                engine: Engine {
+                    opts: settings,
+                    epochs,
+                    tables: RwLock::new(tables),
+                    log,
+                },
                 cc,
-                log,
                 meta: Mutex::new(meta),
                 recovery,
                 checkpoint_lock: Mutex::new(()),
@@ -620,7 +664,7 @@ impl Database {
             // Salvage replayed past damage: a checkpoint of what it kept
             // retires the damaged segments (copies were kept first), so the
             // next open finds a clean directory.
-            let info = crate::log::checkpoint::take(&db.inner)?;
+            let info = db.inner.take_checkpoint()?;
             if let Some(r) = Arc::get_mut(&mut db.inner).and_then(|i| i.recovery.as_mut()) {
                 r.changes.push(format!(
                     "took checkpoint {} of the salvaged state; {} old log segment(s) deleted",
@@ -639,7 +683,7 @@ impl Database {
     /// Take a checkpoint now, in the calling thread, while transactions go
     /// on (durable databases only; see `log::checkpoint`).
     pub fn checkpoint(&self) -> Result<CheckpointInfo, Error> {
-        crate::log::checkpoint::take(&self.inner)
+        self.inner.take_checkpoint()
     }
 
     /// Checkpoints taken since open, and the last background failure.
@@ -706,6 +750,7 @@ impl Database {
         opts: &Options,
         dir: &Path,
         epochs: &Arc<Epochs>,
+        layout: &dyn RecordLayout,
     ) -> Result<(Meta, Vec<Arc<Table>>, Option<Arc<Log>>, RecoveryReport), Error> {
         use crate::log::frontier::{self, FRONTIER_FILE};
         use crate::log::meta::META_FILE;
@@ -929,7 +974,7 @@ impl Database {
             &meta,
             durable,
             &tables,
-            opts.protocol,
+            layout,
             epochs,
             &mut report,
         )?;
@@ -1191,24 +1236,6 @@ impl Database {
         for _ in 0..n {
             self.inner.epochs.tick();
         }
-    }
-}
-
-/// Per-worker counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WorkerStats {
-    /// Committed transactions.
-    pub commits: u64,
-    /// Transactions rolled back by their own logic.
-    pub user_aborts: u64,
-    /// Conflict aborts, indexed by [`ConflictReason::index`].
-    pub conflicts: [u64; ConflictReason::ALL.len()],
-}
-
-impl WorkerStats {
-    /// Total conflict aborts.
-    pub fn conflict_total(&self) -> u64 {
-        self.conflicts.iter().sum()
     }
 }
 

@@ -47,6 +47,7 @@
 pub mod catalog;
 pub mod cc;
 pub mod db;
+mod engine;
 pub mod epoch;
 pub mod error;
 pub mod index;

@@ -62,11 +62,10 @@ use super::{
     backoff_spin, CcProtocol, OrphanUnlinks, PendingUnlink, Tx, TxnSets, WorkerCore, STALE_RETRIES,
 };
 use crate::catalog::{Table, TableId};
-use crate::db::{DbInner, Options};
+use crate::engine::{Engine, Settings};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{Insert, Lookup};
-use crate::log::format::WriteOp;
 use crate::storage::mvcc::{free_mv_version, new_mv_version, reinit_inline, SsnMeta, SSTAMP_INF};
 use crate::storage::tid::*;
 use crate::storage::{Record, Version};
@@ -145,7 +144,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     type Shared = ErmiaShared;
     type Local = ErmiaLocal;
 
-    fn new_shared(opts: &Options) -> ErmiaShared {
+    fn new_shared(opts: &Settings) -> ErmiaShared {
         ErmiaShared {
             clock: std::sync::atomic::AtomicU64::new(1),
             xids: super::xid::XidTable::new(opts.workers),
@@ -213,7 +212,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     }
     #[inline]
     fn maintain(
-        db: &DbInner,
+        db: &Engine,
         core: &mut WorkerCore,
         sh: &ErmiaShared,
         st: &mut ErmiaLocal,
@@ -1146,29 +1145,28 @@ pub(crate) fn commit<M: Mode>(tx: &mut ETx<'_, M>) -> TxResult<()> {
         if !st.mvw.is_empty() {
             let (mvw, wbuf, scratch) = (&st.mvw, &st.sets.wbuf, &mut st.sets.rbuf);
             let mut old = std::mem::take(&mut tx.core.log.scratch);
-            log.append(tx.core.slot, &mut tx.core.log, epoch, c, |buf| {
+            log.append(tx.core.slot, &mut tx.core.log, epoch, c, |redo| {
                 for w in mvw {
                     let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
                     // SAFETY: pinned; our version, committed just now, and
                     // the committed version it overwrote (immutable).
                     let (nv, ov) = unsafe { (&*w.newv, &*w.oldv) };
                     if nv.is_tombstone() {
-                        crate::log::format::push_write(buf, w.table.0, WriteOp::Delete, key, &[]);
+                        redo.delete(w.table, key);
                         continue;
                     }
                     scratch.clear();
                     // SAFETY: as above.
                     unsafe { Version::read_into(w.newv, scratch) };
                     if ov.is_tombstone() {
-                        crate::log::format::push_write(buf, w.table.0, WriteOp::Put, key, scratch);
+                        redo.put(w.table, key, scratch);
                     } else {
                         old.clear();
                         // SAFETY: as above.
                         unsafe { Version::read_into(w.oldv, &mut old) };
-                        crate::log::format::push_patch(buf, w.table.0, key, &old, scratch);
+                        redo.patch(w.table, key, &old, scratch);
                     }
                 }
-                mvw.len() as u32
             });
             tx.core.log.scratch = old;
         }
@@ -1230,7 +1228,7 @@ pub(crate) fn abort<M: Mode>(tx: &mut ETx<'_, M>) {
 /// Between transactions: refresh the GC watermark now and then, and unlink
 /// committed tombstones at or below it.
 pub(crate) fn maintain(
-    db: &DbInner,
+    db: &Engine,
     core: &mut WorkerCore,
     sh: &ErmiaShared,
     st: &mut ErmiaLocal,

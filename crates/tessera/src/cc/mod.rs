@@ -27,13 +27,13 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::catalog::{Table, TableId};
-use crate::db::{DbInner, Options, WorkerStats};
+use crate::engine::{Engine, Settings, WorkerStats};
 use crate::epoch::Guard;
 use crate::error::{Error, TxError, TxResult};
 use crate::index::{Insert, LeafRef};
 use crate::log::LogCursor;
 use crate::storage::tid::*;
-use crate::storage::Record;
+use crate::storage::{Record, RecordLayout};
 use crate::txn::{check_key, check_value, ScanOptions, Transaction, TxnOps};
 
 /// The `CcProtocol` impl of a single-version protocol (Silo, no-CC): the
@@ -47,7 +47,7 @@ macro_rules! single_version_protocol {
             type Shared = $crate::cc::OrphanUnlinks;
             type Local = $crate::cc::SvLocal;
 
-            fn new_shared(_: &$crate::db::Options) -> $crate::cc::OrphanUnlinks {
+            fn new_shared(_: &$crate::engine::Settings) -> $crate::cc::OrphanUnlinks {
                 $crate::cc::OrphanUnlinks::default()
             }
             fn new_local(_: &$crate::cc::OrphanUnlinks, _: usize) -> $crate::cc::SvLocal {
@@ -113,7 +113,7 @@ macro_rules! single_version_protocol {
             }
             #[inline]
             fn maintain(
-                db: &$crate::db::DbInner,
+                db: &$crate::engine::Engine,
                 core: &mut $crate::cc::WorkerCore,
                 sh: &$crate::cc::OrphanUnlinks,
                 st: &mut $crate::cc::SvLocal,
@@ -176,7 +176,7 @@ pub(crate) trait CcProtocol: Sized + 'static {
     type Local: Send + 'static;
 
     /// The state of a database opened with `opts`.
-    fn new_shared(opts: &Options) -> Self::Shared;
+    fn new_shared(opts: &Settings) -> Self::Shared;
     /// The state of the worker in epoch slot `slot`.
     fn new_local(sh: &Self::Shared, slot: usize) -> Self::Local;
 
@@ -209,7 +209,7 @@ pub(crate) trait CcProtocol: Sized + 'static {
     fn abort(tx: &mut Tx<'_, Self>);
     /// Between transactions, still pinned: garbage collection, unlinks.
     fn maintain(
-        db: &DbInner,
+        db: &Engine,
         core: &mut WorkerCore,
         sh: &Self::Shared,
         st: &mut Self::Local,
@@ -231,12 +231,11 @@ pub(crate) trait CcProtocol: Sized + 'static {
 
 /// A protocol's shared state behind a type-erased face: what the database
 /// keeps, and what checkpoints and the database's drop reach it through.
-pub(crate) trait SharedState: Send + Sync {
+pub(crate) trait SharedState: RecordLayout {
     fn as_any(&self) -> &dyn Any;
     fn new_local(&self, slot: usize) -> Box<dyn Any + Send>;
     fn retire_local(&self, local: &mut (dyn Any + Send));
     fn close(&mut self);
-    fn read_committed(&self, rec: &Record, out: &mut Vec<u8>) -> bool;
 }
 
 struct SharedOf<P: CcProtocol>(P::Shared);
@@ -256,8 +255,14 @@ impl<P: CcProtocol> SharedState for SharedOf<P> {
     fn close(&mut self) {
         P::close(&mut self.0)
     }
+}
+
+impl<P: CcProtocol> RecordLayout for SharedOf<P> {
     fn read_committed(&self, rec: &Record, out: &mut Vec<u8>) -> bool {
         P::read_committed(&self.0, rec, out)
+    }
+    fn rebuild(&self, val: &[u8], epoch: u64) -> *mut Record {
+        P::rebuild(val, epoch)
     }
 }
 
@@ -279,7 +284,7 @@ pub(crate) struct WorkerCore {
 /// transaction. Implements [`Transaction`] without any per-operation
 /// dispatch.
 pub(crate) struct Tx<'a, P: CcProtocol> {
-    pub db: &'a DbInner,
+    pub db: &'a Engine,
     pub core: &'a mut WorkerCore,
     pub sh: &'a P::Shared,
     pub st: &'a mut P::Local,
@@ -452,14 +457,8 @@ macro_rules! protocols {
             }
 
             /// The protocol's shared state for a database opened with `opts`.
-            pub(crate) fn new_shared(self, opts: &Options) -> Box<dyn SharedState> {
+            pub(crate) fn new_shared(self, opts: &Settings) -> Box<dyn SharedState> {
                 match self { $(Protocol::$var => Box::new(SharedOf::<$ty>(<$ty>::new_shared(opts))),)* }
-            }
-
-            /// Recovery's layout hook: a record holding `val` in this
-            /// protocol's layout.
-            pub(crate) fn rebuild(self, val: &[u8], epoch: u64) -> *mut Record {
-                match self { $(Protocol::$var => <$ty>::rebuild(val, epoch),)* }
             }
         }
 
@@ -851,7 +850,7 @@ pub(crate) fn backoff_spin(spins: &mut u32) {
 /// Between transactions: unlink deleted records that no snapshot can see any
 /// more (only pending when snapshots are on).
 pub(crate) fn sv_maintain(
-    db: &DbInner,
+    db: &Engine,
     core: &mut WorkerCore,
     orphans: &OrphanUnlinks,
     st: &mut SvLocal,

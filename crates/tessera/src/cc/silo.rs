@@ -29,7 +29,6 @@ use super::{
 use crate::catalog::Table;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{Insert, Lookup};
-use crate::log::format::WriteOp;
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
 use crate::txn::ScanOptions;
@@ -536,25 +535,24 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
     // changes (the old value is still in place, under our lock).
     if let Some(log) = &tx.db.log {
         let (writes, wbuf, old) = (&sets.writes, &sets.wbuf, &mut sets.rbuf);
-        log.append(tx.core.slot, &mut tx.core.log, e, tid, |buf| {
+        log.append(tx.core.slot, &mut tx.core.log, e, tid, |redo| {
             for w in writes {
                 let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
                 if w.kind == WriteKind::Delete {
-                    crate::log::format::push_write(buf, w.table.0, WriteOp::Delete, key, &[]);
+                    redo.delete(w.table, key);
                     continue;
                 }
                 let val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
                 if w.created || w.locked_tid & ABSENT != 0 {
-                    crate::log::format::push_write(buf, w.table.0, WriteOp::Put, key, val);
+                    redo.put(w.table, key, val);
                 } else {
                     old.clear();
                     // SAFETY: locked by us, so the newest version is stable;
                     // pinned, so it is not reclaimed.
                     unsafe { Version::read_into((*w.rec).newest(), old) };
-                    crate::log::format::push_patch(buf, w.table.0, key, old, val);
+                    redo.patch(w.table, key, old, val);
                 }
             }
-            writes.len() as u32
         });
     }
     let snapshots = tx.db.opts.snapshots;

@@ -51,11 +51,10 @@ use super::{
     WorkerCore, WriteEntry, WriteKind,
 };
 use crate::catalog::Table;
-use crate::db::{DbInner, Options};
+use crate::engine::{Engine, Settings};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::Insert;
-use crate::log::format::WriteOp;
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
 use crate::txn::ScanOptions;
@@ -547,27 +546,26 @@ fn commit<P: Policy>(tx: &mut LTx<'_, P>) -> TxResult<()> {
     let sets = &mut st.sv.sets;
     if let Some(log) = &db.log {
         let (writes, wbuf, old) = (&sets.writes, &sets.wbuf, &mut sets.rbuf);
-        log.append(tx.core.slot, &mut tx.core.log, e, tid, |buf| {
+        log.append(tx.core.slot, &mut tx.core.log, e, tid, |redo| {
             for w in writes {
                 let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
                 if w.kind == WriteKind::Delete {
-                    crate::log::format::push_write(buf, w.table.0, WriteOp::Delete, key, &[]);
+                    redo.delete(w.table, key);
                     continue;
                 }
                 let val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
                 // SAFETY: locked by us; pinned.
                 let rec = unsafe { &*w.rec };
                 if w.created || rec.tid_word() & ABSENT != 0 {
-                    crate::log::format::push_write(buf, w.table.0, WriteOp::Put, key, val);
+                    redo.put(w.table, key, val);
                 } else {
                     old.clear();
                     // SAFETY: exclusively locked by us, so the newest version
                     // is stable; pinned, so it is not reclaimed.
                     unsafe { Version::read_into(rec.newest(), old) };
-                    crate::log::format::push_patch(buf, w.table.0, key, old, val);
+                    redo.patch(w.table, key, old, val);
                 }
             }
-            writes.len() as u32
         });
     }
     for w in &sets.writes {
@@ -613,7 +611,7 @@ impl<P: Policy> CcProtocol for TwoPl<P> {
     type Shared = TwoPlShared;
     type Local = TwoPlLocal;
 
-    fn new_shared(opts: &Options) -> TwoPlShared {
+    fn new_shared(opts: &Settings) -> TwoPlShared {
         // Extra slots: `Epochs` hands internal users slots past `workers`.
         TwoPlShared {
             clock: AtomicU64::new(0),
@@ -680,7 +678,7 @@ impl<P: Policy> CcProtocol for TwoPl<P> {
         abort(tx)
     }
     fn maintain(
-        _: &DbInner,
+        _: &Engine,
         _: &mut WorkerCore,
         _: &TwoPlShared,
         _: &mut TwoPlLocal,

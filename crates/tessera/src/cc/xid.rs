@@ -22,8 +22,9 @@
 
 use std::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
 
-/// Tag bit of a version stamp that is a transaction id, not a commit stamp.
-pub const XID_FLAG: u64 = 1 << 63;
+/// Tag bit of a version stamp that is a transaction id, not a commit stamp
+/// (the multi-version layout's, defined with it in `storage::mvcc`).
+pub use crate::storage::mvcc::XID_FLAG;
 /// Bits of a transaction id that name the slot (at most 4096 workers).
 pub const SLOT_BITS: u32 = 12;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;

@@ -32,12 +32,18 @@
 use std::io::Write;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::db::DbInner;
+use parking_lot::Mutex;
+
+use crate::catalog::Table;
+use crate::epoch::Epochs;
 use crate::error::Error;
-use crate::storage::Record;
+use crate::storage::{Record, RecordLayout};
+
+use super::meta::Meta;
+use super::Log;
 
 use super::format::{self, BlockKind, Damage, WriteOp};
 use super::segment;
@@ -69,19 +75,25 @@ const CHUNK: usize = 256;
 /// Target payload bytes per block.
 const BLOCK_BYTES: usize = 256 << 10;
 
-/// Take a checkpoint of `db` now (see the module docs).
-pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
+/// What a checkpoint reads and updates: the database's pieces, handed in
+/// by the database (the log imports neither the database nor a protocol).
+pub(crate) struct Source<'a> {
+    pub log: &'a Log,
+    pub dir: &'a Path,
+    pub epochs: &'a Arc<Epochs>,
+    pub tables: Vec<Arc<Table>>,
+    /// The protocol's layout hooks: the newest committed value of a record.
+    pub layout: &'a dyn RecordLayout,
+    /// The control file, which names the checkpoint.
+    pub meta: &'a Mutex<Meta>,
+}
+
+/// Take a checkpoint now (see the module docs). The caller holds the
+/// database's checkpoint lock (one checkpoint at a time).
+pub(crate) fn take(src: Source<'_>) -> Result<CheckpointInfo, Error> {
     let started = Instant::now();
-    let (log, dir) = match (&db.log, &db.opts.data_dir) {
-        (Some(l), Some(d)) => (l, d.clone()),
-        _ => {
-            return Err(Error::InvalidArgument(
-                "checkpoints need a durable database (Options::durable)".into(),
-            ))
-        }
-    };
-    let _one = db.checkpoint_lock.lock();
-    let epochs = &db.epochs;
+    let (log, dir) = (src.log, src.dir.to_path_buf());
+    let epochs = src.epochs;
     let local = epochs.register_internal().ok_or(Error::NoWorkerSlot {
         capacity: epochs.capacity(),
     })?;
@@ -104,7 +116,7 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
         1 << 20,
         std::fs::File::create(&tmp).map_err(|e| io("create", &tmp, e))?,
     );
-    let tables = db.tables.read().clone();
+    let tables = src.tables;
     let mut payload = Vec::with_capacity(BLOCK_BYTES + (64 << 10));
     let mut block = Vec::with_capacity(BLOCK_BYTES + (64 << 10));
     let mut seq = 0u64;
@@ -147,7 +159,7 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
                     let rec = unsafe { &*(v as *const Record) };
                     val.clear();
                     // The protocol's layout hook reads the newest committed value.
-                    let live = db.cc.read_committed(rec, &mut val);
+                    let live = src.layout.read_committed(rec, &mut val);
                     if live {
                         format::push_write(&mut payload, t.id.0, WriteOp::Put, k, &val);
                         in_entry += 1;
@@ -195,7 +207,7 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
     // transactions up to `end` may be in it): recorded beside it, so a
     // recovery whose log ends earlier refuses instead of loading it.
     let old = {
-        let mut m = db.meta.lock();
+        let mut m = src.meta.lock();
         let old = m.checkpoint.replace((name.clone(), c));
         let old_needs = m.checkpoint_needs.replace((end, bytes));
         if let Err(e) = m.store(&dir) {
@@ -213,7 +225,6 @@ pub(crate) fn take(db: &DbInner) -> Result<CheckpointInfo, Error> {
         }
     }
     let deleted = log.delete_segments_below(c)?;
-    db.checkpoints.fetch_add(1, Ordering::Relaxed);
     Ok(CheckpointInfo {
         epoch: c,
         file: path,

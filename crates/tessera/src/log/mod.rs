@@ -57,6 +57,7 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 
+use crate::catalog::TableId;
 use crate::epoch::Epochs;
 use crate::error::Error;
 use format::BlockKind;
@@ -142,6 +143,38 @@ struct SlotBuf {
     data: Vec<u8>,
     max_epoch: u64,
     txns: u64,
+}
+
+/// A transaction's redo entry being written: the only way protocols reach
+/// the log's encoding. Each call adds one write of the committed
+/// transaction, by table id and key.
+pub(crate) struct RedoWriter<'b> {
+    buf: &'b mut Vec<u8>,
+    n: u32,
+}
+
+impl RedoWriter<'_> {
+    /// The row `key` now holds `val` (an insert or an overwrite).
+    #[inline]
+    pub(crate) fn put(&mut self, table: TableId, key: &[u8], val: &[u8]) {
+        format::push_write(self.buf, table.0, format::WriteOp::Put, key, val);
+        self.n += 1;
+    }
+
+    /// The row `key` was deleted.
+    #[inline]
+    pub(crate) fn delete(&mut self, table: TableId, key: &[u8]) {
+        format::push_write(self.buf, table.0, format::WriteOp::Delete, key, &[]);
+        self.n += 1;
+    }
+
+    /// The row `key` changed from `old` to `new`: logged as the bytes that
+    /// differ when that is smaller (same-length rows), else as a put.
+    #[inline]
+    pub(crate) fn patch(&mut self, table: TableId, key: &[u8], old: &[u8], new: &[u8]) {
+        format::push_patch(self.buf, table.0, key, old, new);
+        self.n += 1;
+    }
 }
 
 /// Worker-private logging state.
@@ -358,19 +391,26 @@ impl Log {
         }
     }
 
-    /// Add the entry of a committed transaction: `fill` pushes its writes
-    /// (with [`format::push_write`]) and returns how many it pushed.
+    /// Add the redo entry of a committed transaction: `fill` hands its
+    /// writes to the [`RedoWriter`] (the protocol decides what it writes,
+    /// the log how the entry is encoded). `stamp` orders entries of one
+    /// epoch (Silo's TID, ERMIA's commit stamp).
     #[inline]
     pub fn append<F>(&self, slot: usize, cur: &mut LogCursor, epoch: u64, stamp: u64, fill: F)
     where
-        F: FnOnce(&mut Vec<u8>) -> u32,
+        F: FnOnce(&mut RedoWriter<'_>),
     {
         let s = &self.slots[slot];
         let (before, len) = {
             let mut b = s.buf.lock();
             let before = b.data.len();
             let at = format::begin_txn(&mut b.data, epoch, stamp);
-            let n = fill(&mut b.data);
+            let mut w = RedoWriter {
+                buf: &mut b.data,
+                n: 0,
+            };
+            fill(&mut w);
+            let n = w.n;
             format::finish_txn(&mut b.data, at, n);
             b.max_epoch = b.max_epoch.max(epoch);
             b.txns += 1;

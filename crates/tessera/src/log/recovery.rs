@@ -19,10 +19,9 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use crate::catalog::Table;
-use crate::db::Protocol;
 use crate::epoch::Epochs;
 use crate::error::Error;
-use crate::storage::Record;
+use crate::storage::RecordLayout;
 
 use super::format::{self, BlockKind, Damage, WriteOp};
 use super::frontier::Frontier;
@@ -819,7 +818,7 @@ pub(crate) fn replay(
     meta: &Meta,
     durable: u64,
     tables: &[std::sync::Arc<Table>],
-    protocol: Protocol,
+    layout: &dyn RecordLayout,
     epochs: &std::sync::Arc<Epochs>,
     report: &mut RecoveryReport,
 ) -> Result<(), Error> {
@@ -1040,7 +1039,7 @@ pub(crate) fn replay(
                         }
                     }
                     let last = group.last().expect("a group has a row").3.epoch;
-                    let rec = load_record(protocol, &val, last);
+                    let rec = layout.rebuild(&val, last);
                     match tables[t as usize].index.insert(k, rec as u64, &g) {
                         crate::index::Insert::Inserted { .. } => n += 1,
                         _ => unreachable!("recovery inserts each key once"),
@@ -1065,14 +1064,6 @@ pub(crate) fn replay(
     report.phase_seconds[2] = started.elapsed().as_secs_f64() - report.phase_seconds[1];
     report.seconds += started.elapsed().as_secs_f64();
     Ok(())
-}
-
-/// A record holding a recovered value, as the protocol lays records out.
-/// Recovered records look like records written long ago: under Silo a TID
-/// in their epoch (every new TID is in a later epoch), under ERMIA stamp 1
-/// (every new begin stamp is larger).
-pub(crate) fn load_record(protocol: Protocol, val: &[u8], epoch: u64) -> *mut Record {
-    protocol.rebuild(val, epoch)
 }
 
 #[cfg(test)]
@@ -1100,8 +1091,23 @@ fn key_hash(table: u32, key: &[u8]) -> u64 {
 mod tests {
     use super::*;
     use crate::log::format::{begin_txn, finish_txn, push_patch, push_write, write_block};
+    use crate::storage::Record;
     use std::collections::BTreeMap;
     use std::sync::Arc;
+
+    /// Single-version records, as Silo lays them out (this module's tests
+    /// replay without a protocol).
+    struct SingleVersion;
+
+    impl RecordLayout for SingleVersion {
+        fn read_committed(&self, rec: &Record, out: &mut Vec<u8>) -> bool {
+            matches!(rec.read(out), crate::storage::ReadOutcome::Ok(tid) if tid & crate::storage::tid::ABSENT == 0)
+        }
+        fn rebuild(&self, val: &[u8], epoch: u64) -> *mut Record {
+            use crate::storage::tid::{make_tid, LATEST};
+            Record::new(val, make_tid(epoch, 1) | LATEST, 0)
+        }
+    }
 
     /// Replay a log of puts, patches and deletes of many keys (several
     /// entries per key, in several blocks) and compare with a model, with
@@ -1164,7 +1170,7 @@ mod tests {
                 &meta,
                 6,
                 &tables,
-                Protocol::Silo,
+                &SingleVersion,
                 &epochs,
                 &mut report,
             )

@@ -66,6 +66,18 @@ const V_META: u32 = 2;
 /// version follows it in the record's allocation.
 const V_BOTTOM: u32 = 4;
 
+/// How a protocol lays its records out, as checkpoints and recovery see
+/// them: they reach records only through these hooks (implemented by every
+/// protocol's shared state), never by decoding a protocol's bits.
+pub(crate) trait RecordLayout: Send + Sync {
+    /// The newest committed value of `rec` into `out`; `false` if the
+    /// record is absent (deleted, or never committed).
+    fn read_committed(&self, rec: &Record, out: &mut Vec<u8>) -> bool;
+    /// A record holding `val`, committed at `epoch`, in this layout (as if
+    /// written long ago: every new stamp is later).
+    fn rebuild(&self, val: &[u8], epoch: u64) -> *mut Record;
+}
+
 /// A record head. See the module documentation.
 #[repr(C)]
 pub struct Record {

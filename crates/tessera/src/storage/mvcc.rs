@@ -34,12 +34,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::tid::{LATEST, LOCK};
 use super::*;
-use crate::cc::xid::XID_FLAG;
 use crate::epoch::Guard;
 
 /// π of a version nobody has overwritten: "infinity". Bit 63 is clear, so it
 /// is never taken for a transaction id.
 pub const SSTAMP_INF: u64 = !XID_FLAG;
+
+/// Tag bit of a version stamp that is a transaction id, not a commit stamp:
+/// a version is in flight while its stamp carries it.
+pub const XID_FLAG: u64 = 1 << 63;
 
 /// The TID word of a multi-version record keeps `LOCK` and `LATEST` in its
 /// low bits and, from this bit up, the number of queued GC entries that

@@ -1,0 +1,55 @@
+//! What every protocol reaches of an open database: the few settings it
+//! reads, the epochs, the catalog's tables and the log. It sits below the
+//! protocols in the module graph (`db` → `cc` → `engine` → `log`, `epoch`,
+//! `catalog`), so that no protocol imports `db` and the log imports
+//! neither: the database (`db::DbInner`) holds an [`Engine`] beside the
+//! protocol's state and the things only it uses (the control file, the
+//! checkpointer, the directory lock).
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::catalog::Table;
+use crate::epoch::Epochs;
+use crate::error::ConflictReason;
+use crate::log::Log;
+
+/// The settings protocols read (copied from `Options` at open).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// Worker slots (`Options::workers`); epoch slots past them are the
+    /// database's internal users.
+    pub workers: usize,
+    /// Silo's snapshot transactions are on (`Options::snapshots`).
+    pub snapshots: bool,
+    /// Opened read-only: every write is refused.
+    pub read_only: bool,
+}
+
+/// The substrate shared by every protocol.
+pub(crate) struct Engine {
+    pub opts: Settings,
+    pub epochs: Arc<Epochs>,
+    pub tables: RwLock<Vec<Arc<Table>>>,
+    /// The redo log, when durable.
+    pub log: Option<Arc<Log>>,
+}
+
+/// Per-worker counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Committed transactions.
+    pub commits: u64,
+    /// Transactions rolled back by their own logic.
+    pub user_aborts: u64,
+    /// Conflict aborts, indexed by [`ConflictReason::index`].
+    pub conflicts: [u64; ConflictReason::ALL.len()],
+}
+
+impl WorkerStats {
+    /// Total conflict aborts.
+    pub fn conflict_total(&self) -> u64 {
+        self.conflicts.iter().sum()
+    }
+}
