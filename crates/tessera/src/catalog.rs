@@ -1,7 +1,8 @@
 //! Tables and secondary indexes.
 //!
-//! A table is an ordered map from byte keys to byte values: one [`BTree`]
-//! whose values point at [`Record`] heads. A secondary index is a table of
+//! A table is an ordered map from byte keys to byte values: one ordered
+//! index ([`TableIndex`], an [`OrderedIndex`] chosen per table; the
+//! [`BTree`] today) whose values point at [`Record`] heads. A secondary index is a table of
 //! the same kind whose keys are secondary keys (made unique by appending the
 //! primary key) and whose values are primary keys; the application updates
 //! it in the same transaction as the primary table, and a transaction that
@@ -11,8 +12,68 @@
 use std::ops::Bound;
 
 use crate::epoch::Guard;
-use crate::index::BTree;
+use crate::index::{BTree, Insert, LeafRef, Lookup, OrderedIndex, RangeObserver};
 use crate::storage::Record;
+
+/// A table's ordered index: one of the [`OrderedIndex`] implementations,
+/// chosen when the table is created. Calls go through one `match` (with a
+/// single implementation today, none at run time); a hash index for
+/// point-only tables and FOEDUS's Master-Tree are meant to be the next
+/// variants.
+pub(crate) enum TableIndex {
+    /// The concurrent B+-tree (`index::BTree`).
+    BTree(BTree),
+}
+
+macro_rules! on_index {
+    ($self:expr, $i:ident => $e:expr) => {
+        match $self {
+            TableIndex::BTree($i) => $e,
+        }
+    };
+}
+
+impl OrderedIndex for TableIndex {
+    #[inline]
+    fn get(&self, key: &[u8], g: &Guard<'_>) -> Lookup {
+        on_index!(self, i => i.get(key, g))
+    }
+    #[inline]
+    fn get_with_leaf(&self, key: &[u8], g: &Guard<'_>) -> (Option<u64>, LeafRef, u64) {
+        on_index!(self, i => i.get_with_leaf(key, g))
+    }
+    #[inline]
+    fn insert(&self, key: &[u8], value: u64, g: &Guard<'_>) -> Insert {
+        on_index!(self, i => i.insert(key, value, g))
+    }
+    #[inline]
+    fn remove(&self, key: &[u8], expected: u64, g: &Guard<'_>) -> bool {
+        on_index!(self, i => i.remove(key, expected, g))
+    }
+    #[inline]
+    fn replace(&self, key: &[u8], expected: u64, new: u64, g: &Guard<'_>) -> bool {
+        on_index!(self, i => i.replace(key, expected, new, g))
+    }
+    #[inline]
+    fn scan<F, O>(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        g: &Guard<'_>,
+        observer: O,
+        f: F,
+    ) where
+        F: FnMut(&[u8], u64) -> bool,
+        O: RangeObserver,
+    {
+        on_index!(self, i => i.scan(lo, hi, reverse, g, observer, f))
+    }
+    #[inline]
+    fn stamp_floor(&self) -> u64 {
+        on_index!(self, i => i.stamp_floor())
+    }
+}
 
 /// A table handle: a small copyable id, valid for the database that made it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,7 +92,7 @@ pub struct Table {
     pub(crate) name: String,
     /// True for secondary indexes (informational).
     pub(crate) secondary: bool,
-    pub(crate) index: BTree,
+    pub(crate) index: TableIndex,
 }
 
 impl Table {
@@ -40,7 +101,7 @@ impl Table {
             id,
             name,
             secondary,
-            index: BTree::new(),
+            index: TableIndex::BTree(BTree::new()),
         }
     }
 
@@ -52,7 +113,7 @@ impl Table {
             Bound::Unbounded,
             false,
             g,
-            |_, _| {},
+            crate::index::Unobserved,
             |_, v| {
                 recs.push(v);
                 true

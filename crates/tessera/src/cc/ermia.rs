@@ -65,6 +65,7 @@ use crate::catalog::{Table, TableId};
 use crate::engine::{Engine, Settings};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
+use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup};
 use crate::storage::mvcc::{free_mv_version, new_mv_version, reinit_inline, SsnMeta, SSTAMP_INF};
 use crate::storage::tid::*;
@@ -555,7 +556,7 @@ fn create<M: Mode>(tx: &mut ETx<'_, M>, table: &Table, key: &[u8], val: &[u8]) -
                 // stamp before validating their node set; the fences pair
                 // those two steps with our insert and this read.
                 fence(Ordering::SeqCst);
-                let a = leaf.absent().max(table.index.absent_floor());
+                let a = leaf.stamp().max(table.index.stamp_floor());
                 st.mv.pstamp = st.mv.pstamp.max(a);
             }
             let k = st.sets.stash(key);
@@ -848,7 +849,7 @@ where
         hi,
         opts.reverse,
         tx.g,
-        |leaf, version| {
+        |leaf: crate::index::LeafRef, version: u64| {
             if is_ssn {
                 leaves.push(NodeEntry { leaf, version })
             }
@@ -1009,11 +1010,12 @@ fn ssn_precommit<M: Mode>(tx: &mut ETx<'_, M>, c: u64) -> TxResult<u64> {
         return conflict(ConflictReason::SsnExclusion);
     }
     // Phantoms: Silo's node set, examined after the SSN test. First raise
-    // each leaf's absence stamp to our commit stamp, so that a transaction
+    // each leaf's absence stamp (the index's per-leaf range stamp, which
+    // SSN gives this meaning) to our commit stamp, so that a transaction
     // that inserts into the range after our validation orders itself after
     // us (an inserter that got there before is caught by the versions).
     for n in &st.sets.nodes {
-        n.leaf.raise_absent(c);
+        n.leaf.raise_stamp(c);
     }
     fence(Ordering::SeqCst);
     for n in &st.sets.nodes {
@@ -1358,9 +1360,9 @@ fn unlink_tombstone(t: &Table, g: &Guard<'_>, key: &[u8], rec: *const Record, st
 mod tests {
     use std::time::{Duration, Instant};
 
-    use crate::db::{Database, Options, Protocol};
-    use crate::index::Lookup;
+    use crate::index::{Lookup, OrderedIndex};
     use crate::storage::Record;
+    use crate::{Database, Options, Protocol};
 
     /// A record updated now and then gets its newest version back into its
     /// inline first version once GC has cut that version and two memory

@@ -30,6 +30,7 @@ use crate::catalog::{Table, TableId};
 use crate::engine::{Engine, Settings, WorkerStats};
 use crate::epoch::Guard;
 use crate::error::{Error, TxError, TxResult};
+use crate::index::OrderedIndex;
 use crate::index::{Insert, LeafRef};
 use crate::log::LogCursor;
 use crate::storage::tid::*;
@@ -605,6 +606,15 @@ impl WriteEntry {
 pub(crate) struct NodeEntry {
     pub leaf: LeafRef,
     pub version: u64,
+}
+
+/// Silo's node set is a range observer: it records each leaf a scan read,
+/// with its version, for commit to re-check.
+impl crate::index::RangeObserver for &mut Vec<NodeEntry> {
+    #[inline]
+    fn observe(&mut self, leaf: LeafRef, version: u64) {
+        self.push(NodeEntry { leaf, version });
+    }
 }
 
 /// Hashes a record address for [`AddrMap`]: one multiplication and a fold

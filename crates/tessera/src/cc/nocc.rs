@@ -9,6 +9,7 @@ use super::unlink;
 use super::Tx;
 use crate::catalog::Table;
 use crate::error::{ConflictReason, TxError, TxResult};
+use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup};
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record};
@@ -169,7 +170,7 @@ where
         hi,
         opts.reverse,
         tx.g,
-        |_, _| {},
+        crate::index::Unobserved,
         |k, v| {
             buf.clear();
             // SAFETY: reached through the index while pinned.

@@ -28,6 +28,7 @@ use super::{
 };
 use crate::catalog::Table;
 use crate::error::{ConflictReason, TxError, TxResult};
+use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup};
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
@@ -376,13 +377,9 @@ where
         windex,
         ..
     } = &mut tx.st.sets;
-    table.index.scan(
-        lo,
-        hi,
-        opts.reverse,
-        tx.g,
-        |leaf, version| nodes.push(NodeEntry { leaf, version }),
-        |k, v| {
+    table
+        .index
+        .scan(lo, hi, opts.reverse, tx.g, &mut *nodes, |k, v| {
             let rec = v as *const Record;
             if let Some(i) = TxnSets::find_write(writes, windex, rec) {
                 let w = writes[i];
@@ -408,8 +405,7 @@ where
                     f(k, rbuf) && count < limit
                 }
             }
-        },
-    );
+        });
     Ok(count)
 }
 

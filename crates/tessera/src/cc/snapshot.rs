@@ -8,6 +8,7 @@ use std::ops::Bound;
 use crate::catalog::Table;
 use crate::epoch::Guard;
 use crate::index::Lookup;
+use crate::index::OrderedIndex;
 use crate::storage::Record;
 use crate::txn::ScanOptions;
 
@@ -46,13 +47,9 @@ where
 {
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut count = 0;
-    table.index.scan(
-        lo,
-        hi,
-        opts.reverse,
-        g,
-        |_, _| {},
-        |k, v| {
+    table
+        .index
+        .scan(lo, hi, opts.reverse, g, crate::index::Unobserved, |k, v| {
             buf.clear();
             // SAFETY: reached through the index while pinned.
             match unsafe { &*(v as *const Record) }.read_snapshot(boundary, buf) {
@@ -62,7 +59,6 @@ where
                     f(k, buf) && count < limit
                 }
             }
-        },
-    );
+        });
     count
 }

@@ -55,6 +55,7 @@ use crate::engine::{Engine, Settings};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::Insert;
+use crate::index::OrderedIndex;
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
 use crate::txn::ScanOptions;
@@ -456,13 +457,9 @@ where
     let mut nodes = std::mem::take(&mut tx.st.sv.sets.nodes);
     let mut val = std::mem::take(&mut tx.st.sv.sets.rbuf);
     let g = tx.g;
-    table.index.scan(
-        lo,
-        hi,
-        opts.reverse,
-        g,
-        |leaf, version| nodes.push(NodeEntry { leaf, version }),
-        |k, v| {
+    table
+        .index
+        .scan(lo, hi, opts.reverse, g, &mut nodes, |k, v| {
             // SAFETY: reached through the index while pinned.
             let rec = unsafe { &*(v as *const Record) };
             match lock(tx, rec, false) {
@@ -492,8 +489,7 @@ where
                 }
                 _ => true,
             }
-        },
-    );
+        });
     nodes.append(&mut tx.st.sv.sets.nodes);
     tx.st.sv.sets.nodes = nodes;
     tx.st.sv.sets.rbuf = val;

@@ -131,20 +131,125 @@ impl LeafRef {
         unsafe { (*self.0).h.version.load(Acquire) }
     }
 
-    /// Raise the leaf's absence stamp to `stamp` (SSN: a transaction that
-    /// observed absence in this leaf's range commits with that stamp).
-    /// Same pinning contract as [`LeafRef::version`].
+    /// Raise the leaf's range stamp to `stamp` (the per-leaf hook; see
+    /// [`BTree`]). Same pinning contract as [`LeafRef::version`].
     #[inline]
-    pub fn raise_absent(&self, stamp: u64) {
+    pub fn raise_stamp(&self, stamp: u64) {
         // SAFETY: as in `version`.
-        unsafe { (*self.0).absent.fetch_max(stamp, SeqCst) };
+        unsafe { (*self.0).stamp.fetch_max(stamp, SeqCst) };
     }
 
-    /// The leaf's absence stamp. Same pinning contract.
+    /// The leaf's range stamp. Same pinning contract.
     #[inline]
-    pub fn absent(&self) -> u64 {
+    pub fn stamp(&self) -> u64 {
         // SAFETY: as in `version`.
-        unsafe { (*self.0).absent.load(SeqCst) }
+        unsafe { (*self.0).stamp.load(SeqCst) }
+    }
+}
+
+/// "This scan observed this range": the one interface phantom protection
+/// goes through. An index reports each unit of key range it read (a B+-tree
+/// leaf, with the leaf's version at the read, covering the whole range
+/// examined, empty parts included) to the scan's observer. Silo's node set
+/// records the pairs and re-checks the versions at commit (section 4.6);
+/// SSN then raises the units' range stamps; a range-locking protocol would
+/// lock them, and Cai et al.'s range OCC would register them.
+pub trait RangeObserver {
+    /// The scan read `leaf`'s part of the range at `version`.
+    fn observe(&mut self, leaf: LeafRef, version: u64);
+}
+
+impl<F: FnMut(LeafRef, u64)> RangeObserver for F {
+    #[inline]
+    fn observe(&mut self, leaf: LeafRef, version: u64) {
+        self(leaf, version)
+    }
+}
+
+/// The observer of a scan that needs no phantom protection (snapshot
+/// reads, checkpoints, recovery, no concurrency control).
+pub struct Unobserved;
+
+impl RangeObserver for Unobserved {
+    #[inline]
+    fn observe(&mut self, _: LeafRef, _: u64) {}
+}
+
+/// What protocols need of a table's ordered index: point lookups that say
+/// where a missing key would be, inserts that report the leaf they changed,
+/// conditional removes and replaces, and ordered scans that report the
+/// ranges they observed. Values are record addresses (`u64`, never 0).
+/// [`BTree`] is the first implementation; a hash index for point-only
+/// tables and FOEDUS's Master-Tree are meant to be others (a table picks
+/// its index at creation, [`crate::catalog`]).
+pub trait OrderedIndex: Send + Sync {
+    /// Look `key` up (see [`Lookup`]).
+    fn get(&self, key: &[u8], g: &Guard<'_>) -> Lookup;
+    /// Look `key` up and say in which leaf, at which version, whether the
+    /// key is there or not.
+    fn get_with_leaf(&self, key: &[u8], g: &Guard<'_>) -> (Option<u64>, LeafRef, u64);
+    /// Insert `key -> value` if absent (see [`Insert`]).
+    fn insert(&self, key: &[u8], value: u64, g: &Guard<'_>) -> Insert;
+    /// Remove `key` if it maps to `expected`.
+    fn remove(&self, key: &[u8], expected: u64, g: &Guard<'_>) -> bool;
+    /// Make `key` map to `new` if it maps to `expected`.
+    fn replace(&self, key: &[u8], expected: u64, new: u64, g: &Guard<'_>) -> bool;
+    /// Ordered scan of `[lo, hi]`, reporting each range unit read to
+    /// `observer` before its entries; `f` returns false to stop.
+    fn scan<F, O>(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        g: &Guard<'_>,
+        observer: O,
+        f: F,
+    ) where
+        F: FnMut(&[u8], u64) -> bool,
+        O: RangeObserver;
+    /// The largest range stamp of range units no longer in the index.
+    fn stamp_floor(&self) -> u64;
+}
+
+impl OrderedIndex for BTree {
+    #[inline]
+    fn get(&self, key: &[u8], g: &Guard<'_>) -> Lookup {
+        BTree::get(self, key, g)
+    }
+    #[inline]
+    fn get_with_leaf(&self, key: &[u8], g: &Guard<'_>) -> (Option<u64>, LeafRef, u64) {
+        BTree::get_with_leaf(self, key, g)
+    }
+    #[inline]
+    fn insert(&self, key: &[u8], value: u64, g: &Guard<'_>) -> Insert {
+        BTree::insert(self, key, value, g)
+    }
+    #[inline]
+    fn remove(&self, key: &[u8], expected: u64, g: &Guard<'_>) -> bool {
+        BTree::remove(self, key, expected, g)
+    }
+    #[inline]
+    fn replace(&self, key: &[u8], expected: u64, new: u64, g: &Guard<'_>) -> bool {
+        BTree::replace(self, key, expected, new, g)
+    }
+    #[inline]
+    fn scan<F, O>(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        g: &Guard<'_>,
+        observer: O,
+        f: F,
+    ) where
+        F: FnMut(&[u8], u64) -> bool,
+        O: RangeObserver,
+    {
+        BTree::scan(self, lo, hi, reverse, g, observer, f)
+    }
+    #[inline]
+    fn stamp_floor(&self) -> u64 {
+        BTree::stamp_floor(self)
     }
 }
 
@@ -188,22 +293,24 @@ pub enum Insert {
 /// A concurrent B+-tree over byte keys with `u64` values (see the module
 /// docs). `Send + Sync`; every operation takes the caller's epoch [`Guard`].
 ///
-/// # Absence stamps (for SSN's phantom protection)
+/// # Range stamps (the per-leaf hook)
 ///
-/// Each leaf carries an absence stamp: the largest commit stamp of a
-/// transaction that saw part of the leaf's key range empty and committed
-/// (`LeafRef::raise_absent`). An inserter reads the stamp of the leaf it
-/// inserted into (`Insert::Inserted`'s leaf) and orders itself after those
-/// transactions. The stamp follows the range: a split copies it to the new
-/// leaf, and a leaf unlinked because it became empty hands it to the tree's
-/// floor ([`BTree::absent_floor`]), which inserters also read (the range goes
-/// to a neighbour, and there are no sibling pointers to find which).
+/// Each leaf carries one monotonic `u64` for the protocols, which the tree
+/// keeps with the leaf's key range and gives no meaning of its own: raised
+/// with [`LeafRef::raise_stamp`] (a maximum), read with [`LeafRef::stamp`].
+/// It follows the range: a split copies it to the new leaf, and a leaf
+/// unlinked because it became empty hands it to the tree's floor
+/// ([`BTree::stamp_floor`]; the range goes to a neighbour, and there are no
+/// sibling pointers to find which), so a reader of a range's stamp takes the
+/// maximum of the leaf's and the floor. SSN uses it for its absence stamps
+/// (the largest commit stamp of a transaction that saw part of the range
+/// empty; an inserter orders itself after them).
 pub struct BTree {
     root: AtomicPtr<Header>,
     leaf_cap: usize,
     inner_cap: usize,
-    /// Absence stamps of unlinked leaves.
-    absent_floor: AtomicU64,
+    /// Range stamps of unlinked leaves.
+    stamp_floor: AtomicU64,
 }
 
 impl Default for BTree {
@@ -319,7 +426,7 @@ impl BTree {
             root: AtomicPtr::new(Leaf::alloc(STEP) as *mut Header),
             leaf_cap: leaf,
             inner_cap: inner,
-            absent_floor: AtomicU64::new(0),
+            stamp_floor: AtomicU64::new(0),
         }
     }
 
@@ -358,10 +465,11 @@ impl BTree {
         }
     }
 
-    /// The absence stamp of leaves unlinked so far (see the type's docs).
+    /// The largest range stamp of the leaves unlinked so far (see the
+    /// type's docs).
     #[inline]
-    pub fn absent_floor(&self) -> u64 {
-        self.absent_floor.load(SeqCst)
+    pub fn stamp_floor(&self) -> u64 {
+        self.stamp_floor.load(SeqCst)
     }
 
     /// Look `key` up, returning the value if present and, either way, the
@@ -572,7 +680,7 @@ impl BTree {
         // stamp and then validates the leaf either saw our lock (and aborts)
         // or raised it before, and the fence makes us see the raise.
         fence(SeqCst);
-        r.absent.store(leaf.absent.load(SeqCst), Relaxed);
+        r.stamp.store(leaf.stamp.load(SeqCst), Relaxed);
         // Appending at the end leaves the left leaf 7/8 full, so that
         // ever-increasing keys do not leave half-empty leaves behind;
         // prepending does the same the other way round. The new key never
@@ -815,8 +923,7 @@ impl BTree {
         // The leaf's range goes to a neighbour: hand its absence stamp to the
         // tree's floor (see `split_leaf` for the ordering).
         fence(SeqCst);
-        self.absent_floor
-            .fetch_max(leaf.absent.load(SeqCst), SeqCst);
+        self.stamp_floor.fetch_max(leaf.stamp.load(SeqCst), SeqCst);
         leaf.h.unlock_obsolete();
         // SAFETY: the separator, the key copy and the leaf were all unlinked
         // just now under the locks; each is retired once.
@@ -897,7 +1004,7 @@ impl BTree {
     /// unbounded), ascending, or descending when `reverse`.
     ///
     /// For each leaf visited, once its entries have been read under a
-    /// validated optimistic read, calls `on_leaf(leaf, version)` and then
+    /// validated optimistic read, reports `(leaf, version)` to `on_leaf` (the [`RangeObserver`]) and then
     /// `f(key, value)` for each of its entries in range, in scan order; stops
     /// as soon as `f` returns false. The leaves reported cover the whole key
     /// range examined, including leaves with no entry in range. Keys are
@@ -913,7 +1020,7 @@ impl BTree {
         mut f: F,
     ) where
         F: FnMut(&[u8], u64) -> bool,
-        L: FnMut(LeafRef, u64),
+        L: RangeObserver,
     {
         let mut buf = [(ptr::null::<u8>(), 0u64); LEAF_MAX];
         // The part of [lo, hi] still to scan.
@@ -939,7 +1046,7 @@ impl BTree {
                     Err(Restart) => backoff(&mut tries),
                 }
             };
-            on_leaf(LeafRef(st.leaf), st.version);
+            on_leaf.observe(LeafRef(st.leaf), st.version);
             let entries = &buf[..st.n];
             let mut emit = |&(kp, val): &(*const u8, u64)| {
                 // SAFETY: copied from a validated leaf read while pinned: the

@@ -402,10 +402,9 @@ pub(crate) struct Leaf {
     pub h: Header,
     pub s: Slots<LEAF_MAX>,
     pub val: [AtomicU64; LEAF_MAX],
-    /// SSN's absence stamp: the largest commit stamp of a transaction that
-    /// observed the absence of keys in this leaf's range (a scan or a missed
-    /// lookup that validated the leaf). See `BTree` docs.
-    pub absent: AtomicU64,
+    /// The range stamp: the protocols' per-leaf hook (a monotonic maximum
+    /// the tree keeps with the leaf's range). See `BTree` docs.
+    pub stamp: AtomicU64,
 }
 
 impl Leaf {
@@ -415,7 +414,7 @@ impl Leaf {
             h: Header::new(true, version),
             s: Slots::new(),
             val: [const { AtomicU64::new(0) }; LEAF_MAX],
-            absent: AtomicU64::new(0),
+            stamp: AtomicU64::new(0),
         }))
     }
 

@@ -40,6 +40,7 @@ use parking_lot::Mutex;
 use crate::catalog::Table;
 use crate::epoch::Epochs;
 use crate::error::Error;
+use crate::index::OrderedIndex;
 use crate::storage::{Record, RecordLayout};
 
 use super::meta::Meta;
@@ -153,7 +154,7 @@ pub(crate) fn take(src: Source<'_>) -> Result<CheckpointInfo, Error> {
                 Bound::Unbounded,
                 false,
                 &g,
-                |_, _| {},
+                crate::index::Unobserved,
                 |k, v| {
                     // SAFETY: reached through the index while pinned.
                     let rec = unsafe { &*(v as *const Record) };

@@ -21,6 +21,7 @@ use std::time::Instant;
 use crate::catalog::Table;
 use crate::epoch::Epochs;
 use crate::error::Error;
+use crate::index::OrderedIndex;
 use crate::storage::RecordLayout;
 
 use super::format::{self, BlockKind, Damage, WriteOp};
@@ -1183,7 +1184,7 @@ mod tests {
                 std::ops::Bound::Unbounded,
                 false,
                 &g,
-                |_, _| {},
+                crate::index::Unobserved,
                 |k, v| {
                     let mut val = Vec::new();
                     // SAFETY: records of this test's table, pinned.
