@@ -1,0 +1,139 @@
+//! Garbage collection between transactions: the watermark, and unlinking
+//! committed tombstones below it.
+
+use super::*;
+
+/// Between transactions: refresh the GC watermark now and then, and unlink
+/// committed tombstones at or below it.
+pub(crate) fn maintain(
+    db: &Engine,
+    core: &mut WorkerCore,
+    sh: &ErmiaShared,
+    st: &mut ErmiaLocal,
+    g: &Guard<'_>,
+) {
+    st.mv.since_watermark += 1;
+    let due = st.mv.since_watermark >= WATERMARK_EVERY
+        || st
+            .pending_unlinks
+            .front()
+            .is_some_and(|p| p.tid > st.mv.watermark && st.mv.since_watermark >= 4);
+    if due {
+        st.mv.since_watermark = 0;
+        if let Some(w) = sh.xids.watermark(&sh.clock) {
+            st.mv.watermark = st.mv.watermark.max(w);
+        }
+    }
+    let wm = st.mv.watermark;
+    while st.mv.gc.front().is_some_and(|e| e.stamp <= wm) {
+        let e = st.mv.gc.pop_front().expect("front");
+        // SAFETY: held by this entry, so not freed; we are pinned.
+        let r = unsafe { &*e.rec };
+        r.mv_lock();
+        let cut = r.prune_mv(r.newest(), wm, g);
+        r.mv_unlock();
+        if cut.first_inline {
+            // Reusable once no pinned reader can hold it: two memory epochs.
+            r.gc_hold();
+            st.mv.inline_free.push_back(GcEntry {
+                rec: e.rec,
+                stamp: g.epoch(),
+            });
+        }
+        if r.gc_release() {
+            // SAFETY: unlinked from its index, and this was the last hold.
+            unsafe { g.retire(e.rec as *mut u8, Record::free) };
+        }
+    }
+    // Inline versions cut two memory epochs ago are free for reuse (the
+    // shared bound is read only when something waits).
+    if !st.mv.inline_free.is_empty() {
+        let bound = db.epochs.reclaim_bound();
+        while st
+            .mv
+            .inline_free
+            .front()
+            .is_some_and(|e| e.stamp + 2 <= bound)
+        {
+            let e = st.mv.inline_free.pop_front().expect("front");
+            // SAFETY: held by this entry, so not freed; we are pinned.
+            let r = unsafe { &*e.rec };
+            // Cut at memory epoch `stamp` by a pinned worker; every worker
+            // pinned now pinned after that (the garbage rule of `epoch.rs`).
+            r.mark_inline_free();
+            if r.gc_release() {
+                // SAFETY: unlinked from its index, and this was the last hold.
+                unsafe { g.retire(e.rec as *mut u8, Record::free) };
+            }
+        }
+    }
+    if st.mv.gc.is_empty() {
+        if let Some(mut o) = sh.orphan_gc.try_lock() {
+            st.mv.gc.extend(o.drain(..));
+        }
+    }
+    if st.pending_unlinks.is_empty() {
+        if let Some(mut o) = sh.orphans.0.try_lock() {
+            st.pending_unlinks.extend(o.drain(..));
+        }
+        return;
+    }
+    // Entries are queued in commit order per worker, except rolled-back ones
+    // (stamp 0 or older): look a little past the front.
+    let mut n = st.pending_unlinks.len().min(64);
+    while n > 0 {
+        n -= 1;
+        let Some(p) = st.pending_unlinks.pop_front() else {
+            break;
+        };
+        if p.tid > wm {
+            st.pending_unlinks.push_back(p);
+            continue;
+        }
+        let i = p.table.0 as usize;
+        if i >= core.tables.len() {
+            core.tables = db.tables.read().clone();
+        }
+        unlink_tombstone(&core.tables[i], g, &p.key, p.rec, p.tid);
+    }
+}
+
+/// Unlink a record whose head is still the committed tombstone with stamp
+/// `stamp` (at or below the watermark: every snapshot sees the key absent),
+/// and retire it with its chain.
+pub(super) fn unlink_tombstone(
+    t: &Table,
+    g: &Guard<'_>,
+    key: &[u8],
+    rec: *const Record,
+    stamp: u64,
+) {
+    // The record may have been unlinked and freed since it was queued (a
+    // record can be queued more than once): only touch it if the index
+    // still maps the key to it. (Its address may have been reused by a new
+    // record for the same key; the stamp check below then fails, or the new
+    // record is a rolled-back insert whose ⊥ is due for unlinking anyway.)
+    match t.index.get(key, g) {
+        Lookup::Found(v) if v == rec as u64 => {}
+        _ => return,
+    }
+    // SAFETY: reachable from the index, and we are pinned.
+    let r = unsafe { &*rec };
+    let cur = r.mv_lock();
+    if cur & LATEST == 0 {
+        r.mv_unlock();
+        return;
+    }
+    // SAFETY: pinned.
+    let h = unsafe { &*r.newest() };
+    if h.is_tombstone() && h.stamp() == stamp && t.index.remove(key, rec as u64, g) {
+        // Writers over a tombstone check LATEST under the lock, so nobody
+        // installs into it any more.
+        if r.mv_mark_unlinked() {
+            // SAFETY: unlinked from the index and no GC entry holds it.
+            unsafe { g.retire(rec as *mut u8, Record::free) };
+        }
+    } else {
+        r.mv_unlock();
+    }
+}
