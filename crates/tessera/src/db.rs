@@ -1523,10 +1523,7 @@ impl Worker {
         x ^= x << 17;
         self.core.rng = x;
         let cap = 1u64 << attempts.min(10);
-        let spins = x % (cap * 16);
-        for _ in 0..spins {
-            std::hint::spin_loop();
-        }
+        crate::backoff::spin(x % (cap * 16));
         if attempts > 12 {
             std::thread::yield_now();
         }

@@ -44,6 +44,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod backoff;
 pub mod catalog;
 pub mod cc;
 pub mod db;

@@ -846,16 +846,8 @@ pub(crate) fn remove_if_uncommitted(t: &Table, key: &[u8], rec: *const Record, g
     }
 }
 
-/// One step of a spin wait: spin a little, then yield the processor.
-#[inline]
-pub(crate) fn backoff_spin(spins: &mut u32) {
-    *spins += 1;
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
-    }
-}
+/// One step of a spin wait (the engine's one helper, `crate::backoff`).
+pub(crate) use crate::backoff::snooze as backoff_spin;
 
 /// Between transactions: unlink deleted records that no snapshot can see any
 /// more (only pending when snapshots are on).

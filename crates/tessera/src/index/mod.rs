@@ -363,14 +363,7 @@ unsafe fn hdr<'a>(h: *const Header) -> &'a Header {
 /// few cores, the lock holder may need our core).
 #[inline]
 fn backoff(tries: &mut u32) {
-    *tries += 1;
-    if *tries <= 6 {
-        for _ in 0..(1u32 << *tries) {
-            std::hint::spin_loop();
-        }
-    } else {
-        std::thread::yield_now();
-    }
+    crate::backoff::exponential(tries);
 }
 
 /// Where a scan step descends to.
@@ -942,9 +935,10 @@ impl BTree {
     /// While the root is an inner node with a single child, make the child
     /// the root (and retire the old root).
     fn collapse_root(&self, g: &Guard<'_>) {
+        let mut spins = 0u32;
         loop {
             let Ok((r, v)) = self.root_begin() else {
-                std::hint::spin_loop();
+                crate::backoff::snooze(&mut spins);
                 continue;
             };
             // SAFETY: the root is live while pinned.
@@ -957,7 +951,7 @@ impl BTree {
                 return;
             }
             if inner.h.try_upgrade(v).is_err() {
-                std::hint::spin_loop();
+                crate::backoff::snooze(&mut spins);
                 continue;
             }
             // Locked at `v`: still the root (a root change locks it), still

@@ -157,12 +157,7 @@ impl Header {
                     Ok(v)
                 };
             }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            crate::backoff::snooze(&mut spins);
         }
     }
 

@@ -453,9 +453,8 @@ impl Log {
             if let Some(err) = self.failure() {
                 return Err(err);
             }
-            if spins < 64 {
-                spins += 1;
-                std::hint::spin_loop();
+            if crate::backoff::still_spinning(spins) {
+                crate::backoff::snooze(&mut spins);
                 continue;
             }
             let mut g = self.waiters.lock();

@@ -338,12 +338,7 @@ impl Record {
             if t & LOCK == 0 {
                 return t;
             }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            crate::backoff::snooze(&mut spins);
         }
     }
 
@@ -448,12 +443,7 @@ impl Record {
                 fence(Ordering::Release);
                 return t;
             }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            crate::backoff::snooze(&mut spins);
         }
     }
 

@@ -318,12 +318,7 @@ impl Record {
             {
                 return t;
             }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            crate::backoff::snooze(&mut spins);
         }
     }
 
