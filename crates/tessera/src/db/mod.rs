@@ -1,0 +1,425 @@
+//! `Database`, `Options`, `Worker`: opening an engine, tables, per-thread workers,
+//! and the retry loop.
+//!
+//! This module holds the database handle (`Database`, the shared `DbInner`,
+//! the background checkpointer); its parts live beside it: `options`
+//! (`Options`), `recover` (the data directory: its lock, recovery and the
+//! reports of an accepted loss) and `worker` (`Worker` and the retry loop).
+
+mod options;
+mod recover;
+mod worker;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::catalog::{Table, TableId};
+use crate::cc::SharedState;
+use crate::epoch::{Epochs, Ticker};
+use crate::error::Error;
+use crate::log::checkpoint::CheckpointInfo;
+use crate::log::meta::{Meta, MetaTable};
+use crate::log::recovery::{RecoveryMode, RecoveryReport};
+use crate::log::{CommitToken, LogStats};
+
+pub use crate::engine::WorkerStats;
+use crate::engine::{Engine, Settings};
+
+pub use crate::cc::{Capabilities, Protocol};
+pub use options::Options;
+pub use worker::Worker;
+
+/// An open database: the [`Engine`] every protocol reaches (its epochs,
+/// tables, log; reached through `Deref`), the protocol's state, and what
+/// only the database uses.
+pub(crate) struct DbInner {
+    pub opts: Options,
+    pub engine: Engine,
+    /// The protocol's database-wide state (`CcProtocol::Shared`).
+    pub cc: Box<dyn SharedState>,
+    /// The data directory's control file (catalog, void ranges).
+    pub meta: Mutex<Meta>,
+    /// What recovery did at open.
+    pub recovery: Option<RecoveryReport>,
+    /// One checkpoint at a time.
+    pub checkpoint_lock: Mutex<()>,
+    /// The last background checkpoint failure.
+    pub checkpoint_error: Mutex<Option<Error>>,
+    /// Checkpoints taken.
+    pub checkpoints: AtomicU64,
+    /// Holds the data directory's lock file (released when closed).
+    _dir_lock: Option<std::fs::File>,
+    ticker: Mutex<Option<Ticker>>,
+}
+
+impl DbInner {
+    /// Take a checkpoint now, one at a time (see `log::checkpoint`).
+    pub(crate) fn take_checkpoint(&self) -> Result<CheckpointInfo, Error> {
+        let (Some(log), Some(dir)) = (&self.log, &self.opts.data_dir) else {
+            return Err(Error::InvalidArgument(
+                "checkpoints need a durable database (Options::durable)".into(),
+            ));
+        };
+        let _one = self.checkpoint_lock.lock();
+        let info = crate::log::checkpoint::take(crate::log::checkpoint::Source {
+            log,
+            dir,
+            epochs: &self.epochs,
+            tables: self.tables.read().clone(),
+            layout: &*self.cc,
+            meta: &self.meta,
+        })?;
+        self.checkpoints
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(info)
+    }
+}
+
+impl std::ops::Deref for DbInner {
+    type Target = Engine;
+    #[inline]
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+/// The background checkpoint thread: it holds only a weak reference, so
+/// the database can close while it sleeps.
+struct Checkpointer {
+    stop: Arc<(Mutex<bool>, parking_lot::Condvar)>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl Checkpointer {
+    fn start(db: std::sync::Weak<DbInner>, every: Duration) -> Checkpointer {
+        let stop = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
+        let s = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("tessera-checkpointer".into())
+            .spawn(move || loop {
+                {
+                    let mut g = s.0.lock();
+                    if !*g {
+                        s.1.wait_for(&mut g, every);
+                    }
+                    if *g {
+                        return;
+                    }
+                }
+                let Some(db) = db.upgrade() else { return };
+                if let Err(e) = db.take_checkpoint() {
+                    *db.checkpoint_error.lock() = Some(e);
+                }
+            })
+            .expect("spawn the checkpointer");
+        Checkpointer { stop, handle }
+    }
+
+    fn stop(self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        // The last reference may be dropped by the checkpointer itself.
+        if self.handle.thread().id() != std::thread::current().id() {
+            let _ = self.handle.join();
+        }
+    }
+}
+
+impl Drop for DbInner {
+    fn drop(&mut self) {
+        // Stop the ticker first; then no worker exists (each holds an Arc), so
+        // the tables can free their records.
+        drop(self.ticker.lock().take());
+        if let Some(log) = &self.log {
+            // Close the current epoch so the final round marks every commit
+            // durable (no worker exists any more).
+            self.epochs.tick();
+            self.epochs.tick();
+            log.shutdown();
+        }
+        // The protocol releases what it holds (queued records of dropped
+        // workers) before the tables free their records.
+        self.cc.close();
+        let local = self
+            .epochs
+            .register_internal()
+            .expect("a free slot at drop");
+        {
+            let g = local.pin();
+            for t in self.engine.tables.get_mut().iter() {
+                t.free_records(&g);
+            }
+        }
+        drop(local);
+        self.engine.tables.get_mut().clear();
+    }
+}
+
+/// An open database. Cheap to clone; all clones share the engine. The
+/// database closes (final log round, background threads stopped, data
+/// directory unlocked) when the last `Database` and `Worker` are dropped.
+#[derive(Clone)]
+pub struct Database {
+    // Dropped first: stops the checkpointer, which may hold `inner`.
+    closer: Arc<Closer>,
+    pub(crate) inner: Arc<DbInner>,
+}
+
+/// Stops the background checkpointer when the last user handle (a
+/// `Database` or a `Worker`) goes, so that the engine closes on the thread
+/// that dropped it, not later on the checkpointer's.
+#[derive(Default)]
+struct Closer {
+    checkpointer: Mutex<Option<Checkpointer>>,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let o = &self.inner.opts;
+        f.debug_struct("Database")
+            .field("protocol", &o.protocol)
+            .field("durability", &o.durability)
+            .field("data_dir", &o.data_dir)
+            .field("tables", &self.inner.tables.read().len())
+            .field("durable_epoch", &self.durable_epoch())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        if let Some(c) = self.checkpointer.get_mut().take() {
+            c.stop();
+        }
+    }
+}
+
+impl Database {
+    /// Open a database. With a data directory, recover what it holds first
+    /// (see [`Database::recovery_report`]), then start the loggers.
+    pub fn open(opts: Options) -> Result<Database, Error> {
+        opts.validate()?;
+        // Extra slots for internal use (drop, the checkpointer).
+        let epochs = Epochs::new(opts.workers + 2, opts.snapshot_epochs);
+        let mut tables = Vec::new();
+        let mut meta = Meta::default();
+        let mut log = None;
+        let mut recovery = None;
+        let mut dir_lock = None;
+        let settings = Settings {
+            workers: opts.workers,
+            snapshots: opts.snapshots,
+            read_only: opts.read_only,
+        };
+        // Recovery rebuilds records through the protocol's layout hooks.
+        let cc = opts.protocol.new_shared(&settings);
+        if let Some(dir) = &opts.data_dir {
+            dir_lock = Database::lock_dir(dir, opts.read_only)?;
+            let (m, t, l, r) = Database::recover(&opts, dir, &epochs, &*cc)?;
+            meta = m;
+            tables = t;
+            log = l;
+            recovery = Some(r);
+        }
+        let ticker = Ticker::start(Arc::clone(&epochs), opts.epoch_interval);
+        let every = opts.checkpoint_interval;
+        #[allow(unused_mut)]
+        let mut db = Database {
+            inner: Arc::new(DbInner {
+                opts,
+                engine: Engine {
+                    opts: settings,
+                    epochs,
+                    tables: RwLock::new(tables),
+                    log,
+                },
+                cc,
+                meta: Mutex::new(meta),
+                recovery,
+                checkpoint_lock: Mutex::new(()),
+                checkpoint_error: Mutex::new(None),
+                checkpoints: AtomicU64::new(0),
+                _dir_lock: dir_lock,
+                ticker: Mutex::new(Some(ticker)),
+            }),
+            closer: Arc::new(Closer::default()),
+        };
+        if db.inner.opts.recovery_mode == RecoveryMode::Salvage
+            && db.inner.recovery.as_ref().is_some_and(|r| r.loss.is_some())
+            && db.inner.log.is_some()
+        {
+            // Salvage replayed past damage: a checkpoint of what it kept
+            // retires the damaged segments (copies were kept first), so the
+            // next open finds a clean directory.
+            let info = db.inner.take_checkpoint()?;
+            if let Some(r) = Arc::get_mut(&mut db.inner).and_then(|i| i.recovery.as_mut()) {
+                r.changes.push(format!(
+                    "took checkpoint {} of the salvaged state; {} old log segment(s) deleted",
+                    info.file.display(),
+                    info.segments_deleted
+                ));
+            }
+        }
+        if let Some(every) = every {
+            *db.closer.checkpointer.lock() =
+                Some(Checkpointer::start(Arc::downgrade(&db.inner), every));
+        }
+        Ok(db)
+    }
+
+    /// Take a checkpoint now, in the calling thread, while transactions go
+    /// on (durable databases only; see `log::checkpoint`).
+    pub fn checkpoint(&self) -> Result<CheckpointInfo, Error> {
+        self.inner.take_checkpoint()
+    }
+
+    /// Checkpoints taken since open, and the last background failure.
+    pub fn checkpoint_status(&self) -> (u64, Option<Error>) {
+        (
+            self.inner
+                .checkpoints
+                .load(std::sync::atomic::Ordering::Relaxed),
+            self.inner.checkpoint_error.lock().clone(),
+        )
+    }
+
+    /// What recovery found and did when this database was opened from a
+    /// data directory (`None` for in-memory databases).
+    pub fn recovery_report(&self) -> Option<&RecoveryReport> {
+        self.inner.recovery.as_ref()
+    }
+
+    /// The durable epoch (0 for in-memory databases).
+    pub fn durable_epoch(&self) -> u64 {
+        self.inner.log.as_ref().map_or(0, |l| l.durable_epoch())
+    }
+
+    /// Log counters (`None` for in-memory databases).
+    pub fn log_stats(&self) -> Option<LogStats> {
+        self.inner.log.as_ref().map(|l| l.stats())
+    }
+
+    /// Wait until the transaction behind `token` is durable. Returns at
+    /// once for in-memory databases; an error if a logger failed.
+    pub fn wait_durable(&self, token: CommitToken) -> Result<(), Error> {
+        match &self.inner.log {
+            Some(l) => l.wait_durable(token.epoch),
+            None => Ok(()),
+        }
+    }
+
+    /// The options this database was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    /// The protocol in use.
+    pub fn protocol(&self) -> Protocol {
+        self.inner.opts.protocol
+    }
+
+    /// Create a table (an ordered map from byte keys to byte values).
+    pub fn create_table(&self, name: &str) -> Result<TableId, Error> {
+        self.create(name, false)
+    }
+
+    /// Create a secondary index: an ordered table that the application keeps
+    /// in step with its primary table inside the same transactions (Silo
+    /// section 4.7: secondary key -> primary key, two tree lookups).
+    pub fn create_index(&self, name: &str) -> Result<TableId, Error> {
+        self.create(name, true)
+    }
+
+    fn create(&self, name: &str, secondary: bool) -> Result<TableId, Error> {
+        if name.is_empty() {
+            return Err(Error::InvalidArgument(
+                "table name must not be empty".into(),
+            ));
+        }
+        let mut ts = self.inner.tables.write();
+        if ts.iter().any(|t| t.name == name) {
+            return Err(Error::TableExists(name.into()));
+        }
+        if self.inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let id = TableId(ts.len() as u32);
+        if let Some(dir) = &self.inner.opts.data_dir {
+            // The catalog is durable before any log record can name the table.
+            let mut m = self.inner.meta.lock();
+            m.tables.push(MetaTable {
+                id: id.0,
+                secondary,
+                name: name.into(),
+            });
+            if let Err(e) = m.store(dir) {
+                m.tables.pop();
+                return Err(e);
+            }
+            if let Some(log) = &self.inner.log {
+                log.note_meta_gen(m.gen);
+            }
+        }
+        ts.push(Arc::new(Table::new(id, name.into(), secondary)));
+        Ok(id)
+    }
+
+    /// The table `name`, created if it does not exist yet (for programs
+    /// that reopen a recovered database).
+    pub fn open_table(&self, name: &str) -> Result<TableId, Error> {
+        match self.table(name) {
+            Ok(t) => Ok(t),
+            Err(_) => match self.create_table(name) {
+                Err(Error::TableExists(_)) => self.table(name),
+                r => r,
+            },
+        }
+    }
+
+    /// The secondary index `name`, created if it does not exist yet.
+    pub fn open_index(&self, name: &str) -> Result<TableId, Error> {
+        match self.table(name) {
+            Ok(t) => Ok(t),
+            Err(_) => match self.create_index(name) {
+                Err(Error::TableExists(_)) => self.table(name),
+                r => r,
+            },
+        }
+    }
+
+    /// Look a table up by name.
+    pub fn table(&self, name: &str) -> Result<TableId, Error> {
+        self.inner
+            .tables
+            .read()
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.id)
+            .ok_or_else(|| Error::NoSuchTable(name.into()))
+    }
+
+    /// Names of all tables, in creation order.
+    pub fn table_names(&self) -> Vec<String> {
+        self.inner
+            .tables
+            .read()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    /// The global epoch (for diagnostics).
+    pub fn epoch(&self) -> u64 {
+        self.inner.epochs.global()
+    }
+
+    /// Advance epochs `n` times right now (tests; the ticker does this on its own).
+    pub fn tick_epochs(&self, n: usize) {
+        for _ in 0..n {
+            self.inner.epochs.tick();
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! `Options`: how to open a database.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cc::Protocol;
+use crate::error::Error;
+use crate::log::recovery::RecoveryMode;
+use crate::log::Durability;
+
+/// How to open a database.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub(crate) protocol: Protocol,
+    pub(crate) workers: usize,
+    pub(crate) epoch_interval: Duration,
+    pub(crate) snapshots: bool,
+    pub(crate) snapshot_epochs: u64,
+    pub(crate) max_retries: Option<u32>,
+    pub(crate) durability: Durability,
+    pub(crate) data_dir: Option<PathBuf>,
+    pub(crate) loggers: usize,
+    pub(crate) segment_bytes: u64,
+    pub(crate) checkpoint_interval: Option<Duration>,
+    pub(crate) recovery_mode: RecoveryMode,
+    pub(crate) read_only: bool,
+}
+
+impl Options {
+    /// An in-memory database with Silo, 64 worker slots, 40 ms epochs
+    /// (Silo's default) and snapshots off.
+    pub fn in_memory() -> Options {
+        Options {
+            protocol: Protocol::Silo,
+            workers: 64,
+            epoch_interval: Duration::from_millis(40),
+            snapshots: false,
+            snapshot_epochs: 25,
+            max_retries: None,
+            durability: Durability::None,
+            data_dir: None,
+            loggers: 1,
+            segment_bytes: 64 << 20,
+            checkpoint_interval: None,
+            recovery_mode: RecoveryMode::Strict,
+            read_only: false,
+        }
+    }
+
+    /// How much damage recovery accepts when the data directory is opened
+    /// (default [`RecoveryMode::Strict`]: only a torn tail after the
+    /// recorded durable frontier, which holds nothing acknowledged). A
+    /// mode that accepts a loss reports it in
+    /// [`Database::recovery_report`] and keeps copies of what it changed.
+    ///
+    /// [`Database::recovery_report`]: super::Database::recovery_report
+    pub fn recovery_mode(mut self, m: RecoveryMode) -> Options {
+        self.recovery_mode = m;
+        self
+    }
+
+    /// Recover the data directory into memory without changing anything
+    /// in it (a dry run: no tail is cut, no `LOCK` or control file is
+    /// written, nothing is logged), e.g. to check a read-only copy. The
+    /// recovery report says what an ordinary open would change. Writes and
+    /// new tables are refused with [`Error::ReadOnly`].
+    pub fn read_only(mut self, on: bool) -> Options {
+        self.read_only = on;
+        self
+    }
+
+    /// Take a checkpoint in the background every `d` (durable databases;
+    /// default: none, see [`Database::checkpoint`]). A checkpoint lets
+    /// recovery skip the log it covers, and the covered segments are
+    /// deleted.
+    ///
+    /// [`Database::checkpoint`]: super::Database::checkpoint
+    pub fn checkpoint_interval(mut self, d: Duration) -> Options {
+        self.checkpoint_interval = Some(d);
+        self
+    }
+
+    /// A durable database in `dir` (created if missing; recovered if it
+    /// holds one): Silo by default, every committed update logged, and
+    /// [`Worker::run`] returning only once the transaction is durable
+    /// (`Durability::Sync`; see [`Options::durability`]).
+    ///
+    /// [`Worker::run`]: super::Worker::run
+    pub fn durable(dir: impl AsRef<Path>) -> Options {
+        Options {
+            durability: Durability::Sync,
+            data_dir: Some(dir.as_ref().to_path_buf()),
+            ..Options::in_memory()
+        }
+    }
+
+    /// When `run` returns relative to the log (needs a data directory
+    /// unless `Durability::None`).
+    pub fn durability(mut self, d: Durability) -> Options {
+        self.durability = d;
+        self
+    }
+
+    /// The data directory (log segments, checkpoints, `tessera.meta`).
+    pub fn data_dir(mut self, dir: impl AsRef<Path>) -> Options {
+        self.data_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Logger threads (default 1); workers are spread over them.
+    pub fn loggers(mut self, n: usize) -> Options {
+        self.loggers = n;
+        self
+    }
+
+    /// Size at which a log segment file is closed and the next one started
+    /// (default 64 MiB).
+    pub fn segment_bytes(mut self, n: u64) -> Options {
+        self.segment_bytes = n;
+        self
+    }
+
+    /// The concurrency-control protocol.
+    pub fn protocol(mut self, p: Protocol) -> Options {
+        self.protocol = p;
+        self
+    }
+
+    /// Maximum number of workers alive at once.
+    pub fn workers(mut self, n: usize) -> Options {
+        self.workers = n;
+        self
+    }
+
+    /// Interval of the global epoch (Silo: 40 ms).
+    pub fn epoch_interval(mut self, d: Duration) -> Options {
+        self.epoch_interval = d;
+        self
+    }
+
+    /// Keep old versions for read-only snapshot transactions (Silo section
+    /// 4.9). Off by default: with it on, deleted keys stay in the index until
+    /// no snapshot can see them.
+    pub fn snapshots(mut self, on: bool) -> Options {
+        self.snapshots = on;
+        self
+    }
+
+    /// Epochs per snapshot epoch (Silo: 25, i.e. one second at 40 ms).
+    pub fn snapshot_epochs(mut self, k: u64) -> Options {
+        self.snapshot_epochs = k;
+        self
+    }
+
+    /// Give up after this many attempts in [`Worker::run`] (default: never).
+    ///
+    /// [`Worker::run`]: super::Worker::run
+    pub fn max_retries(mut self, n: u32) -> Options {
+        self.max_retries = Some(n);
+        self
+    }
+
+    pub(super) fn validate(&self) -> Result<(), Error> {
+        if self.workers == 0 || self.workers > 4096 {
+            return Err(Error::InvalidArgument(format!(
+                "workers must be in 1..=4096, got {}",
+                self.workers
+            )));
+        }
+        if self.epoch_interval.is_zero() || self.epoch_interval > Duration::from_secs(10) {
+            return Err(Error::InvalidArgument(format!(
+                "epoch interval must be in (0, 10 s], got {:?}",
+                self.epoch_interval
+            )));
+        }
+        if self.durability != Durability::None && !self.protocol.caps().durable {
+            return Err(Error::InvalidArgument(format!(
+                "{} applies writes without a commit, so it has nothing to log: \
+                     use durability none with {}",
+                self.protocol, self.protocol
+            )));
+        }
+        if self.snapshots && !self.protocol.caps().snapshot_txns {
+            return Err(Error::InvalidArgument(format!(
+                "snapshots(true) enables Silo's read-only snapshots; under {} every \
+                 transaction already reads a snapshot",
+                self.protocol
+            )));
+        }
+        if self.snapshot_epochs == 0 {
+            return Err(Error::InvalidArgument(
+                "snapshot_epochs must be at least 1".into(),
+            ));
+        }
+        if self.read_only {
+            if self.data_dir.is_none() {
+                return Err(Error::InvalidArgument(
+                    "read_only(true) needs a data directory to recover from".into(),
+                ));
+            }
+            if self.checkpoint_interval.is_some() {
+                return Err(Error::InvalidArgument(
+                    "a read-only database takes no checkpoints (drop checkpoint_interval)".into(),
+                ));
+            }
+        }
+        match (self.durability, &self.data_dir) {
+            (_, Some(_)) if self.read_only => {}
+            (Durability::None, Some(d)) => {
+                return Err(Error::InvalidArgument(format!(
+                    "data directory {} given with durability none (use async or sync)",
+                    d.display()
+                )))
+            }
+            (Durability::Async | Durability::Sync, None) => {
+                return Err(Error::InvalidArgument(format!(
+                    "durability {} needs a data directory (Options::data_dir)",
+                    self.durability
+                )))
+            }
+            _ => {}
+        }
+        if let Some(d) = self.checkpoint_interval {
+            if self.data_dir.is_none() {
+                return Err(Error::InvalidArgument(
+                    "checkpoint_interval needs a durable database (a data directory)".into(),
+                ));
+            }
+            if d < Duration::from_millis(10) {
+                return Err(Error::InvalidArgument(format!(
+                    "checkpoint interval must be at least 10 ms, got {d:?}"
+                )));
+            }
+        }
+        if self.loggers == 0 || self.loggers > 64 {
+            return Err(Error::InvalidArgument(format!(
+                "loggers must be in 1..=64, got {}",
+                self.loggers
+            )));
+        }
+        if self.segment_bytes < 4096 {
+            return Err(Error::InvalidArgument(format!(
+                "segment_bytes must be at least 4096, got {}",
+                self.segment_bytes
+            )));
+        }
+        if self.max_retries == Some(0) {
+            return Err(Error::InvalidArgument(
+                "max_retries must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options::in_memory()
+    }
+}
