@@ -423,6 +423,7 @@ mod tests {
     static FREED: AtomicUsize = AtomicUsize::new(0);
 
     unsafe fn count_free(p: *mut u8) {
+        // SAFETY: a box this test leaked, retired once and freed by the epoch.
         drop(unsafe { Box::from_raw(p as *mut u64) });
         FREED.fetch_add(1, Ordering::SeqCst);
     }
@@ -470,6 +471,7 @@ mod tests {
         {
             let g = a.pin();
             let p = Box::into_raw(Box::new(7u64));
+            // SAFETY: a box this test leaked, retired once and freed by the epoch.
             unsafe { g.retire(p as *mut u8, count_free) };
         }
         for _ in 0..5 {

@@ -43,6 +43,10 @@
 //! # Ok::<(), tessera::Error>(())
 //! ```
 #![warn(missing_docs)]
+// Every unsafe block says why it is sound, and an unsafe fn's body is not
+// one implicit unsafe block: each unsafe operation in it is marked.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod backoff;
 pub mod catalog;

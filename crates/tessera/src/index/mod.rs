@@ -857,6 +857,7 @@ impl BTree {
         // SAFETY (all derefs of path entries below): the nodes were reached
         // while pinned during this attempt.
         let mut a = path.len();
+        // SAFETY: see above.
         while a > 0 && unsafe { &*path[a - 1].0 }.h.count(INNER_MAX) == 0 {
             a -= 1;
         }
@@ -881,8 +882,8 @@ impl BTree {
         // Lock top-down with the versions seen on the way down: success means
         // none of these nodes changed since, so the counts read are exact.
         for j in top..path.len() {
-            // SAFETY: see above.
             let (p, pv, _) = path[j];
+            // SAFETY: see above.
             if unsafe { &*p }.h.try_upgrade(pv).is_err() {
                 for &(q, qv, _) in &path[top..j] {
                     // SAFETY: see above; we locked it.

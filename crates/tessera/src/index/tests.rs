@@ -37,6 +37,7 @@ fn height(t: &BTree) -> usize {
     let mut d = 1;
     // SAFETY: quiescent test; nodes reachable from the root are live.
     while !unsafe { hdr(h) }.is_leaf {
+        // SAFETY: quiescent test; nodes reachable from the root are live.
         h = unsafe { as_inner(h) }.child[0].load(Acquire);
         d += 1;
     }

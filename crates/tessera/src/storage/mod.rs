@@ -531,6 +531,7 @@ impl Record {
                 while !cut.is_null() {
                     // SAFETY: unlinked above; each chain version is owned by this chain only.
                     let next = unsafe { (*cut).prev() };
+                    // SAFETY: as above.
                     if unsafe { (*cut).flags } & V_INLINE == 0 {
                         // SAFETY: unreachable for new readers; old readers are pinned.
                         unsafe { g.retire(cut as *mut u8, free_version) };
@@ -598,6 +599,7 @@ mod tests {
         let l = ep.register().unwrap();
         let g = l.pin();
         let r = Record::new(b"hello", t(1, 1), 0);
+        // SAFETY: this test's record and versions: alive until the test frees them, one thread.
         let rec = unsafe { &*r };
         let mut out = Vec::new();
         assert_eq!(rec.read(&mut out), ReadOutcome::Ok(t(1, 1)));
@@ -619,6 +621,7 @@ mod tests {
         assert_eq!(out, big);
         assert_eq!(rec.chain_len(), 1);
         drop(g);
+        // SAFETY: this test's record and versions: alive until the test frees them, one thread.
         unsafe { Record::free(r as *mut u8) };
     }
 
@@ -628,6 +631,7 @@ mod tests {
         let l = ep.register().unwrap();
         let g = l.pin();
         let r = Record::new(b"v5", t(5, 1), 0);
+        // SAFETY: this test's record and versions: alive until the test frees them, one thread.
         let rec = unsafe { &*r };
         // epoch 12: crosses boundary 10 -> keep v5
         let old = rec.lock();
@@ -660,6 +664,7 @@ mod tests {
         assert_eq!(out, b"v25");
         assert!(rec.read_snapshot(40, &mut out).is_none());
         drop(g);
+        // SAFETY: this test's record and versions: alive until the test frees them, one thread.
         unsafe { Record::free(r as *mut u8) };
         drop(l);
         for _ in 0..4 {
@@ -679,6 +684,7 @@ mod tests {
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
                 let l = ep.register().unwrap();
+                // SAFETY: this test's record and versions: alive until the test frees them, one thread.
                 let rec = unsafe { &*(r as *const Record) };
                 let mut out = Vec::new();
                 let mut n = 0;
@@ -694,6 +700,7 @@ mod tests {
             })
         };
         let l = ep.register().unwrap();
+        // SAFETY: this test's record and versions: alive until the test frees them, one thread.
         let rec = unsafe { &*(r as *const Record) };
         let iters: u64 = if cfg!(miri) { 200 } else { 20_000 };
         for i in 0..iters {
@@ -711,6 +718,7 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         reader.join().unwrap();
         drop(l);
+        // SAFETY: this test's record and versions: alive until the test frees them, one thread.
         unsafe { Record::free(r as *mut u8) };
     }
 }

@@ -460,30 +460,42 @@ mod tests {
         for meta in [false, true] {
             let g = l.pin();
             let r = Record::new_mv(b"one", 5, meta);
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             let rec = unsafe { &*r };
             let v1 = rec.newest();
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             assert!(unsafe { &*v1 }.is_inline());
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             let bot = unsafe { &*v1 }.prev();
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             let b = unsafe { &*bot };
             assert!(b.is_tombstone() && b.is_inline() && b.stamp() == 0);
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             assert_eq!(unsafe { Version::meta(bot) }.is_some(), meta);
             let mut out = Vec::new();
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { Version::read_into(v1, &mut out) };
             assert_eq!(out, b"one");
             let x = new_mv_version(Some(b"x"), 6, v1, meta);
             assert!(!rec.cas_head(bot, x), "a CAS from a stale head fails");
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { free_mv_version(x as *mut u8) };
             let v2 = new_mv_version(Some(&[9u8; 40]), 7 | XID_FLAG, v1, meta);
             assert!(rec.cas_head(v1, v2));
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             if let Some(m) = unsafe { Version::meta(v2) } {
                 assert_eq!(m.sstamp.load(Ordering::Relaxed), SSTAMP_INF);
                 m.pstamp.store(7, Ordering::Relaxed);
             }
             out.clear();
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { Version::read_into(v2, &mut out) };
             assert_eq!(out, vec![9u8; 40]);
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { Version::rewrite(v2, None) };
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             assert!(unsafe { &*v2 }.is_tombstone());
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { &*v2 }.set_stamp(7);
             assert_eq!(rec.chain_len(), 3);
             // GC holds and unlinking: with a hold pending, the unlinker
@@ -506,26 +518,36 @@ mod tests {
             // The cut first version is reusable once marked free: claimed
             // by one writer at a time, only for values that fit, handed back
             // if unused, then rebuilt in place in front of the head.
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             assert!(unsafe { Record::take_inline(r, 3) }.is_none(), "not marked");
             rec.mark_inline_free();
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             assert!(unsafe { Record::take_inline(r, 9) }.is_none(), "too big");
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             let a = unsafe { Record::take_inline(r, 3) }.expect("free and fits");
             assert_eq!(a, v1, "the inline first version");
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             assert!(unsafe { Record::take_inline(r, 3) }.is_none(), "claimed");
             rec.give_back_inline();
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             let a = unsafe { Record::take_inline(r, 3) }.expect("handed back");
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { reinit_inline(a, Some(b"two"), 8 | XID_FLAG, v2) };
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             if let Some(m) = unsafe { Version::meta(a) } {
                 assert_eq!(m.sstamp.load(Ordering::Relaxed), SSTAMP_INF);
                 assert_eq!(m.readers.load(Ordering::Relaxed), 0);
             }
             assert!(rec.cas_head(v2, a));
             assert_eq!(rec.chain_len(), 2);
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             assert!(!unsafe { &*a }.is_tombstone() && unsafe { &*a }.is_first_inline());
             out.clear();
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { Version::read_into(a, &mut out) };
             assert_eq!(out, b"two");
             drop(g);
+            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { Record::free(r as *mut u8) };
             ep.tick();
             ep.tick();

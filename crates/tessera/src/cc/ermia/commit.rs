@@ -58,8 +58,11 @@ pub(crate) fn commit<M: Mode>(tx: &mut ETx<'_, M>) -> TxResult<()> {
         // SAFETY: pinned; our versions.
         let nv = unsafe { &*w.newv };
         if is_ssn {
+            // SAFETY: pinned; our version, and the one it overwrote (its
+            // record's head is ours until post-commit ends).
             let m = unsafe { Version::meta(w.newv) }.expect("meta");
             m.pstamp.store(c, Ordering::Relaxed);
+            // SAFETY: as above.
             let om = unsafe { Version::meta(w.oldv) }.expect("meta");
             // Release: a reader that finds our id stale re-reads π after
             // seeing our slot's next id (an acquire load), so it sees this.
@@ -165,6 +168,8 @@ pub(crate) fn abort<M: Mode>(tx: &mut ETx<'_, M>) {
         // SAFETY: pinned; our write set.
         let rec = unsafe { &*w.rec };
         if is_ssn {
+            // SAFETY: pinned; the version we overwrote is still in the
+            // chain (we restore the head below).
             let om = unsafe { Version::meta(w.oldv) }.expect("meta");
             let _ = om
                 .sstamp
