@@ -276,6 +276,19 @@ fn nocc_single_thread_stays_consistent() {
     run_and_check(TpccConfig::new(1), Protocol::NoCc, 1, 1.0);
 }
 
+/// One warehouse loaded into an in-memory database under `p`.
+fn loaded_one_warehouse(p: Protocol) -> (Tpcc, Database) {
+    let wl = Tpcc::new(TpccConfig::new(1)).unwrap();
+    let db = Database::open(Options::in_memory().protocol(p).workers(4)).unwrap();
+    let run = RunConfig {
+        load_threads: 2,
+        quiet: true,
+        ..RunConfig::default()
+    };
+    driver::load(&db, &wl, &run).unwrap();
+    (wl, db)
+}
+
 /// The batch entry point: every transaction of the mix declares its key
 /// sets (after a reconnaissance for Payment by last name, OrderStatus and
 /// Delivery), runs checked against them (an access outside them would be an
@@ -286,21 +299,7 @@ fn nocc_single_thread_stays_consistent() {
 fn every_protocol_runs_declared_batches_consistently() {
     for p in isolated() {
         let cfg = TpccConfig::new(1);
-        let wl = Tpcc::new(cfg.clone()).unwrap();
-        let db = Database::open(Options::in_memory().protocol(p).workers(4)).unwrap();
-        let run = RunConfig {
-            threads: 2,
-            load_threads: 2,
-            seconds: 0.0,
-            warmup: 0.0,
-            quiet: true,
-            seed: 5,
-            backoff: true,
-            retry: true,
-            durability: tessera::Durability::None,
-            declared: false,
-        };
-        driver::load(&db, &wl, &run).unwrap();
+        let (wl, db) = loaded_one_warehouse(p);
         let t = wl.tables().unwrap();
         let (done, stale) = std::thread::scope(|s| {
             let hs: Vec<_> = (0..2)
@@ -361,22 +360,7 @@ fn every_protocol_runs_declared_batches_consistently() {
 /// NewOrder for the same customer, then the OrderStatus body.
 #[test]
 fn a_stale_reconnaissance_is_caught() {
-    let cfg = TpccConfig::new(1);
-    let wl = Tpcc::new(cfg.clone()).unwrap();
-    let db = Database::open(Options::in_memory().protocol(Protocol::Silo)).unwrap();
-    let run = RunConfig {
-        threads: 1,
-        load_threads: 2,
-        seconds: 0.0,
-        warmup: 0.0,
-        quiet: true,
-        seed: 5,
-        backoff: true,
-        retry: true,
-        durability: tessera::Durability::None,
-        declared: false,
-    };
-    driver::load(&db, &wl, &run).unwrap();
+    let (wl, db) = loaded_one_warehouse(Protocol::Silo);
     let t = wl.tables().unwrap();
     let mut w = db.worker().unwrap();
     let mut s = Scratch::default();
