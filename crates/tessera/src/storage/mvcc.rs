@@ -259,13 +259,75 @@ pub unsafe fn free_mv_version(v: *mut u8) {
     unsafe { free_version(v) }
 }
 
-impl Record {
+/// ERMIA's multi-version record: the same head as [`Record`] (one word, one
+/// newest-version pointer) laid out and used differently. The head word is
+/// not a Silo TID but the chain's lock bit, the "still linked" bit, the
+/// inline-version-free bit and a count of GC holds; the versions form a
+/// CAS-installed chain of stamped versions ending in ⊥. Its own type, so
+/// that single-version operations (Silo's TID lock, in-place install) can
+/// not be applied to it, nor these to a single-version record.
+#[repr(transparent)]
+pub struct MvRecord(Record);
+
+impl MvRecord {
+    /// View a record as multi-version.
+    ///
+    /// # Safety
+    /// `rec` was made by [`MvRecord::new_mv`] (a database uses one layout;
+    /// the protocol that made the record is the one viewing it).
+    #[inline]
+    pub unsafe fn from_record(rec: &Record) -> &MvRecord {
+        // SAFETY: `MvRecord` is `repr(transparent)` over `Record`; the layout
+        // is the caller's promise.
+        unsafe { &*(rec as *const Record as *const MvRecord) }
+    }
+
+    /// The record behind an index value.
+    ///
+    /// # Safety
+    /// `v` is a value of an index whose records are multi-version, read
+    /// while pinned (the record is not freed before the guard goes).
+    #[inline]
+    pub unsafe fn from_index<'g>(v: u64) -> &'g MvRecord {
+        // SAFETY: the caller's contract.
+        unsafe { &*(v as *const MvRecord) }
+    }
+
+    /// The record head, for bookkeeping that treats records as opaque
+    /// (a transaction's last-read cache, pending unlinks).
+    #[inline]
+    pub(crate) fn as_record(&self) -> &Record {
+        &self.0
+    }
+
+    /// The newest version (the chain's head).
+    #[inline]
+    pub fn newest(&self) -> *mut Version {
+        self.0.newest()
+    }
+
+    /// Versions in the chain (tests, diagnostics).
+    pub fn chain_len(&self) -> usize {
+        self.0.chain_len()
+    }
+
+    /// Free a record (and its inline versions).
+    ///
+    /// # Safety
+    /// As [`Record::free`].
+    pub unsafe fn free(r: *mut MvRecord) {
+        // SAFETY: forwarded.
+        unsafe { Record::free(r as *mut u8) }
+    }
+}
+
+impl MvRecord {
     /// A new multi-version record holding `val`, stamped `stamp` (its
     /// creator's id), over ⊥ (see the module documentation); `meta`:
     /// versions carry SSN metadata. Both versions live in the record's
     /// allocation, right behind the head, so reading a record that was never
     /// updated costs no more cache misses than under Silo.
-    pub fn new_mv(val: &[u8], stamp: u64, meta: bool) -> *mut Record {
+    pub fn new_mv(val: &[u8], stamp: u64, meta: bool) -> *mut MvRecord {
         let cap = words_for(val.len());
         let first = mv_size(cap, meta);
         let size = HEAD + first + mv_size(1, meta);
@@ -290,14 +352,15 @@ impl Record {
                 },
             );
         }
-        p
+        p as *mut MvRecord
     }
 
     /// Install `new` over `old` with one CAS on the head (ERMIA's update).
     /// Fails if the head is no longer `old`: another writer got there first.
     #[inline]
     pub fn cas_head(&self, old: *mut Version, new: *mut Version) -> bool {
-        self.data
+        self.0
+            .data
             .compare_exchange(old, new, Ordering::SeqCst, Ordering::Relaxed)
             .is_ok()
     }
@@ -309,9 +372,10 @@ impl Record {
     pub fn mv_lock(&self) -> u64 {
         let mut spins = 0u32;
         loop {
-            let t = self.tid.load(Ordering::Relaxed);
+            let t = self.0.tid.load(Ordering::Relaxed);
             if t & LOCK == 0
                 && self
+                    .0
                     .tid
                     .compare_exchange_weak(t, t | LOCK, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
@@ -325,26 +389,26 @@ impl Record {
     /// Release [`Record::mv_lock`].
     #[inline]
     pub fn mv_unlock(&self) {
-        self.tid.fetch_and(!LOCK, Ordering::Release);
+        self.0.tid.fetch_and(!LOCK, Ordering::Release);
     }
 
     /// Whether the record is still linked from its index.
     #[inline]
     pub fn mv_linked(&self) -> bool {
-        self.tid.load(Ordering::Acquire) & LATEST != 0
+        self.0.tid.load(Ordering::Acquire) & LATEST != 0
     }
 
     /// Count one queued GC entry that will visit this record.
     #[inline]
     pub fn gc_hold(&self) {
-        self.tid.fetch_add(GC_ONE, Ordering::Relaxed);
+        self.0.tid.fetch_add(GC_ONE, Ordering::Relaxed);
     }
 
     /// Drop one GC hold. Returns true if the caller must retire the record:
     /// it was the last hold and the record has been unlinked.
     #[inline]
     pub fn gc_release(&self) -> bool {
-        let prev = self.tid.fetch_sub(GC_ONE, Ordering::AcqRel);
+        let prev = self.0.tid.fetch_sub(GC_ONE, Ordering::AcqRel);
         prev >> GC_SHIFT == 1 && prev & LATEST == 0
     }
 
@@ -353,7 +417,7 @@ impl Record {
     /// must retire it (no GC entry holds it; otherwise the last one does).
     #[inline]
     pub fn mv_mark_unlinked(&self) -> bool {
-        let prev = self.tid.fetch_and(!(LATEST | LOCK), Ordering::AcqRel);
+        let prev = self.0.tid.fetch_and(!(LATEST | LOCK), Ordering::AcqRel);
         prev >> GC_SHIFT == 0
     }
 
@@ -361,7 +425,7 @@ impl Record {
     /// replacing its own uncommitted version, or rolling one back).
     #[inline]
     pub fn set_head(&self, v: *mut Version) {
-        self.data.store(v, Ordering::Release);
+        self.0.data.store(v, Ordering::Release);
     }
 
     /// ERMIA's version garbage collection for one chain: cut everything
@@ -407,7 +471,7 @@ impl Record {
     /// reader can hold it any more. Let the next writer reuse it.
     #[inline]
     pub fn mark_inline_free(&self) {
-        self.tid.fetch_or(INLINE_FREE, Ordering::Release);
+        self.0.tid.fetch_or(INLINE_FREE, Ordering::Release);
     }
 
     /// Claim the inline first version for a new version of `len` bytes, if
@@ -423,10 +487,10 @@ impl Record {
     /// `this` must point to a live multi-version record (the caller is
     /// pinned), with the provenance of its whole allocation.
     #[inline]
-    pub unsafe fn take_inline(this: *const Record, len: usize) -> Option<*mut Version> {
+    pub unsafe fn take_inline(this: *const MvRecord, len: usize) -> Option<*mut Version> {
         // SAFETY: caller contract.
         let r = unsafe { &*this };
-        if r.tid.load(Ordering::Relaxed) & INLINE_FREE == 0 {
+        if r.0.tid.load(Ordering::Relaxed) & INLINE_FREE == 0 {
             return None;
         }
         let a = Record::inline_version(this as *mut Record);
@@ -434,7 +498,7 @@ impl Record {
         if !unsafe { &*a }.fits(len) {
             return None;
         }
-        if r.tid.fetch_and(!INLINE_FREE, Ordering::Acquire) & INLINE_FREE == 0 {
+        if r.0.tid.fetch_and(!INLINE_FREE, Ordering::Acquire) & INLINE_FREE == 0 {
             return None; // another writer claimed it first
         }
         Some(a)
@@ -444,7 +508,7 @@ impl Record {
     /// and never published.
     #[inline]
     pub fn give_back_inline(&self) {
-        self.tid.fetch_or(INLINE_FREE, Ordering::Release);
+        self.0.tid.fetch_or(INLINE_FREE, Ordering::Release);
     }
 }
 
@@ -459,7 +523,7 @@ mod tests {
         let l = ep.register().unwrap();
         for meta in [false, true] {
             let g = l.pin();
-            let r = Record::new_mv(b"one", 5, meta);
+            let r = MvRecord::new_mv(b"one", 5, meta);
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             let rec = unsafe { &*r };
             let v1 = rec.newest();
@@ -519,18 +583,21 @@ mod tests {
             // by one writer at a time, only for values that fit, handed back
             // if unused, then rebuilt in place in front of the head.
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
-            assert!(unsafe { Record::take_inline(r, 3) }.is_none(), "not marked");
+            assert!(
+                unsafe { MvRecord::take_inline(r, 3) }.is_none(),
+                "not marked"
+            );
             rec.mark_inline_free();
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
-            assert!(unsafe { Record::take_inline(r, 9) }.is_none(), "too big");
+            assert!(unsafe { MvRecord::take_inline(r, 9) }.is_none(), "too big");
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
-            let a = unsafe { Record::take_inline(r, 3) }.expect("free and fits");
+            let a = unsafe { MvRecord::take_inline(r, 3) }.expect("free and fits");
             assert_eq!(a, v1, "the inline first version");
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
-            assert!(unsafe { Record::take_inline(r, 3) }.is_none(), "claimed");
+            assert!(unsafe { MvRecord::take_inline(r, 3) }.is_none(), "claimed");
             rec.give_back_inline();
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
-            let a = unsafe { Record::take_inline(r, 3) }.expect("handed back");
+            let a = unsafe { MvRecord::take_inline(r, 3) }.expect("handed back");
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { reinit_inline(a, Some(b"two"), 8 | XID_FLAG, v2) };
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
@@ -548,7 +615,7 @@ mod tests {
             assert_eq!(out, b"two");
             drop(g);
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
-            unsafe { Record::free(r as *mut u8) };
+            unsafe { MvRecord::free(r) };
             ep.tick();
             ep.tick();
             l.collect();

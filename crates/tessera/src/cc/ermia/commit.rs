@@ -89,7 +89,7 @@ pub(crate) fn commit<M: Mode>(tx: &mut ETx<'_, M>) -> TxResult<()> {
             st.pending_unlinks.push_back(PendingUnlink {
                 table: w.table,
                 key: st.sets.wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize].into(),
-                rec: w.rec,
+                rec: w.rec as *const Record,
                 tid: c,
             });
         }
@@ -187,7 +187,7 @@ pub(crate) fn abort<M: Mode>(tx: &mut ETx<'_, M>) {
             st.pending_unlinks.push_back(PendingUnlink {
                 table: w.table,
                 key: st.sets.wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize].into(),
-                rec: w.rec,
+                rec: w.rec as *const Record,
                 tid: old.stamp(),
             });
         }

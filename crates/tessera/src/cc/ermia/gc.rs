@@ -94,7 +94,7 @@ pub(crate) fn maintain(
         if i >= core.tables.len() {
             core.tables = db.tables.read().clone();
         }
-        unlink_tombstone(&core.tables[i], g, &p.key, p.rec, p.tid);
+        unlink_tombstone(&core.tables[i], g, &p.key, p.rec as *const MvRecord, p.tid);
     }
 }
 
@@ -105,7 +105,7 @@ pub(super) fn unlink_tombstone(
     t: &Table,
     g: &Guard<'_>,
     key: &[u8],
-    rec: *const Record,
+    rec: *const MvRecord,
     stamp: u64,
 ) {
     // The record may have been unlinked and freed since it was queued (a

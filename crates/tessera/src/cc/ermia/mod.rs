@@ -67,6 +67,7 @@ use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup};
+use crate::storage::mvcc::MvRecord;
 use crate::storage::mvcc::{free_mv_version, new_mv_version, reinit_inline, SsnMeta, SSTAMP_INF};
 use crate::storage::tid::*;
 use crate::storage::{Record, Version};
@@ -267,12 +268,14 @@ impl<M: Mode> CcProtocol for Ermia<M> {
         }
     }
     fn read_committed(sh: &ErmiaShared, rec: &Record, out: &mut Vec<u8>) -> bool {
-        read_latest_committed(sh, rec, out)
+        // SAFETY: every record of a database running ERMIA was made by
+        // `MvRecord::new_mv` (here or in `rebuild`).
+        read_latest_committed(sh, unsafe { MvRecord::from_record(rec) }, out)
     }
     fn rebuild(val: &[u8], _epoch: u64) -> *mut Record {
         // Like a record written long ago: stamp 1 (every new begin stamp
         // is larger).
-        Record::new_mv(val, 1, M::SSN)
+        MvRecord::new_mv(val, 1, M::SSN) as *mut Record
     }
 }
 
@@ -305,7 +308,7 @@ pub(crate) struct MvState {
 
 /// See [`MvState::gc`] and [`MvState::inline_free`].
 pub(crate) struct GcEntry {
-    pub rec: *const Record,
+    pub rec: *const MvRecord,
     /// In `gc`: the commit stamp of our write; in `inline_free`: the memory
     /// epoch of the cut.
     pub stamp: u64,
@@ -318,7 +321,7 @@ unsafe impl Send for GcEntry {}
 /// A write of the running transaction.
 #[derive(Clone, Copy)]
 pub(crate) struct MvWrite {
-    pub rec: *const Record,
+    pub rec: *const MvRecord,
     /// Our version (the record's head while we run).
     pub newv: *mut Version,
     /// The version it overwrote.

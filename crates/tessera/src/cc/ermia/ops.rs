@@ -5,7 +5,7 @@ use super::*;
 
 /// Read `rec` for the running transaction: the visible version (with the
 /// SSN read hook) into `rbuf`; `Ok(false)` if the key is absent to us.
-pub(super) fn read_record<M: Mode>(tx: &mut ETx<'_, M>, rec: &Record) -> TxResult<bool> {
+pub(super) fn read_record<M: Mode>(tx: &mut ETx<'_, M>, rec: &MvRecord) -> TxResult<bool> {
     let st = &mut *tx.st;
     let Some(seen) = visible(tx.sh, my_flagged(st), st.mv.begin, rec) else {
         return Ok(false);
@@ -34,9 +34,9 @@ pub(crate) fn get<'t, M: Mode>(
             Lookup::Missing { .. } => Ok(None),
             Lookup::Found(v) => {
                 // SAFETY: reached through the index while pinned.
-                let rec = unsafe { &*(v as *const Record) };
+                let rec = unsafe { MvRecord::from_index(v) };
                 let found = read_record(tx, rec)?;
-                tx.st.sets.last.set(table.id, key, rec, 0);
+                tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
                 Ok(found.then_some(&tx.st.sets.rbuf[..]))
             }
         };
@@ -51,9 +51,9 @@ pub(crate) fn get<'t, M: Mode>(
         return Ok(None);
     };
     // SAFETY: reached through the index while pinned.
-    let rec = unsafe { &*(v as *const Record) };
+    let rec = unsafe { MvRecord::from_index(v) };
     let present = read_record(tx, rec)?;
-    tx.st.sets.last.set(table.id, key, rec, 0);
+    tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
     if !present {
         tx.st.sets.nodes.push(NodeEntry { leaf, version });
         return Ok(None);
@@ -80,7 +80,7 @@ pub(super) fn create<M: Mode>(
 ) -> Result<(), u64> {
     let meta = ssn(tx);
     let st = &mut *tx.st;
-    let r = Record::new_mv(val, my_flagged(st), meta);
+    let r = MvRecord::new_mv(val, my_flagged(st), meta);
     // SAFETY: fresh, unpublished.
     let rec = unsafe { &*r };
     let newv = rec.newest();
@@ -129,7 +129,7 @@ pub(super) fn write_record<M: Mode>(
     tx: &mut ETx<'_, M>,
     table: &Table,
     key: &[u8],
-    rec: &Record,
+    rec: &MvRecord,
     val: Option<&[u8]>,
     op: Op,
 ) -> TxResult<Option<bool>> {
@@ -217,7 +217,7 @@ pub(super) fn write_record<M: Mode>(
         }
         // The record's inline first version if GC freed it, else a new one.
         // SAFETY: pinned; `rec` came from the index as a raw address.
-        let nv = match unsafe { Record::take_inline(rec, val.map_or(0, |v| v.len())) } {
+        let nv = match unsafe { MvRecord::take_inline(rec, val.map_or(0, |v| v.len())) } {
             Some(a) => {
                 // SAFETY: claimed just now, unpublished; the value fits.
                 unsafe { reinit_inline(a, val, my, head) };
@@ -319,7 +319,7 @@ pub(super) fn write<M: Mode>(
             }
         };
         // SAFETY: reached through the index while pinned.
-        let rec = unsafe { &*(found as *const Record) };
+        let rec = unsafe { MvRecord::from_index(found) };
         if let Some(done) = write_record(tx, table, key, rec, val, op)? {
             // SSN: "missing" answered from a tombstone is an absence seen
             // (see `get`).
@@ -406,7 +406,7 @@ where
         },
         |k, v| {
             // SAFETY: reached through the index while pinned.
-            let rec = unsafe { &*(v as *const Record) };
+            let rec = unsafe { MvRecord::from_index(v) };
             let Some(seen) = visible(sh, my, begin, rec) else {
                 return true;
             };

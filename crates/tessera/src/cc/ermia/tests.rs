@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::index::{Lookup, OrderedIndex};
-use crate::storage::Record;
+use crate::storage::mvcc::MvRecord;
 use crate::{Database, Options, Protocol};
 
 /// A record updated now and then gets its newest version back into its
@@ -33,7 +33,7 @@ fn updates_reuse_the_inline_first_version() {
             let g = w.local.pin();
             if let Lookup::Found(v) = table.index.get(b"k", &g) {
                 // SAFETY: reached through the index while pinned.
-                let rec = unsafe { &*(v as *const Record) };
+                let rec = unsafe { MvRecord::from_index(v) };
                 // SAFETY: as above.
                 if unsafe { &*rec.newest() }.is_first_inline() {
                     reused_at = Some(n);

@@ -16,7 +16,7 @@ pub(super) struct Seen {
 /// Never null for a multi-version record: ⊥ (stamp 0) is visible to all,
 /// and GC never cuts the chain above the first version the oldest snapshot
 /// sees.
-pub(super) fn visible(sh: &ErmiaShared, my: u64, begin: u64, rec: &Record) -> Option<Seen> {
+pub(super) fn visible(sh: &ErmiaShared, my: u64, begin: u64, rec: &MvRecord) -> Option<Seen> {
     let mut v = rec.newest() as *const Version;
     let mut spins = 0;
     while !v.is_null() {
@@ -72,7 +72,7 @@ pub(super) fn visible(sh: &ErmiaShared, my: u64, begin: u64, rec: &Record) -> Op
 /// The newest committed value of `rec`, for checkpoints: `false` if that
 /// version is a tombstone or ⊥. Waits for an owner in pre-commit, like a
 /// reader whose snapshot is "now".
-pub(crate) fn read_latest_committed(sh: &ErmiaShared, rec: &Record, out: &mut Vec<u8>) -> bool {
+pub(crate) fn read_latest_committed(sh: &ErmiaShared, rec: &MvRecord, out: &mut Vec<u8>) -> bool {
     match visible(sh, 0, u64::MAX >> 1, rec) {
         Some(seen) => {
             // SAFETY: the caller is pinned; versions are reclaimed through
