@@ -6,10 +6,11 @@
 //! *Locks.* Every record read takes a shared lock, every write an
 //! exclusive one (a read-then-write upgrades when the transaction is the
 //! only reader); all are held until the transaction commits or aborts
-//! (strict 2PL). The lock word lives in the newest version of the record
-//! ([`Version::lock_word`]): [`X`] plus the holder's worker slot + 1, or a
-//! reader count. Single-version records never use that word otherwise, so
-//! no other protocol's record grows. A commit that installs a larger value
+//! (strict 2PL). The 64-bit lock word lives in the newest version of the
+//! record ([`Version::lock_word`]): [`X`] plus the holder's worker slot + 1,
+//! or a reader count with the oldest reader's wait-die timestamp.
+//! Single-version records never use that word otherwise, so no other
+//! protocol's record grows. A commit that installs a larger value
 //! moves the record to a new version whose word is free; that is safe
 //! because the transaction's outcome is decided by then, and a waiter on
 //! the old word re-checks, after acquiring it, that it locked the newest
@@ -21,11 +22,14 @@
 //! eventually wins) and lets a requester wait only for a holder younger
 //! than itself; a younger requester dies. Against an exclusive holder the
 //! rule is exact (the word names the holder, whose timestamp is in
-//! [`TwoPlShared::ts`]). Against shared holders, whom a 32-bit word cannot
-//! name, a requester dies: DBx1000 keeps an owner list per row and would
-//! let an older writer wait; dying instead is never wrong for wait-die
-//! (waits still go only from older to younger, so no cycle can form) but
-//! aborts some transactions DBx1000 would delay.
+//! [`TwoPlShared::ts`]). Against shared holders the word keeps the smallest
+//! timestamp of a reader since the readers were last none: a requester
+//! older than it waits (it is older than every reader), any other dies.
+//! DBx1000 keeps an owner list per row and compares with each owner; the
+//! bound is the same rule except that a reader leaving does not raise it
+//! until the readers drain, so a requester may die where DBx1000 would
+//! delay it (never the other way: waits go only from older to younger, so
+//! no cycle can form).
 //!
 //! *Phantoms.* A scan and a read that finds a key absent put the index
 //! leaves they examined into a node set, validated at commit while every
@@ -44,7 +48,7 @@
 //! records, release the locks.
 
 use std::ops::Bound;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use super::{
     own_insert_fixup, unlink, CcProtocol, NodeEntry, OrphanUnlinks, SvLocal, Tx, TxnSets,
@@ -60,8 +64,31 @@ use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
 use crate::txn::ScanOptions;
 
-/// Lock word: held exclusively (the low bits are the holder's slot + 1).
-const X: u32 = 1 << 31;
+/// Lock word (64 bits, the newest version's auxiliary word): held
+/// exclusively, the low bits being the holder's slot + 1. Without it, the
+/// word is shared: the low [`COUNT_BITS`] bits count the readers and the
+/// bits above hold the smallest wait-die timestamp of a reader since the
+/// count was last zero (0 under no-wait, which does not track them).
+const X: u64 = 1 << 63;
+/// Bits of a shared word that count its readers.
+const COUNT_BITS: u32 = 16;
+/// The reader count of a shared word.
+const COUNT: u64 = (1 << COUNT_BITS) - 1;
+
+/// A shared word with `n` readers, the oldest of timestamp `ts`.
+#[inline]
+fn shared_word(n: u64, ts: u64) -> u64 {
+    debug_assert!(n <= COUNT && ts < 1 << (63 - COUNT_BITS));
+    n | ts << COUNT_BITS
+}
+
+/// The oldest reader's timestamp of a shared word: a lower bound (a reader
+/// that leaves does not raise it), so a requester that is older than it is
+/// older than every reader.
+#[inline]
+fn oldest_reader(w: u64) -> u64 {
+    (w & !X) >> COUNT_BITS
+}
 
 /// How a lock conflict is resolved.
 pub(crate) trait Policy: Send + Sync + 'static {
@@ -177,17 +204,24 @@ fn confirm_absences(st: &mut TwoPlLocal) -> TxResult<()> {
     Ok(())
 }
 
-/// Try to take `word` in mode `excl` for slot `me`; an upgrade when
-/// `upgrade` (we hold one of the shared locks). `Ok(())` taken,
-/// `Err(word)` the word that stood in the way.
+/// Try to take `word` in mode `excl` for slot `me` (wait-die timestamp
+/// `ts`); an upgrade when `upgrade` (we hold one of the shared locks).
+/// `Ok(())` taken, `Err(word)` the word that stood in the way.
 #[inline]
-fn try_take(word: &AtomicU32, excl: bool, upgrade: bool, me: u32) -> Result<(), u32> {
+fn try_take(word: &AtomicU64, excl: bool, upgrade: bool, me: u64, ts: u64) -> Result<(), u64> {
     let cur = word.load(Ordering::Relaxed);
+    let readers = cur & COUNT;
     let (ok, new) = if excl {
         let expect = if upgrade { 1 } else { 0 };
-        (cur == expect, X | me)
+        (cur & X == 0 && readers == expect, X | me)
+    } else if readers == 0 {
+        (cur & X == 0, shared_word(1, ts))
     } else {
-        (cur & X == 0, cur + 1)
+        let oldest = oldest_reader(cur).min(ts);
+        (
+            cur & X == 0 && readers < COUNT,
+            shared_word(readers + 1, oldest),
+        )
     };
     if !ok {
         return Err(cur);
@@ -205,6 +239,8 @@ fn release(ver: *const Version, excl: bool) {
     if excl {
         w.store(0, Ordering::Release);
     } else {
+        // The count is the low bits and at least 1: no borrow reaches the
+        // timestamp.
         w.fetch_sub(1, Ordering::Release);
     }
 }
@@ -212,7 +248,8 @@ fn release(ver: *const Version, excl: bool) {
 /// Lock `rec` in mode `excl` (upgrading a shared lock we hold). Returns
 /// `Ok(false)` if the record was unlinked (retry through the index).
 fn lock<P: Policy>(tx: &mut LTx<'_, P>, rec: &Record, excl: bool) -> TxResult<bool> {
-    let me = tx.core.slot as u32 + 1;
+    let me = tx.core.slot as u64 + 1;
+    let ts = tx.st.ts;
     let mine = held(tx.st, rec);
     if let Some(i) = mine {
         if tx.st.held[i].excl || !excl {
@@ -225,13 +262,13 @@ fn lock<P: Policy>(tx: &mut LTx<'_, P>, rec: &Record, excl: bool) -> TxResult<bo
         let v = rec.newest();
         // SAFETY: reached from a record found while pinned.
         let word = unsafe { &*v }.lock_word();
-        match try_take(word, excl, upgrade, me) {
+        match try_take(word, excl, upgrade, me, ts) {
             Ok(()) => {
                 if rec.newest() != v {
                     // A commit replaced the version while we waited for
                     // its word: lock the new one (see the module docs).
                     if upgrade {
-                        word.store(1, Ordering::Release);
+                        word.store(shared_word(1, ts), Ordering::Release);
                     } else {
                         release(v, excl);
                     }
@@ -241,7 +278,7 @@ fn lock<P: Policy>(tx: &mut LTx<'_, P>, rec: &Record, excl: bool) -> TxResult<bo
                 if t & LATEST == 0 {
                     // Unlinked: a deleter committed. Retry via the index.
                     if upgrade {
-                        word.store(1, Ordering::Release);
+                        word.store(shared_word(1, ts), Ordering::Release);
                     } else {
                         release(v, excl);
                     }
@@ -258,11 +295,17 @@ fn lock<P: Policy>(tx: &mut LTx<'_, P>, rec: &Record, excl: bool) -> TxResult<bo
                 if !P::WAIT_DIE {
                     return conflict(tx.st, ConflictReason::LockConflict);
                 }
-                // Wait only for an exclusive holder younger than us.
-                let older = cur & X != 0 && {
+                // Wait only for holders all younger than us: the exclusive
+                // holder the word names, or readers whose oldest is younger
+                // (an upgrader counts itself among them, hence `<=`).
+                let older = if cur & X != 0 {
                     let h = (cur & !X) as usize - 1;
                     let hts = tx.sh.ts[h].load(Ordering::Acquire);
-                    tx.st.ts < hts
+                    ts < hts
+                } else if upgrade {
+                    ts <= oldest_reader(cur)
+                } else {
+                    ts < oldest_reader(cur)
                 };
                 if !older {
                     return conflict(tx.st, ConflictReason::WaitDie);
@@ -411,7 +454,7 @@ fn create<P: Policy>(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8])
     // SAFETY: as above. Locked before anyone can see it.
     unsafe { &*v }
         .lock_word()
-        .store(X | (tx.core.slot as u32 + 1), Ordering::Relaxed);
+        .store(X | (tx.core.slot as u64 + 1), Ordering::Relaxed);
     let ins = table.index.insert(key, r as u64, tx.g);
     if let Insert::Exists(_) = ins {
         // SAFETY: never published: the insert failed.

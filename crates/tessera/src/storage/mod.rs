@@ -43,19 +43,38 @@ pub struct Version {
     prev: AtomicPtr<Version>,
     /// Value length in bytes.
     len: AtomicU32,
-    /// Capacity in 8-byte words (immutable).
-    cap_words: u32,
-    /// [`V_INLINE`] if this version lives inside its record's allocation;
-    /// [`V_META`] if SSN metadata follows the data words; [`V_BOTTOM`] (immutable).
-    flags: u32,
+    /// Capacity in 8-byte words (the low [`FLAG_SHIFT`] bits) and flags
+    /// (the top 3: [`V_INLINE`] if this version lives inside its record's
+    /// allocation, [`V_META`] if SSN metadata follows the header,
+    /// [`V_BOTTOM`]); immutable. Packed so that the auxiliary word below
+    /// gets 64 bits without the header growing past 32 bytes.
+    cap_flags: u32,
     /// An auxiliary word whose meaning is the record layout's: on ERMIA's
-    /// multi-version records, 1 if this version is a tombstone (Silo marks
-    /// deletions in the record's TID word instead); on the newest version
-    /// of a strict-2PL record, its reader-writer lock word
-    /// ([`Version::lock_word`]). A database uses one layout.
-    tomb: AtomicU32,
+    /// multi-version versions ([`mvcc::MvRecord`]), 1 if this version is a
+    /// tombstone (Silo marks deletions in the record's TID word instead);
+    /// on the newest version of a strict-2PL record, its 64-bit
+    /// reader-writer lock word ([`Version::lock_word`]). A database uses one
+    /// layout.
+    aux: AtomicU64,
     // followed, with `V_META`, by an `SsnMeta`, then by `cap_words`
     // AtomicU64 words of value data
+}
+
+/// Where the flags start in `Version::cap_flags` (capacities are far
+/// below 2^29 words: values are at most 16 MiB).
+const FLAG_SHIFT: u32 = 29;
+/// The capacity bits of `Version::cap_flags`.
+const CAP_MASK: u32 = (1 << FLAG_SHIFT) - 1;
+
+/// `Version::cap_flags` for a capacity and flags.
+#[inline]
+fn cap_flags(cap_words: usize, flags: u32) -> u32 {
+    assert!(
+        cap_words <= CAP_MASK as usize,
+        "version capacity out of range"
+    );
+    debug_assert!(flags < 8);
+    cap_words as u32 | flags << FLAG_SHIFT
 }
 
 /// `Version::flags`: the version is part of its record's allocation.
@@ -101,8 +120,20 @@ impl Version {
     /// version's auxiliary word, which single-version records do not
     /// otherwise use, so the other protocols' records are no larger.
     #[inline]
-    pub(crate) fn lock_word(&self) -> &AtomicU32 {
-        &self.tomb
+    pub(crate) fn lock_word(&self) -> &AtomicU64 {
+        &self.aux
+    }
+
+    /// The `V_*` flags.
+    #[inline]
+    fn flags(&self) -> u32 {
+        self.cap_flags >> FLAG_SHIFT
+    }
+
+    /// Capacity in 8-byte words.
+    #[inline]
+    fn cap_words(&self) -> usize {
+        (self.cap_flags & CAP_MASK) as usize
     }
 
     /// The data words of version `v`. Takes a raw pointer (not `&self`) so the
@@ -116,7 +147,7 @@ impl Version {
         // Branch-free: V_META is 2 and the metadata is 24 bytes.
         const _: () = assert!(V_META == 2 && std::mem::size_of::<mvcc::SsnMeta>() == 24);
         // SAFETY: `v` points to a live version (callers' contract).
-        let off = VHDR + (unsafe { (*v).flags } & V_META) as usize * 12;
+        let off = VHDR + ((unsafe { (*v).cap_flags } >> FLAG_SHIFT) & V_META) as usize * 12;
         // SAFETY: the data words lie in the same allocation at `off` (see
         // `layout_version`, `Record::new` and `mvcc::init_mv`).
         unsafe { (v as *const u8).add(off) as *const AtomicU64 }
@@ -125,7 +156,7 @@ impl Version {
     /// Capacity in bytes.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.cap_words as usize * 8
+        self.cap_words() * 8
     }
 
     /// The TID stored in this version.
@@ -204,12 +235,12 @@ impl Version {
     /// The layout this version was allocated with (header, data words and,
     /// with `V_META`, the SSN metadata).
     fn layout(&self) -> Layout {
-        let meta = if self.flags & V_META != 0 {
+        let meta = if self.flags() & V_META != 0 {
             std::mem::size_of::<mvcc::SsnMeta>()
         } else {
             0
         };
-        Layout::from_size_align(VHDR + self.cap_words as usize * 8 + meta, 8).expect("layout")
+        Layout::from_size_align(VHDR + self.cap_words() * 8 + meta, 8).expect("layout")
     }
 }
 
@@ -237,9 +268,8 @@ fn new_version(val: &[u8], tid: u64, prev: *mut Version) -> *mut Version {
                 tid: AtomicU64::new(tid),
                 prev: AtomicPtr::new(prev),
                 len: AtomicU32::new(0),
-                cap_words: cap as u32,
-                flags: 0,
-                tomb: AtomicU32::new(0),
+                cap_flags: cap_flags(cap, 0),
+                aux: AtomicU64::new(0),
             },
         );
         // Zero the words so every word is initialised.
@@ -257,7 +287,7 @@ unsafe fn free_version(v: *mut u8) {
     let v = v as *mut Version;
     // SAFETY: caller contract; inline versions are never passed here.
     unsafe {
-        debug_assert_eq!((*v).flags & V_INLINE, 0);
+        debug_assert_eq!((*v).flags() & V_INLINE, 0);
         dealloc(v as *mut u8, (*v).layout());
     }
 }
@@ -292,9 +322,8 @@ impl Record {
                     tid: AtomicU64::new(tid),
                     prev: AtomicPtr::new(ptr::null_mut()),
                     len: AtomicU32::new(0),
-                    cap_words: cap as u32,
-                    flags: V_INLINE,
-                    tomb: AtomicU32::new(0),
+                    cap_flags: cap_flags(cap, V_INLINE),
+                    aux: AtomicU64::new(0),
                 },
             );
             ptr::write_bytes((v as *mut u8).add(VHDR), 0, cap * 8);
@@ -508,7 +537,7 @@ impl Record {
         } else {
             let nv = new_version(bytes, new_tid, h.prev());
             self.data.store(nv, Ordering::Release);
-            if h.flags & V_INLINE == 0 {
+            if h.flags() & V_INLINE == 0 {
                 // SAFETY: `head` was the newest version and is now unlinked;
                 // readers that still hold it are pinned.
                 unsafe { g.retire(head as *mut u8, free_version) };
@@ -532,7 +561,7 @@ impl Record {
                     // SAFETY: unlinked above; each chain version is owned by this chain only.
                     let next = unsafe { (*cut).prev() };
                     // SAFETY: as above.
-                    if unsafe { (*cut).flags } & V_INLINE == 0 {
+                    if unsafe { (*cut).flags() } & V_INLINE == 0 {
                         // SAFETY: unreachable for new readers; old readers are pinned.
                         unsafe { g.retire(cut as *mut u8, free_version) };
                     }
@@ -567,14 +596,14 @@ impl Record {
             let mut v = (*r).data.load(Ordering::Relaxed);
             while !v.is_null() {
                 let next = (*v).prev.load(Ordering::Relaxed);
-                if (*v).flags & V_INLINE == 0 {
+                if (*v).flags() & V_INLINE == 0 {
                     free_version(v as *mut u8);
                 }
                 v = next;
             }
             let iv = Record::inline_version(r);
             let mut size = HEAD + (*iv).layout().size();
-            if (*iv).flags & V_BOTTOM != 0 {
+            if (*iv).flags() & V_BOTTOM != 0 {
                 // A multi-version record's ⊥ follows its first version.
                 let bot = (iv as *const u8).add((*iv).layout().size()) as *const Version;
                 size += (*bot).layout().size();

@@ -100,20 +100,20 @@ impl Version {
     /// Whether this version is a tombstone.
     #[inline]
     pub fn is_tombstone(&self) -> bool {
-        self.tomb.load(Ordering::Relaxed) != 0
+        self.aux.load(Ordering::Relaxed) != 0
     }
 
     /// Whether this version lives inside its record's allocation.
     #[inline]
     pub fn is_inline(&self) -> bool {
-        self.flags & V_INLINE != 0
+        self.flags() & V_INLINE != 0
     }
 
     /// Whether this is a multi-version record's inline first version (the
     /// reusable slot; ⊥, the other inline version, is not).
     #[inline]
     pub fn is_first_inline(&self) -> bool {
-        self.flags & V_BOTTOM != 0
+        self.flags() & V_BOTTOM != 0
     }
 
     /// The SSN metadata of version `v`, if it has any.
@@ -124,7 +124,7 @@ impl Version {
     pub unsafe fn meta<'a>(v: *const Version) -> Option<&'a SsnMeta> {
         // SAFETY: caller contract.
         let this = unsafe { &*v };
-        if this.flags & V_META == 0 {
+        if this.flags() & V_META == 0 {
             return None;
         }
         // SAFETY: with V_META the metadata directly follows the header, in
@@ -150,7 +150,7 @@ impl Version {
         // SAFETY: caller contract.
         unsafe {
             Version::write(v, val.unwrap_or(&[]));
-            (*v).tomb.store(val.is_none() as u32, Ordering::Relaxed);
+            (*v).aux.store(val.is_none() as u64, Ordering::Relaxed);
         }
     }
 }
@@ -175,9 +175,8 @@ unsafe fn init_mv(
                 tid: AtomicU64::new(stamp),
                 prev: AtomicPtr::new(prev),
                 len: AtomicU32::new(0),
-                cap_words: cap as u32,
-                flags,
-                tomb: AtomicU32::new(val.is_none() as u32),
+                cap_flags: super::cap_flags(cap, flags),
+                aux: AtomicU64::new(val.is_none() as u64),
             },
         );
         let meta = if flags & V_META != 0 {
@@ -245,7 +244,7 @@ pub unsafe fn reinit_inline(v: *mut Version, val: Option<&[u8]>, stamp: u64, pre
     // SAFETY: caller contract: nobody else can reach `v` (out of every chain
     // and past the grace period), so its plain fields may be rewritten.
     unsafe {
-        let (cap, flags) = ((*v).cap_words as usize, (*v).flags);
+        let (cap, flags) = ((*v).cap_words(), (*v).flags());
         init_mv(v, cap, val, stamp, prev, flags);
     }
 }
@@ -449,7 +448,7 @@ impl MvRecord {
                     // SAFETY: unlinked above by the only pruner of this chain.
                     let next = unsafe { (*cut).prev() };
                     // SAFETY: as above.
-                    let flags = unsafe { (*cut).flags };
+                    let flags = unsafe { (*cut).flags() };
                     if flags & V_INLINE == 0 {
                         // SAFETY: unreachable for new readers; old ones are pinned.
                         unsafe { g.retire(cut as *mut u8, free_mv_version) };
@@ -582,11 +581,9 @@ mod tests {
             // The cut first version is reusable once marked free: claimed
             // by one writer at a time, only for values that fit, handed back
             // if unused, then rebuilt in place in front of the head.
-            // SAFETY: this test's record and versions: alive until the test frees them, one thread.
-            assert!(
-                unsafe { MvRecord::take_inline(r, 3) }.is_none(),
-                "not marked"
-            );
+            // SAFETY: this test's record, alive until the test frees it.
+            let taken = unsafe { MvRecord::take_inline(r, 3) };
+            assert!(taken.is_none(), "not marked");
             rec.mark_inline_free();
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             assert!(unsafe { MvRecord::take_inline(r, 9) }.is_none(), "too big");
