@@ -83,7 +83,43 @@ pub struct SsnMeta {
     pub readers: AtomicU64,
 }
 
+/// The state of a version written with `val` (`None`: a deletion).
+#[inline]
+fn mv_state_of(val: Option<&[u8]>) -> MvState {
+    if val.is_some() {
+        MvState::Value
+    } else {
+        MvState::Tombstone
+    }
+}
+
+/// What a multi-version version holds: the meaning of its auxiliary word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum MvState {
+    /// A value.
+    Value = 0,
+    /// A deletion.
+    Tombstone = 1,
+    /// BOHM's placeholder (Faleiro's thesis, section 5.3): a version whose
+    /// position in the chain is fixed by its transaction's timestamp before
+    /// the transaction runs, and whose value the execution phase produces.
+    /// No protocol installs one yet; the state is reserved so the layout
+    /// needs no change when BOHM does.
+    Placeholder = 2,
+}
+
 impl Version {
+    /// What this version holds.
+    #[inline]
+    pub fn state(&self) -> MvState {
+        match self.aux.load(Ordering::Acquire) {
+            0 => MvState::Value,
+            1 => MvState::Tombstone,
+            _ => MvState::Placeholder,
+        }
+    }
+
     /// The creation stamp: a commit stamp, or the creator's transaction id
     /// with [`XID_FLAG`] while it is in flight.
     #[inline]
@@ -100,7 +136,7 @@ impl Version {
     /// Whether this version is a tombstone.
     #[inline]
     pub fn is_tombstone(&self) -> bool {
-        self.aux.load(Ordering::Relaxed) != 0
+        self.aux.load(Ordering::Relaxed) == MvState::Tombstone as u64
     }
 
     /// Whether this version lives inside its record's allocation.
@@ -150,7 +186,7 @@ impl Version {
         // SAFETY: caller contract.
         unsafe {
             Version::write(v, val.unwrap_or(&[]));
-            (*v).aux.store(val.is_none() as u64, Ordering::Relaxed);
+            (*v).aux.store(mv_state_of(val) as u64, Ordering::Relaxed);
         }
     }
 }
@@ -176,7 +212,7 @@ unsafe fn init_mv(
                 prev: AtomicPtr::new(prev),
                 len: AtomicU32::new(0),
                 cap_flags: super::cap_flags(cap, flags),
-                aux: AtomicU64::new(val.is_none() as u64),
+                aux: AtomicU64::new(mv_state_of(val) as u64),
             },
         );
         let meta = if flags & V_META != 0 {
@@ -533,12 +569,15 @@ mod tests {
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             let b = unsafe { &*bot };
             assert!(b.is_tombstone() && b.is_inline() && b.stamp() == 0);
+            assert_eq!(b.state(), MvState::Tombstone);
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             assert_eq!(unsafe { Version::meta(bot) }.is_some(), meta);
             let mut out = Vec::new();
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { Version::read_into(v1, &mut out) };
             assert_eq!(out, b"one");
+            // SAFETY: this test's record, alive until the test frees it.
+            assert_eq!(unsafe { &*v1 }.state(), MvState::Value);
             let x = new_mv_version(Some(b"x"), 6, v1, meta);
             assert!(!rec.cas_head(bot, x), "a CAS from a stale head fails");
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
