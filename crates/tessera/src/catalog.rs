@@ -13,7 +13,31 @@ use std::ops::Bound;
 
 use crate::epoch::Guard;
 use crate::index::{BTree, Insert, LeafRef, Lookup, OrderedIndex, RangeObserver};
+use crate::storage::mvcc::MvRecord;
 use crate::storage::Record;
+
+/// A record layout a table's index can name: its values are pointers to
+/// heads of this type.
+///
+/// # Safety
+/// Implementors are record heads (`Record`, or `repr(transparent)` over it)
+/// made by the storage layer and freed only through the epoch after they
+/// have left their index.
+pub(crate) unsafe trait RecordHead: 'static {}
+// SAFETY: the record head itself.
+unsafe impl RecordHead for Record {}
+// SAFETY: `repr(transparent)` over `Record`.
+unsafe impl RecordHead for MvRecord {}
+
+/// A key's record, borrowed for as long as the guard pins the epoch (a
+/// lookup that must name the leaf of a missing key, for a node set, uses
+/// [`Table::lookup_with_leaf`]).
+pub(crate) enum Found<'g, R> {
+    /// The key's record.
+    Record(&'g R),
+    /// The key is absent.
+    Missing,
+}
 
 /// A table's ordered index: one of the [`OrderedIndex`] implementations,
 /// chosen when the table is created. Calls go through one `match` (with a
@@ -103,6 +127,53 @@ impl Table {
             secondary,
             index: TableIndex::BTree(BTree::new()),
         }
+    }
+
+    /// The record of `key` in this table's layout `R`, borrowed for as long
+    /// as `g` pins the epoch: record references bound to the guard, so that
+    /// protocol code needs no `unsafe` to use what it found. `R` must be
+    /// the database's layout (one per database: the protocol's).
+    #[inline]
+    pub(crate) fn lookup<'g, R: RecordHead>(&self, key: &[u8], g: &'g Guard<'_>) -> Found<'g, R> {
+        match self.index.get(key, g) {
+            // SAFETY: every value of a table's index is a record head of the
+            // database's layout, freed only through the epoch after leaving
+            // the index, and `g` pins the epoch: it outlives the borrow.
+            Lookup::Found(v) => Found::Record(unsafe { &*(v as *const R) }),
+            Lookup::Missing { .. } => Found::Missing,
+        }
+    }
+
+    /// [`Table::lookup`], also naming the leaf whose range holds `key` and
+    /// its version, whether the key is there or not.
+    #[inline]
+    pub(crate) fn lookup_with_leaf<'g, R: RecordHead>(
+        &self,
+        key: &[u8],
+        g: &'g Guard<'_>,
+    ) -> (Option<&'g R>, LeafRef, u64) {
+        let (found, leaf, version) = self.index.get_with_leaf(key, g);
+        // SAFETY: as in `lookup`.
+        (found.map(|v| unsafe { &*(v as *const R) }), leaf, version)
+    }
+
+    /// Ordered scan of `[lo, hi]` handing each record, borrowed for as long
+    /// as `g` pins the epoch, to `f` (see [`OrderedIndex::scan`]; `R` as in
+    /// [`Table::lookup`]).
+    #[inline]
+    pub(crate) fn scan_records<'g, R: RecordHead, O: RangeObserver>(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        g: &'g Guard<'_>,
+        observer: O,
+        mut f: impl FnMut(&[u8], &'g R) -> bool,
+    ) {
+        self.index.scan(lo, hi, reverse, g, observer, |k, v| {
+            // SAFETY: as in `lookup`.
+            f(k, unsafe { &*(v as *const R) })
+        })
     }
 
     /// Free every record still linked from the index (database drop only).

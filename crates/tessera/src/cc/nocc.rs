@@ -7,10 +7,10 @@ use std::ops::Bound;
 
 use super::unlink;
 use super::Tx;
-use crate::catalog::Table;
+use crate::catalog::{Found, Table};
 use crate::error::{ConflictReason, TxError, TxResult};
+use crate::index::Insert;
 use crate::index::OrderedIndex;
-use crate::index::{Insert, Lookup};
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record};
 use crate::txn::ScanOptions;
@@ -28,14 +28,11 @@ fn new_tid(tx: &mut STx<'_>, old: u64) -> u64 {
 }
 
 /// Lock the live record for `key`; `None` if the key has no record.
-fn lock_live(tx: &STx<'_>, table: &Table, key: &[u8]) -> TxResult<Option<(&'static Record, u64)>> {
+fn lock_live<'a>(tx: &STx<'a>, table: &Table, key: &[u8]) -> TxResult<Option<(&'a Record, u64)>> {
     for _ in 0..RETRIES {
-        match table.index.get(key, tx.g) {
-            Lookup::Missing { .. } => return Ok(None),
-            Lookup::Found(v) => {
-                // SAFETY: reached through the index while pinned; the 'static
-                // lifetime never escapes the pinned operation that uses it.
-                let rec: &'static Record = unsafe { &*(v as *const Record) };
+        match table.lookup::<Record>(key, tx.g) {
+            Found::Missing => return Ok(None),
+            Found::Record(rec) => {
                 let old = rec.lock();
                 if old & LATEST == 0 {
                     rec.unlock();
@@ -68,13 +65,12 @@ pub(crate) fn get<'t>(
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
     for _ in 0..RETRIES {
-        match table.index.get(key, tx.g) {
-            Lookup::Missing { .. } => return Ok(None),
-            Lookup::Found(v) => {
+        match table.lookup::<Record>(key, tx.g) {
+            Found::Missing => return Ok(None),
+            Found::Record(rec) => {
                 let buf = &mut tx.st.sets.rbuf;
                 buf.clear();
-                // SAFETY: reached through the index while pinned.
-                match unsafe { &*(v as *const Record) }.read(buf) {
+                match rec.read(buf) {
                     ReadOutcome::NotLatest => continue,
                     ReadOutcome::Ok(t) if t & ABSENT != 0 => return Ok(None),
                     ReadOutcome::Ok(_) => return Ok(Some(&tx.st.sets.rbuf)),
@@ -165,16 +161,15 @@ where
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut count = 0;
     let buf = &mut tx.st.sets.rbuf;
-    table.index.scan(
+    table.scan_records(
         lo,
         hi,
         opts.reverse,
         tx.g,
         crate::index::Unobserved,
-        |k, v| {
+        |k, rec: &Record| {
             buf.clear();
-            // SAFETY: reached through the index while pinned.
-            match unsafe { &*(v as *const Record) }.read(buf) {
+            match rec.read(buf) {
                 ReadOutcome::Ok(t) if t & ABSENT == 0 => {
                     count += 1;
                     f(k, buf) && count < limit

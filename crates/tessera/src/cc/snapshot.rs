@@ -5,10 +5,8 @@
 
 use std::ops::Bound;
 
-use crate::catalog::Table;
+use crate::catalog::{Found, Table};
 use crate::epoch::Guard;
-use crate::index::Lookup;
-use crate::index::OrderedIndex;
 use crate::storage::Record;
 use crate::txn::ScanOptions;
 
@@ -20,14 +18,11 @@ pub(crate) fn get<'t>(
     key: &[u8],
     boundary: u64,
 ) -> Option<&'t [u8]> {
-    match table.index.get(key, g) {
-        Lookup::Missing { .. } => None,
-        Lookup::Found(v) => {
+    match table.lookup::<Record>(key, g) {
+        Found::Missing => None,
+        Found::Record(rec) => {
             buf.clear();
-            // SAFETY: reached through the index while pinned.
-            unsafe { &*(v as *const Record) }
-                .read_snapshot(boundary, buf)
-                .map(|_| &buf[..])
+            rec.read_snapshot(boundary, buf).map(|_| &buf[..])
         }
     }
 }
@@ -47,18 +42,22 @@ where
 {
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut count = 0;
-    table
-        .index
-        .scan(lo, hi, opts.reverse, g, crate::index::Unobserved, |k, v| {
+    table.scan_records(
+        lo,
+        hi,
+        opts.reverse,
+        g,
+        crate::index::Unobserved,
+        |k, rec: &Record| {
             buf.clear();
-            // SAFETY: reached through the index while pinned.
-            match unsafe { &*(v as *const Record) }.read_snapshot(boundary, buf) {
+            match rec.read_snapshot(boundary, buf) {
                 None => true,
                 Some(_) => {
                     count += 1;
                     f(k, buf) && count < limit
                 }
             }
-        });
+        },
+    );
     count
 }

@@ -318,20 +318,18 @@ fn lock<P: Policy>(tx: &mut LTx<'_, P>, rec: &Record, excl: bool) -> TxResult<bo
 
 /// The record of `key` in `table`, locked in mode `excl`, or `None` with
 /// the leaf where the key would be (for the node set).
-fn find_locked<P: Policy>(
-    tx: &mut LTx<'_, P>,
+fn find_locked<'a, P: Policy>(
+    tx: &mut LTx<'a, P>,
     table: &Table,
     key: &[u8],
     excl: bool,
-) -> TxResult<Result<&'static Record, NodeEntry>> {
+) -> TxResult<Result<&'a Record, NodeEntry>> {
+    let g = tx.g;
     for _ in 0..super::STALE_RETRIES {
-        let (found, leaf, version) = table.index.get_with_leaf(key, tx.g);
-        let Some(v) = found else {
+        let (found, leaf, version) = table.lookup_with_leaf::<Record>(key, g);
+        let Some(rec) = found else {
             return Ok(Err(NodeEntry { leaf, version }));
         };
-        // SAFETY: reached through the index while pinned; records are
-        // reclaimed only through the epoch.
-        let rec: &'static Record = unsafe { &*(v as *const Record) };
         if lock(tx, rec, excl)? {
             return Ok(Ok(rec));
         }
@@ -500,39 +498,35 @@ where
     let mut nodes = std::mem::take(&mut tx.st.sv.sets.nodes);
     let mut val = std::mem::take(&mut tx.st.sv.sets.rbuf);
     let g = tx.g;
-    table
-        .index
-        .scan(lo, hi, opts.reverse, g, &mut nodes, |k, v| {
-            // SAFETY: reached through the index while pinned.
-            let rec = unsafe { &*(v as *const Record) };
-            match lock(tx, rec, false) {
-                Err(e) => {
-                    failed = Some(e);
-                    return false;
-                }
-                // Unlinked under us: its removal changed the leaf version,
-                // which the node set checks at commit.
-                Ok(false) => return true,
-                Ok(true) => {}
+    table.scan_records(lo, hi, opts.reverse, g, &mut nodes, |k, rec: &Record| {
+        match lock(tx, rec, false) {
+            Err(e) => {
+                failed = Some(e);
+                return false;
             }
-            let sets = &tx.st.sv.sets;
-            if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
-                let w = sets.writes[i];
-                if w.kind == WriteKind::Delete {
-                    return true;
-                }
+            // Unlinked under us: its removal changed the leaf version,
+            // which the node set checks at commit.
+            Ok(false) => return true,
+            Ok(true) => {}
+        }
+        let sets = &tx.st.sv.sets;
+        if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+            let w = sets.writes[i];
+            if w.kind == WriteKind::Delete {
+                return true;
+            }
+            count += 1;
+            return f(k, sets.stashed(w.val)) && count < limit;
+        }
+        val.clear();
+        match rec.read(&mut val) {
+            ReadOutcome::Ok(t) if t & ABSENT == 0 => {
                 count += 1;
-                return f(k, sets.stashed(w.val)) && count < limit;
+                f(k, &val) && count < limit
             }
-            val.clear();
-            match rec.read(&mut val) {
-                ReadOutcome::Ok(t) if t & ABSENT == 0 => {
-                    count += 1;
-                    f(k, &val) && count < limit
-                }
-                _ => true,
-            }
-        });
+            _ => true,
+        }
+    });
     nodes.append(&mut tx.st.sv.sets.nodes);
     tx.st.sv.sets.nodes = nodes;
     tx.st.sv.sets.rbuf = val;

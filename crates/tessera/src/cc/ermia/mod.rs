@@ -61,7 +61,7 @@ use super::NodeEntry;
 use super::{
     backoff_spin, CcProtocol, OrphanUnlinks, PendingUnlink, Tx, TxnSets, WorkerCore, STALE_RETRIES,
 };
-use crate::catalog::{Table, TableId};
+use crate::catalog::{Found, Table, TableId};
 use crate::engine::{Engine, Settings};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};

@@ -30,11 +30,9 @@ pub(crate) fn get<'t, M: Mode>(
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
     if !ssn(tx) {
-        return match table.index.get(key, tx.g) {
-            Lookup::Missing { .. } => Ok(None),
-            Lookup::Found(v) => {
-                // SAFETY: reached through the index while pinned.
-                let rec = unsafe { MvRecord::from_index(v) };
+        return match table.lookup::<MvRecord>(key, tx.g) {
+            Found::Missing => Ok(None),
+            Found::Record(rec) => {
                 let found = read_record(tx, rec)?;
                 tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
                 Ok(found.then_some(&tx.st.sets.rbuf[..]))
@@ -45,13 +43,11 @@ pub(crate) fn get<'t, M: Mode>(
     // record or its visible version is a tombstone (or ⊥): the record may be
     // unlinked and the key inserted into a fresh one, which only the leaf
     // sees (its version, and its absence stamp once we commit).
-    let (found, leaf, version) = table.index.get_with_leaf(key, tx.g);
-    let Some(v) = found else {
+    let (found, leaf, version) = table.lookup_with_leaf::<MvRecord>(key, tx.g);
+    let Some(rec) = found else {
         tx.st.sets.nodes.push(NodeEntry { leaf, version });
         return Ok(None);
     };
-    // SAFETY: reached through the index while pinned.
-    let rec = unsafe { MvRecord::from_index(v) };
     let present = read_record(tx, rec)?;
     tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
     if !present {
@@ -394,7 +390,7 @@ where
     // The node callback and the row callback both need the sets: collect
     // leaves separately and append them after the scan.
     let mut leaves: Vec<NodeEntry> = Vec::new();
-    table.index.scan(
+    table.scan_records(
         lo,
         hi,
         opts.reverse,
@@ -404,9 +400,7 @@ where
                 leaves.push(NodeEntry { leaf, version })
             }
         },
-        |k, v| {
-            // SAFETY: reached through the index while pinned.
-            let rec = unsafe { MvRecord::from_index(v) };
+        |k, rec: &MvRecord| {
             let Some(seen) = visible(sh, my, begin, rec) else {
                 return true;
             };
