@@ -498,6 +498,12 @@ const TWO_PL_WAITING: Capabilities = Capabilities {
     ..TWO_PL
 };
 
+impl Protocol {
+    /// The protocol of `Options::in_memory()` and `Options::durable()`
+    /// (the command line's `--cc` defaults to it too).
+    pub const DEFAULT: Protocol = Protocol::Silo;
+}
+
 protocols! {
     /// Silo's OCC (Tu et al., SOSP 2013): serializable.
     Silo => silo::Silo, "silo", [], SV;

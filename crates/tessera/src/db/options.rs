@@ -27,11 +27,12 @@ pub struct Options {
 }
 
 impl Options {
-    /// An in-memory database with Silo, 64 worker slots, 40 ms epochs
-    /// (Silo's default) and snapshots off.
+    /// An in-memory database with the default protocol
+    /// ([`Protocol::DEFAULT`], Silo), 64 worker slots, 40 ms epochs (Silo's
+    /// default) and snapshots off.
     pub fn in_memory() -> Options {
         Options {
-            protocol: Protocol::Silo,
+            protocol: Protocol::DEFAULT,
             workers: 64,
             epoch_interval: Duration::from_millis(40),
             snapshots: false,

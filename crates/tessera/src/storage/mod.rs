@@ -145,7 +145,7 @@ impl Version {
         // behind the header (`V_META`: kept next to the header so that SSN's
         // per-read bookkeeping touches the cache line the read already has).
         // Branch-free: V_META is 2 and the metadata is 24 bytes.
-        const _: () = assert!(V_META == 2 && std::mem::size_of::<mvcc::SsnMeta>() == 24);
+        const _: () = assert!(V_META == 2 && std::mem::size_of::<mvcc::VersionMeta>() == 24);
         // SAFETY: `v` points to a live version (callers' contract).
         let off = VHDR + ((unsafe { (*v).cap_flags } >> FLAG_SHIFT) & V_META) as usize * 12;
         // SAFETY: the data words lie in the same allocation at `off` (see
@@ -236,7 +236,7 @@ impl Version {
     /// with `V_META`, the SSN metadata).
     fn layout(&self) -> Layout {
         let meta = if self.flags() & V_META != 0 {
-            std::mem::size_of::<mvcc::SsnMeta>()
+            std::mem::size_of::<mvcc::VersionMeta>()
         } else {
             0
         };

@@ -24,10 +24,12 @@
 //! cache miss away from its head (best-effort inlining, as in Cicada; ERMIA
 //! allocates every version out of line).
 //!
-//! Versions of a database running SSN carry an [`SsnMeta`] between their
-//! header and their data words (η, π and the in-flight readers bitmap), so
-//! SSN's per-read bookkeeping touches the cache line the read touches
-//! anyway; Silo's versions carry none.
+//! A version may carry [`META_WORDS`] words of protocol metadata
+//! ([`VersionMeta`]) between its header and its data words, which the layout
+//! initialises and keeps but gives no meaning: SSN keeps η, π and its
+//! in-flight readers bitmap there (`cc::ermia::ssn`), so its per-read
+//! bookkeeping touches the cache line the read touches anyway; versions of
+//! the other protocols carry none.
 
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,10 +37,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::tid::{LATEST, LOCK};
 use super::*;
 use crate::epoch::Guard;
-
-/// π of a version nobody has overwritten: "infinity". Bit 63 is clear, so it
-/// is never taken for a transaction id.
-pub const SSTAMP_INF: u64 = !XID_FLAG;
 
 /// Tag bit of a version stamp that is a transaction id, not a commit stamp:
 /// a version is in flight while its stamp carries it.
@@ -67,21 +65,16 @@ pub struct Pruned {
     pub first_inline: bool,
 }
 
-/// SSN's per-version metadata (ERMIA section 3.6.2).
+/// Words of protocol metadata a version carries with `V_META`.
+pub const META_WORDS: usize = 3;
+
+/// A version's protocol metadata: words the layout keeps, right behind the
+/// header, for the protocol to give a meaning (SSN: `cc::ermia::ssn`).
 #[repr(C)]
-pub struct SsnMeta {
-    /// η(V): the largest commit stamp of a committed reader of this version;
-    /// set to the creator's commit stamp at post-commit.
-    pub pstamp: AtomicU64,
-    /// π(V): [`SSTAMP_INF`] until overwritten; the in-flight overwriter's
-    /// transaction id (with [`XID_FLAG`]) while it runs; the committed
-    /// overwriter's π after its post-commit.
-    pub sstamp: AtomicU64,
-    /// In-flight readers: bit `slot % 64` for each worker slot whose running
-    /// transaction read this version (ERMIA's readers bitmap, used by a
-    /// committing overwriter to find readers that are committing before it).
-    pub readers: AtomicU64,
-}
+pub struct VersionMeta(pub [AtomicU64; META_WORDS]);
+
+/// The initial values of a new version's metadata.
+pub type MetaInit = [u64; META_WORDS];
 
 /// The state of a version written with `val` (`None`: a deletion).
 #[inline]
@@ -152,12 +145,12 @@ impl Version {
         self.flags() & V_BOTTOM != 0
     }
 
-    /// The SSN metadata of version `v`, if it has any.
+    /// The protocol metadata of version `v`, if it has any.
     ///
     /// # Safety
     /// `v` must point to a live version (the caller is pinned).
     #[inline]
-    pub unsafe fn meta<'a>(v: *const Version) -> Option<&'a SsnMeta> {
+    pub unsafe fn meta<'a>(v: *const Version) -> Option<&'a VersionMeta> {
         // SAFETY: caller contract.
         let this = unsafe { &*v };
         if this.flags() & V_META == 0 {
@@ -165,7 +158,7 @@ impl Version {
         }
         // SAFETY: with V_META the metadata directly follows the header, in
         // the same allocation (see `init_mv`).
-        Some(unsafe { &*((v as *const u8).add(VHDR) as *const SsnMeta) })
+        Some(unsafe { &*((v as *const u8).add(VHDR) as *const VersionMeta) })
     }
 
     /// Whether `len` bytes fit this version's capacity.
@@ -202,6 +195,7 @@ unsafe fn init_mv(
     stamp: u64,
     prev: *mut Version,
     flags: u32,
+    meta_init: MetaInit,
 ) {
     // SAFETY: caller contract.
     unsafe {
@@ -216,22 +210,15 @@ unsafe fn init_mv(
             },
         );
         let meta = if flags & V_META != 0 {
-            std::mem::size_of::<SsnMeta>()
+            std::mem::size_of::<VersionMeta>()
         } else {
             0
         };
         ptr::write_bytes((v as *mut u8).add(VHDR + meta), 0, cap * 8);
         Version::write(v, val.unwrap_or(&[]));
         if meta != 0 {
-            let m = (v as *mut u8).add(VHDR) as *mut SsnMeta;
-            ptr::write(
-                m,
-                SsnMeta {
-                    pstamp: AtomicU64::new(0),
-                    sstamp: AtomicU64::new(SSTAMP_INF),
-                    readers: AtomicU64::new(0),
-                },
-            );
+            let m = (v as *mut u8).add(VHDR) as *mut VersionMeta;
+            ptr::write(m, VersionMeta(meta_init.map(AtomicU64::new)));
         }
     }
 }
@@ -239,49 +226,57 @@ unsafe fn init_mv(
 fn mv_size(cap: usize, meta: bool) -> usize {
     VHDR + cap * 8
         + if meta {
-            std::mem::size_of::<SsnMeta>()
+            std::mem::size_of::<VersionMeta>()
         } else {
             0
         }
 }
 
 /// Allocate an out-of-line version holding `val` (`None`: a tombstone),
-/// stamped `stamp`, in front of `prev`; with SSN metadata if `meta`.
+/// stamped `stamp`, in front of `prev`; with protocol metadata initialised
+/// to `meta` if given.
 // `prev` is only stored in the new version, never dereferenced here.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn new_mv_version(
     val: Option<&[u8]>,
     stamp: u64,
     prev: *mut Version,
-    meta: bool,
+    meta: Option<MetaInit>,
 ) -> *mut Version {
     let cap = words_for(val.map_or(0, |v| v.len()));
-    let layout = Layout::from_size_align(mv_size(cap, meta), 8).expect("version layout");
+    let layout = Layout::from_size_align(mv_size(cap, meta.is_some()), 8).expect("version layout");
     // SAFETY: non-zero-size layout.
     let p = unsafe { alloc(layout) } as *mut Version;
     if p.is_null() {
         std::alloc::handle_alloc_error(layout);
     }
-    let flags = if meta { V_META } else { 0 };
+    let flags = if meta.is_some() { V_META } else { 0 };
     // SAFETY: fresh allocation of the whole layout.
-    unsafe { init_mv(p, cap, val, stamp, prev, flags) };
+    unsafe { init_mv(p, cap, val, stamp, prev, flags, meta.unwrap_or_default()) };
     p
 }
 
 /// Build a new version holding `val` (`None`: a tombstone), stamped
 /// `stamp`, in front of `prev`, in a claimed inline first version
-/// ([`Record::take_inline`]); capacity and flags stay as they are.
+/// ([`MvRecord::take_inline`]); capacity and flags stay as they are, and
+/// the metadata, if the version has any, starts over from `meta`.
 ///
 /// # Safety
-/// `v` must come from [`Record::take_inline`] and be unpublished; the value
-/// must fit.
+/// `v` must come from [`MvRecord::take_inline`] and be unpublished; the
+/// value must fit.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub unsafe fn reinit_inline(v: *mut Version, val: Option<&[u8]>, stamp: u64, prev: *mut Version) {
+pub unsafe fn reinit_inline(
+    v: *mut Version,
+    val: Option<&[u8]>,
+    stamp: u64,
+    prev: *mut Version,
+    meta: MetaInit,
+) {
     // SAFETY: caller contract: nobody else can reach `v` (out of every chain
     // and past the grace period), so its plain fields may be rewritten.
     unsafe {
         let (cap, flags) = ((*v).cap_words(), (*v).flags());
-        init_mv(v, cap, val, stamp, prev, flags);
+        init_mv(v, cap, val, stamp, prev, flags, meta);
     }
 }
 
@@ -358,11 +353,13 @@ impl MvRecord {
 
 impl MvRecord {
     /// A new multi-version record holding `val`, stamped `stamp` (its
-    /// creator's id), over ⊥ (see the module documentation); `meta`:
-    /// versions carry SSN metadata. Both versions live in the record's
+    /// creator's id), over ⊥ (see the module documentation); with `meta`,
+    /// its versions carry protocol metadata, initialised so. Both versions live in the record's
     /// allocation, right behind the head, so reading a record that was never
     /// updated costs no more cache misses than under Silo.
-    pub fn new_mv(val: &[u8], stamp: u64, meta: bool) -> *mut MvRecord {
+    pub fn new_mv(val: &[u8], stamp: u64, meta_init: Option<MetaInit>) -> *mut MvRecord {
+        let meta = meta_init.is_some();
+        let mi = meta_init.unwrap_or_default();
         let cap = words_for(val.len());
         let first = mv_size(cap, meta);
         let size = HEAD + first + mv_size(1, meta);
@@ -377,8 +374,8 @@ impl MvRecord {
         unsafe {
             let v = (p as *mut u8).add(HEAD) as *mut Version;
             let bot = (v as *mut u8).add(first) as *mut Version;
-            init_mv(bot, 1, None, 0, ptr::null_mut(), V_INLINE | m);
-            init_mv(v, cap, Some(val), stamp, bot, V_INLINE | V_BOTTOM | m);
+            init_mv(bot, 1, None, 0, ptr::null_mut(), V_INLINE | m, mi);
+            init_mv(v, cap, Some(val), stamp, bot, V_INLINE | V_BOTTOM | m, mi);
             ptr::write(
                 p,
                 Record {
@@ -556,9 +553,12 @@ mod tests {
     fn bottom_chain_meta_holds_and_pruning() {
         let ep = Epochs::new(1, 10);
         let l = ep.register().unwrap();
+        // Metadata words as a protocol might initialise them.
+        const INIT: MetaInit = [0, 99, 0];
         for meta in [false, true] {
+            let mi = meta.then_some(INIT);
             let g = l.pin();
-            let r = MvRecord::new_mv(b"one", 5, meta);
+            let r = MvRecord::new_mv(b"one", 5, mi);
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             let rec = unsafe { &*r };
             let v1 = rec.newest();
@@ -578,16 +578,16 @@ mod tests {
             assert_eq!(out, b"one");
             // SAFETY: this test's record, alive until the test frees it.
             assert_eq!(unsafe { &*v1 }.state(), MvState::Value);
-            let x = new_mv_version(Some(b"x"), 6, v1, meta);
+            let x = new_mv_version(Some(b"x"), 6, v1, mi);
             assert!(!rec.cas_head(bot, x), "a CAS from a stale head fails");
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             unsafe { free_mv_version(x as *mut u8) };
-            let v2 = new_mv_version(Some(&[9u8; 40]), 7 | XID_FLAG, v1, meta);
+            let v2 = new_mv_version(Some(&[9u8; 40]), 7 | XID_FLAG, v1, mi);
             assert!(rec.cas_head(v1, v2));
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             if let Some(m) = unsafe { Version::meta(v2) } {
-                assert_eq!(m.sstamp.load(Ordering::Relaxed), SSTAMP_INF);
-                m.pstamp.store(7, Ordering::Relaxed);
+                assert_eq!(m.0[1].load(Ordering::Relaxed), 99);
+                m.0[0].store(7, Ordering::Relaxed);
             }
             out.clear();
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
@@ -635,11 +635,11 @@ mod tests {
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             let a = unsafe { MvRecord::take_inline(r, 3) }.expect("handed back");
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
-            unsafe { reinit_inline(a, Some(b"two"), 8 | XID_FLAG, v2) };
+            unsafe { reinit_inline(a, Some(b"two"), 8 | XID_FLAG, v2, INIT) };
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             if let Some(m) = unsafe { Version::meta(a) } {
-                assert_eq!(m.sstamp.load(Ordering::Relaxed), SSTAMP_INF);
-                assert_eq!(m.readers.load(Ordering::Relaxed), 0);
+                assert_eq!(m.0[1].load(Ordering::Relaxed), 99);
+                assert_eq!(m.0[2].load(Ordering::Relaxed), 0);
             }
             assert!(rec.cas_head(v2, a));
             assert_eq!(rec.chain_len(), 2);

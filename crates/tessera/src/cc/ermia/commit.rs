@@ -60,10 +60,10 @@ pub(crate) fn commit<M: Mode>(tx: &mut ETx<'_, M>) -> TxResult<()> {
         if is_ssn {
             // SAFETY: pinned; our version, and the one it overwrote (its
             // record's head is ours until post-commit ends).
-            let m = unsafe { Version::meta(w.newv) }.expect("meta");
+            let m = unsafe { ssn_meta(w.newv) }.expect("meta");
             m.pstamp.store(c, Ordering::Relaxed);
             // SAFETY: as above.
-            let om = unsafe { Version::meta(w.oldv) }.expect("meta");
+            let om = unsafe { ssn_meta(w.oldv) }.expect("meta");
             // Release: a reader that finds our id stale re-reads π after
             // seeing our slot's next id (an acquire load), so it sees this.
             om.sstamp.store(pi, Ordering::Release);
@@ -105,7 +105,7 @@ pub(crate) fn commit<M: Mode>(tx: &mut ETx<'_, M>) -> TxResult<()> {
                 continue;
             }
             // SAFETY: pinned.
-            let m = unsafe { Version::meta(v) }.expect("meta");
+            let m = unsafe { ssn_meta(v) }.expect("meta");
             // Raise η(V) unless a later reader already did (ERMIA's
             // `set_tuple_xstamp` CASes only while below): no locked write
             // then. Either way η(V) >= c before our bit goes.
@@ -170,7 +170,7 @@ pub(crate) fn abort<M: Mode>(tx: &mut ETx<'_, M>) {
         if is_ssn {
             // SAFETY: pinned; the version we overwrote is still in the
             // chain (we restore the head below).
-            let om = unsafe { Version::meta(w.oldv) }.expect("meta");
+            let om = unsafe { ssn_meta(w.oldv) }.expect("meta");
             let _ = om
                 .sstamp
                 .compare_exchange(my, SSTAMP_INF, Ordering::SeqCst, Ordering::Relaxed);
@@ -199,7 +199,7 @@ pub(crate) fn abort<M: Mode>(tx: &mut ETx<'_, M>) {
             // now, so others may overwrite them and must not see our bit.
             let v = v.map_addr(|a| a & !OWN_OVERWRITE);
             // SAFETY: pinned.
-            let m = unsafe { Version::meta(v) }.expect("meta");
+            let m = unsafe { ssn_meta(v) }.expect("meta");
             m.readers.fetch_and(!mybit, Ordering::SeqCst);
         }
     }

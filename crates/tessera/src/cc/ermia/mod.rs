@@ -68,7 +68,7 @@ use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup};
 use crate::storage::mvcc::MvRecord;
-use crate::storage::mvcc::{free_mv_version, new_mv_version, reinit_inline, SsnMeta, SSTAMP_INF};
+use crate::storage::mvcc::{free_mv_version, new_mv_version, reinit_inline};
 use crate::storage::tid::*;
 use crate::storage::{Record, Version};
 use crate::txn::ScanOptions;
@@ -275,7 +275,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     fn rebuild(val: &[u8], _epoch: u64) -> *mut Record {
         // Like a record written long ago: stamp 1 (every new begin stamp
         // is larger).
-        MvRecord::new_mv(val, 1, M::SSN) as *mut Record
+        MvRecord::new_mv(val, 1, M::SSN.then_some(SSN_META)) as *mut Record
     }
 }
 

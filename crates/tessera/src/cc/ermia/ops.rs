@@ -76,7 +76,7 @@ pub(super) fn create<M: Mode>(
 ) -> Result<(), u64> {
     let meta = ssn(tx);
     let st = &mut *tx.st;
-    let r = MvRecord::new_mv(val, my_flagged(st), meta);
+    let r = MvRecord::new_mv(val, my_flagged(st), meta.then_some(SSN_META));
     // SAFETY: fresh, unpublished.
     let rec = unsafe { &*r };
     let newv = rec.newest();
@@ -84,7 +84,7 @@ pub(super) fn create<M: Mode>(
     let bot = unsafe { &*newv }.prev();
     if meta {
         // SAFETY: ⊥ of an SSN record has metadata. Nobody else sees it yet.
-        let m = unsafe { Version::meta(bot) }.expect("meta");
+        let m = unsafe { ssn_meta(bot) }.expect("meta");
         m.sstamp.store(my_flagged(st), Ordering::Relaxed);
     }
     let ins = table.index.insert(key, r as u64, tx.g);
@@ -161,7 +161,7 @@ pub(super) fn write_record<M: Mode>(
                 // SAFETY: our uncommitted version, large enough.
                 unsafe { Version::rewrite(head, val) };
             } else {
-                let nv = new_mv_version(val, my, h.prev(), meta);
+                let nv = new_mv_version(val, my, h.prev(), meta.then_some(SSN_META));
                 rec.set_head(nv);
                 st.mvw[wi].newv = nv;
                 if !h.is_inline() {
@@ -216,10 +216,10 @@ pub(super) fn write_record<M: Mode>(
         let nv = match unsafe { MvRecord::take_inline(rec, val.map_or(0, |v| v.len())) } {
             Some(a) => {
                 // SAFETY: claimed just now, unpublished; the value fits.
-                unsafe { reinit_inline(a, val, my, head) };
+                unsafe { reinit_inline(a, val, my, head, SSN_META) };
                 a
             }
-            None => new_mv_version(val, my, head, meta),
+            None => new_mv_version(val, my, head, meta.then_some(SSN_META)),
         };
         // Undo the allocation or the claim of a version never published.
         let discard = |nv: *mut Version| {

@@ -3,13 +3,54 @@
 //! parallel-commit handling.
 
 use super::*;
+use std::sync::atomic::AtomicU64;
+
+use crate::storage::mvcc::{MetaInit, VersionMeta, META_WORDS};
+
+/// π of a version nobody has overwritten: "infinity". Bit 63 is clear, so it
+/// is never taken for a transaction id.
+pub(crate) const SSTAMP_INF: u64 = !XID_FLAG;
+
+/// SSN's per-version metadata (ERMIA section 3.6.2): the meaning SSN gives
+/// the multi-version layout's metadata words ([`VersionMeta`]).
+#[repr(C)]
+pub(crate) struct SsnMeta {
+    /// η(V): the largest commit stamp of a committed reader of this version;
+    /// set to the creator's commit stamp at post-commit.
+    pub pstamp: AtomicU64,
+    /// π(V): [`SSTAMP_INF`] until overwritten; the in-flight overwriter's
+    /// transaction id (with [`XID_FLAG`]) while it runs; the committed
+    /// overwriter's π after its post-commit.
+    pub sstamp: AtomicU64,
+    /// In-flight readers: bit `slot % 64` for each worker slot whose running
+    /// transaction read this version (ERMIA's readers bitmap, used by a
+    /// committing overwriter to find readers that are committing before it).
+    pub readers: AtomicU64,
+}
+
+const _: () = assert!(std::mem::size_of::<SsnMeta>() == std::mem::size_of::<VersionMeta>());
+const _: () = assert!(META_WORDS == 3);
+
+/// A new version's SSN metadata: η 0, π infinity, no readers.
+pub(super) const SSN_META: MetaInit = [0, SSTAMP_INF, 0];
+
+/// The SSN metadata of version `v`, if it has any.
+///
+/// # Safety
+/// `v` must point to a live version (the caller is pinned).
+#[inline]
+pub(super) unsafe fn ssn_meta<'a>(v: *const Version) -> Option<&'a SsnMeta> {
+    // SAFETY: the caller's contract; `SsnMeta` is three `AtomicU64`s in
+    // `repr(C)`, the layout of `VersionMeta`.
+    unsafe { Version::meta(v) }.map(|m| unsafe { &*(m as *const VersionMeta as *const SsnMeta) })
+}
 
 /// SSN's read hook: the creator of `v` precedes us; a committed overwriter
 /// of `v` follows us; otherwise track `v` (in its readers bitmap and our
 /// read list) for the commit-time checks.
 pub(super) fn on_read(st: &mut ErmiaLocal, v: *const Version, cstamp: u64) -> TxResult<()> {
     // SAFETY: pinned; SSN databases give every version metadata.
-    let m = unsafe { Version::meta(v) }.expect("SSN version metadata");
+    let m = unsafe { ssn_meta(v) }.expect("SSN version metadata");
     st.mv.pstamp = st.mv.pstamp.max(cstamp);
     // Register before looking at π: an overwriter whose mark we miss finds
     // our bit at its commit (our side is SeqCst; its side puts a SeqCst
@@ -30,7 +71,7 @@ pub(super) fn on_read(st: &mut ErmiaLocal, v: *const Version, cstamp: u64) -> Tx
 /// SSN's overwrite hook, right after our version went in over `old`.
 pub(super) fn on_overwrite(st: &mut ErmiaLocal, old: *const Version) -> TxResult<()> {
     // SAFETY: as in `on_read`.
-    let m = unsafe { Version::meta(old) }.expect("SSN version metadata");
+    let m = unsafe { ssn_meta(old) }.expect("SSN version metadata");
     // Not sequentially consistent by itself (that would be a locked
     // exchange per write on x86): the SeqCst fence at the start of
     // `ssn_precommit` sits between this mark and our look at the readers
@@ -104,7 +145,7 @@ pub(super) fn ssn_precommit<M: Mode>(tx: &mut ETx<'_, M>, c: u64) -> TxResult<u6
     }
     for w in &st.mvw {
         // SAFETY: pinned; SSN versions have metadata.
-        let m: &SsnMeta = unsafe { Version::meta(w.oldv) }.expect("meta");
+        let m: &SsnMeta = unsafe { ssn_meta(w.oldv) }.expect("meta");
         // The bitmap first, then η(V): a reader raises η(V) before it
         // clears its bit, so one that we miss in the bitmap has already
         // raised η(V) by the time we read it.
@@ -137,7 +178,7 @@ pub(super) fn ssn_precommit<M: Mode>(tx: &mut ETx<'_, M>, c: u64) -> TxResult<u6
     for r in st.vreads.iter_mut() {
         let v = *r;
         // SAFETY: as above.
-        let m: &SsnMeta = unsafe { Version::meta(v) }.expect("meta");
+        let m: &SsnMeta = unsafe { ssn_meta(v) }.expect("meta");
         loop {
             let s = m.sstamp.load(Ordering::SeqCst);
             if s == my {
