@@ -305,8 +305,8 @@ impl fmt::Debug for KeySet {
 
 /// A transaction that lets through only what a [`KeySet`] declares: the
 /// batch path's check of a request's declaration.
-pub(crate) struct Checked<'k, T> {
-    pub(crate) tx: T,
+pub(crate) struct Checked<'t, 'k, T> {
+    pub(crate) tx: &'t mut T,
     pub(crate) keys: &'k KeySet,
 }
 
@@ -317,7 +317,7 @@ fn undeclared(what: &str, t: TableId, key: &[u8]) -> TxError {
     )))
 }
 
-impl<'k, T: Transaction> Checked<'k, T> {
+impl<T: Transaction> Checked<'_, '_, T> {
     #[inline]
     fn check(&self, t: TableId, access: Access, key: &[u8]) -> TxResult<()> {
         if self.keys.covers(t, access, key) {
@@ -332,7 +332,7 @@ impl<'k, T: Transaction> Checked<'k, T> {
     }
 }
 
-impl<T: Transaction> Transaction for Checked<'_, T> {
+impl<T: Transaction> Transaction for Checked<'_, '_, T> {
     fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
         self.check(t, Access::Read, key)?;
         self.tx.get(t, key)
@@ -401,47 +401,6 @@ impl<R: Request> Request for Reconnaissance<'_, R> {
     type Output = ();
     fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<()> {
         self.0.reconnoiter(tx)
-    }
-}
-
-/// `&mut T` is a transaction too (so [`Checked`] can wrap a borrowed one).
-impl<T: Transaction + ?Sized> Transaction for &mut T {
-    #[inline]
-    fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
-        (**self).get(t, key)
-    }
-    #[inline]
-    fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
-        (**self).put(t, key, val)
-    }
-    #[inline]
-    fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        (**self).insert(t, key, val)
-    }
-    #[inline]
-    fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        (**self).update(t, key, val)
-    }
-    #[inline]
-    fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
-        (**self).delete(t, key)
-    }
-    #[inline]
-    fn scan<F>(
-        &mut self,
-        t: TableId,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        opts: ScanOptions,
-        f: F,
-    ) -> TxResult<usize>
-    where
-        F: FnMut(&[u8], &[u8]) -> bool,
-    {
-        (**self).scan(t, lo, hi, opts, f)
-    }
-    fn is_snapshot(&self) -> bool {
-        (**self).is_snapshot()
     }
 }
 
