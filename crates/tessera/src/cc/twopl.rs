@@ -1,7 +1,10 @@
 //! Strict two-phase locking with reader-writer record locks: `2pl-nowait`
 //! and `2pl-waitdie` (DBx1000's `NO_WAIT` and `WAIT_DIE`, Yu et al., VLDB
 //! 2014, section 3.1; CCBench's `ss2pl`). Added through the protocol seam:
-//! this module and one line in the list of `cc/mod.rs`.
+//! this module and one line in the list of `cc/mod.rs` (its lock word is
+//! the newest version's auxiliary word, which the storage layer keeps for
+//! the record layout's use; widening it to 64 bits later changed the
+//! shared `Version` header's packing, not its size).
 //!
 //! *Locks.* Every record read takes a shared lock, every write an
 //! exclusive one (a read-then-write upgrades when the transaction is the
@@ -29,7 +32,10 @@
 //! bound is the same rule except that a reader leaving does not raise it
 //! until the readers drain, so a requester may die where DBx1000 would
 //! delay it (never the other way: waits go only from older to younger, so
-//! no cycle can form).
+//! no cycle can form). There is no waiter queue (DBx1000 queues waiters per
+//! row): an older writer waiting for readers to drain can be passed by
+//! younger readers that keep joining; it waits longer, but the wait ends
+//! once they stop, and it never deadlocks.
 //!
 //! *Phantoms.* A scan and a read that finds a key absent put the index
 //! leaves they examined into a node set, validated at commit while every
@@ -206,28 +212,34 @@ fn confirm_absences(st: &mut TwoPlLocal) -> TxResult<()> {
 
 /// Try to take `word` in mode `excl` for slot `me` (wait-die timestamp
 /// `ts`); an upgrade when `upgrade` (we hold one of the shared locks).
-/// `Ok(())` taken, `Err(word)` the word that stood in the way.
+/// `Ok(())` taken, `Err(word)` the word that stood in the way. A lost
+/// compare-and-swap is retried against the word it found: two readers
+/// racing for a shared lock are not a conflict.
 #[inline]
 fn try_take(word: &AtomicU64, excl: bool, upgrade: bool, me: u64, ts: u64) -> Result<(), u64> {
-    let cur = word.load(Ordering::Relaxed);
-    let readers = cur & COUNT;
-    let (ok, new) = if excl {
-        let expect = if upgrade { 1 } else { 0 };
-        (cur & X == 0 && readers == expect, X | me)
-    } else if readers == 0 {
-        (cur & X == 0, shared_word(1, ts))
-    } else {
-        let oldest = oldest_reader(cur).min(ts);
-        (
-            cur & X == 0 && readers < COUNT,
-            shared_word(readers + 1, oldest),
-        )
-    };
-    if !ok {
-        return Err(cur);
+    let mut cur = word.load(Ordering::Relaxed);
+    loop {
+        let readers = cur & COUNT;
+        let (ok, new) = if excl {
+            let expect = if upgrade { 1 } else { 0 };
+            (cur & X == 0 && readers == expect, X | me)
+        } else if readers == 0 {
+            (cur & X == 0, shared_word(1, ts))
+        } else {
+            let oldest = oldest_reader(cur).min(ts);
+            (
+                cur & X == 0 && readers < COUNT,
+                shared_word(readers + 1, oldest),
+            )
+        };
+        if !ok {
+            return Err(cur);
+        }
+        match word.compare_exchange_weak(cur, new, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(actual) => cur = actual,
+        }
     }
-    word.compare_exchange(cur, new, Ordering::Acquire, Ordering::Relaxed)
-        .map(drop)
 }
 
 /// Release a lock on `ver`'s word.

@@ -108,6 +108,9 @@ pub struct Record {
 }
 
 const HEAD: usize = std::mem::size_of::<Record>();
+// The version header stays one half cache line: the 64-bit auxiliary word
+// fits because capacity and flags share a field.
+const _: () = assert!(std::mem::size_of::<Version>() == 32);
 const VHDR: usize = std::mem::size_of::<Version>();
 
 #[inline]

@@ -262,7 +262,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
             // hold once unlinked (linked ones are freed with their table).
             unsafe {
                 if (*e.rec).gc_release() {
-                    Record::free(e.rec as *mut u8);
+                    MvRecord::free(e.rec as *mut MvRecord);
                 }
             }
         }

@@ -91,7 +91,7 @@ pub(super) fn create<M: Mode>(
     match ins {
         Insert::Exists(v) => {
             // SAFETY: never published.
-            unsafe { Record::free(r as *mut u8) };
+            unsafe { MvRecord::free(r) };
             Err(v)
         }
         Insert::Inserted { leaf, .. } => {
@@ -387,9 +387,9 @@ where
     let begin = st.mv.begin;
     let mut count = 0usize;
     let mut failed: Option<TxError> = None;
-    // The node callback and the row callback both need the sets: collect
-    // leaves separately and append them after the scan.
-    let mut leaves: Vec<NodeEntry> = Vec::new();
+    // The node callback and the row callback both need the sets: the node
+    // set is taken out for the scan (no allocation) and put back after.
+    let mut nodes = std::mem::take(&mut st.sets.nodes);
     table.scan_records(
         lo,
         hi,
@@ -397,7 +397,7 @@ where
         tx.g,
         |leaf: crate::index::LeafRef, version: u64| {
             if is_ssn {
-                leaves.push(NodeEntry { leaf, version })
+                nodes.push(NodeEntry { leaf, version })
             }
         },
         |k, rec: &MvRecord| {
@@ -421,7 +421,7 @@ where
             f(k, &st.sets.rbuf) && count < limit
         },
     );
-    st.sets.nodes.extend(leaves);
+    st.sets.nodes = nodes;
     match failed {
         Some(e) => Err(e),
         None => Ok(count),
