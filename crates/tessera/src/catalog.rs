@@ -29,16 +29,6 @@ unsafe impl RecordHead for Record {}
 // SAFETY: `repr(transparent)` over `Record`.
 unsafe impl RecordHead for MvRecord {}
 
-/// A key's record, borrowed for as long as the guard pins the epoch (a
-/// lookup that must name the leaf of a missing key, for a node set, uses
-/// [`Table::lookup_with_leaf`]).
-pub(crate) enum Found<'g, R> {
-    /// The key's record.
-    Record(&'g R),
-    /// The key is absent.
-    Missing,
-}
-
 /// A table's ordered index: one of the [`OrderedIndex`] implementations,
 /// chosen when the table is created. Calls go through one `match` (with a
 /// single implementation today, none at run time); a hash index for
@@ -130,24 +120,35 @@ impl Table {
     }
 
     /// The record of `key` in this table's layout `R`, borrowed for as long
-    /// as `g` pins the epoch: record references bound to the guard, so that
-    /// protocol code needs no `unsafe` to use what it found. `R` must be
-    /// the database's layout (one per database: the protocol's).
+    /// as `g` pins the epoch. Protocols reach it safely through
+    /// `cc::Records`, which picks `R` from the protocol.
+    ///
+    /// # Safety
+    /// `R` is the layout of this database's records (one per database: its
+    /// protocol's).
     #[inline]
-    pub(crate) fn lookup<'g, R: RecordHead>(&self, key: &[u8], g: &'g Guard<'_>) -> Found<'g, R> {
+    pub(crate) unsafe fn lookup<'g, R: RecordHead>(
+        &self,
+        key: &[u8],
+        g: &'g Guard<'_>,
+    ) -> Option<&'g R> {
         match self.index.get(key, g) {
             // SAFETY: every value of a table's index is a record head of the
-            // database's layout, freed only through the epoch after leaving
-            // the index, and `g` pins the epoch: it outlives the borrow.
-            Lookup::Found(v) => Found::Record(unsafe { &*(v as *const R) }),
-            Lookup::Missing { .. } => Found::Missing,
+            // database's layout (the caller's promise), freed only through
+            // the epoch after leaving the index, and `g` pins the epoch: it
+            // outlives the borrow.
+            Lookup::Found(v) => Some(unsafe { &*(v as *const R) }),
+            Lookup::Missing { .. } => None,
         }
     }
 
     /// [`Table::lookup`], also naming the leaf whose range holds `key` and
     /// its version, whether the key is there or not.
+    ///
+    /// # Safety
+    /// As [`Table::lookup`].
     #[inline]
-    pub(crate) fn lookup_with_leaf<'g, R: RecordHead>(
+    pub(crate) unsafe fn lookup_with_leaf<'g, R: RecordHead>(
         &self,
         key: &[u8],
         g: &'g Guard<'_>,
@@ -158,10 +159,12 @@ impl Table {
     }
 
     /// Ordered scan of `[lo, hi]` handing each record, borrowed for as long
-    /// as `g` pins the epoch, to `f` (see [`OrderedIndex::scan`]; `R` as in
-    /// [`Table::lookup`]).
+    /// as `g` pins the epoch, to `f` (see [`OrderedIndex::scan`]).
+    ///
+    /// # Safety
+    /// As [`Table::lookup`].
     #[inline]
-    pub(crate) fn scan_records<'g, R: RecordHead, O: RangeObserver>(
+    pub(crate) unsafe fn scan_records<'g, R: RecordHead, O: RangeObserver>(
         &self,
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::catalog::{Table, TableId};
+use crate::catalog::{RecordHead, Table, TableId};
 use crate::engine::{Engine, Settings, WorkerStats};
 use crate::epoch::Guard;
 use crate::error::{Error, TxError, TxResult};
@@ -47,6 +47,7 @@ macro_rules! single_version_protocol {
         impl $crate::cc::CcProtocol for $ty {
             type Shared = $crate::cc::OrphanUnlinks;
             type Local = $crate::cc::SvLocal;
+            type Rec = $crate::storage::Record;
 
             fn new_shared(_: &$crate::engine::Settings) -> $crate::cc::OrphanUnlinks {
                 $crate::cc::OrphanUnlinks::default()
@@ -61,7 +62,8 @@ macro_rules! single_version_protocol {
             #[inline]
             fn get<'t>(tx: &'t mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8]) -> $crate::error::TxResult<Option<&'t [u8]>> {
                 if let Some(b) = tx.snapshot {
-                    return Ok($crate::cc::snapshot::get(&mut tx.st.sets.rbuf, tx.g, table, key, b));
+                    let recs = tx.records();
+                    return Ok($crate::cc::snapshot::get(&mut tx.st.sets.rbuf, recs, table, key, b));
                 }
                 get(tx, table, key)
             }
@@ -93,8 +95,9 @@ macro_rules! single_version_protocol {
                 F: FnMut(&[u8], &[u8]) -> bool,
             {
                 if let Some(b) = tx.snapshot {
+                    let recs = tx.records();
                     let buf = &mut tx.st.sets.rbuf;
-                    return Ok($crate::cc::snapshot::scan(buf, tx.g, table, (lo, hi), opts, b, f));
+                    return Ok($crate::cc::snapshot::scan(buf, recs, table, (lo, hi), opts, b, f));
                 }
                 scan(tx, table, lo, hi, opts, f)
             }
@@ -175,6 +178,9 @@ pub(crate) trait CcProtocol: Sized + 'static {
     type Shared: Send + Sync + 'static;
     /// Per-worker state (read/write sets, stamps, GC queues).
     type Local: Send + 'static;
+    /// The layout of the records this protocol makes (every record of a
+    /// database running it: its inserts, and `rebuild` at recovery).
+    type Rec: RecordHead;
 
     /// The state of a database opened with `opts`.
     fn new_shared(opts: &Settings) -> Self::Shared;
@@ -294,7 +300,70 @@ pub(crate) struct Tx<'a, P: CcProtocol> {
     pub snapshot: Option<u64>,
 }
 
+/// The records of a database running `P`, for as long as the guard pins
+/// the epoch: lookups and scans that hand protocols `&'a P::Rec`, with no
+/// `unsafe` at the call. Sound because only a `Tx<'a, P>` makes one, and a
+/// `Tx<'_, P>` exists only in a database running `P`, whose every record
+/// `P` made in its layout `P::Rec`. A copyable token, so a protocol can
+/// hold it while it borrows its own state mutably.
+pub(crate) struct Records<'a, P: CcProtocol> {
+    g: &'a Guard<'a>,
+    _p: std::marker::PhantomData<fn() -> P>,
+}
+
+impl<P: CcProtocol> Clone for Records<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P: CcProtocol> Copy for Records<'_, P> {}
+
+impl<'a, P: CcProtocol> Records<'a, P> {
+    /// The record of `key` in `table`.
+    #[inline]
+    pub(crate) fn lookup(self, table: &Table, key: &[u8]) -> Option<&'a P::Rec> {
+        // SAFETY: `P::Rec` is this database's layout (see the type's docs).
+        unsafe { table.lookup(key, self.g) }
+    }
+
+    /// [`Records::lookup`], also naming the leaf whose range holds `key`
+    /// and its version (for the node set).
+    #[inline]
+    pub(crate) fn lookup_with_leaf(
+        self,
+        table: &Table,
+        key: &[u8],
+    ) -> (Option<&'a P::Rec>, LeafRef, u64) {
+        // SAFETY: as in `lookup`.
+        unsafe { table.lookup_with_leaf(key, self.g) }
+    }
+
+    /// Ordered scan of `(lo, hi)` in `table`, reporting each leaf read to
+    /// `observer` and handing each record to `f`.
+    #[inline]
+    pub(crate) fn scan<O: crate::index::RangeObserver>(
+        self,
+        table: &Table,
+        (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
+        reverse: bool,
+        observer: O,
+        f: impl FnMut(&[u8], &'a P::Rec) -> bool,
+    ) {
+        // SAFETY: as in `lookup`.
+        unsafe { table.scan_records(lo, hi, reverse, self.g, observer, f) }
+    }
+}
+
 impl<'a, P: CcProtocol> Tx<'a, P> {
+    /// This database's records, bound to the transaction's guard.
+    #[inline]
+    pub(crate) fn records(&self) -> Records<'a, P> {
+        Records {
+            g: self.g,
+            _p: std::marker::PhantomData,
+        }
+    }
+
     /// Resolve a table id. Tables live as long as the database, and the
     /// worker's cache holds an `Arc` to each, so the reference outlives `self`.
     #[inline]

@@ -7,7 +7,7 @@ use std::ops::Bound;
 
 use super::unlink;
 use super::Tx;
-use crate::catalog::{Found, Table};
+use crate::catalog::Table;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::Insert;
 use crate::index::OrderedIndex;
@@ -30,9 +30,9 @@ fn new_tid(tx: &mut STx<'_>, old: u64) -> u64 {
 /// Lock the live record for `key`; `None` if the key has no record.
 fn lock_live<'a>(tx: &STx<'a>, table: &Table, key: &[u8]) -> TxResult<Option<(&'a Record, u64)>> {
     for _ in 0..RETRIES {
-        match table.lookup::<Record>(key, tx.g) {
-            Found::Missing => return Ok(None),
-            Found::Record(rec) => {
+        match tx.records().lookup(table, key) {
+            None => return Ok(None),
+            Some(rec) => {
                 let old = rec.lock();
                 if old & LATEST == 0 {
                     rec.unlock();
@@ -65,9 +65,9 @@ pub(crate) fn get<'t>(
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
     for _ in 0..RETRIES {
-        match table.lookup::<Record>(key, tx.g) {
-            Found::Missing => return Ok(None),
-            Found::Record(rec) => {
+        match tx.records().lookup(table, key) {
+            None => return Ok(None),
+            Some(rec) => {
                 let buf = &mut tx.st.sets.rbuf;
                 buf.clear();
                 match rec.read(buf) {
@@ -160,12 +160,12 @@ where
 {
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut count = 0;
+    let recs = tx.records();
     let buf = &mut tx.st.sets.rbuf;
-    table.scan_records(
-        lo,
-        hi,
+    recs.scan(
+        table,
+        (lo, hi),
         opts.reverse,
-        tx.g,
         crate::index::Unobserved,
         |k, rec: &Record| {
             buf.clear();

@@ -5,22 +5,22 @@
 
 use std::ops::Bound;
 
-use crate::catalog::{Found, Table};
-use crate::epoch::Guard;
+use super::{CcProtocol, Records};
+use crate::catalog::Table;
 use crate::storage::Record;
 use crate::txn::ScanOptions;
 
 /// `Txn::get` in a snapshot transaction at `boundary`.
-pub(crate) fn get<'t>(
+pub(crate) fn get<'t, P: CcProtocol<Rec = Record>>(
     buf: &'t mut Vec<u8>,
-    g: &Guard<'_>,
+    recs: Records<'_, P>,
     table: &Table,
     key: &[u8],
     boundary: u64,
 ) -> Option<&'t [u8]> {
-    match table.lookup::<Record>(key, g) {
-        Found::Missing => None,
-        Found::Record(rec) => {
+    match recs.lookup(table, key) {
+        None => None,
+        Some(rec) => {
             buf.clear();
             rec.read_snapshot(boundary, buf).map(|_| &buf[..])
         }
@@ -28,9 +28,9 @@ pub(crate) fn get<'t>(
 }
 
 /// `Txn::scan` in a snapshot transaction at `boundary`.
-pub(crate) fn scan<F>(
+pub(crate) fn scan<P: CcProtocol<Rec = Record>, F>(
     buf: &mut Vec<u8>,
-    g: &Guard<'_>,
+    recs: Records<'_, P>,
     table: &Table,
     (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
     opts: ScanOptions,
@@ -42,11 +42,10 @@ where
 {
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut count = 0;
-    table.scan_records(
-        lo,
-        hi,
+    recs.scan(
+        table,
+        (lo, hi),
         opts.reverse,
-        g,
         crate::index::Unobserved,
         |k, rec: &Record| {
             buf.clear();

@@ -336,9 +336,9 @@ fn find_locked<'a, P: Policy>(
     key: &[u8],
     excl: bool,
 ) -> TxResult<Result<&'a Record, NodeEntry>> {
-    let g = tx.g;
+    let recs = tx.records();
     for _ in 0..super::STALE_RETRIES {
-        let (found, leaf, version) = table.lookup_with_leaf::<Record>(key, g);
+        let (found, leaf, version) = recs.lookup_with_leaf(table, key);
         let Some(rec) = found else {
             return Ok(Err(NodeEntry { leaf, version }));
         };
@@ -509,36 +509,42 @@ where
     let mut failed: Option<TxError> = None;
     let mut nodes = std::mem::take(&mut tx.st.sv.sets.nodes);
     let mut val = std::mem::take(&mut tx.st.sv.sets.rbuf);
-    let g = tx.g;
-    table.scan_records(lo, hi, opts.reverse, g, &mut nodes, |k, rec: &Record| {
-        match lock(tx, rec, false) {
-            Err(e) => {
-                failed = Some(e);
-                return false;
+    let recs = tx.records();
+    recs.scan(
+        table,
+        (lo, hi),
+        opts.reverse,
+        &mut nodes,
+        |k, rec: &Record| {
+            match lock(tx, rec, false) {
+                Err(e) => {
+                    failed = Some(e);
+                    return false;
+                }
+                // Unlinked under us: its removal changed the leaf version,
+                // which the node set checks at commit.
+                Ok(false) => return true,
+                Ok(true) => {}
             }
-            // Unlinked under us: its removal changed the leaf version,
-            // which the node set checks at commit.
-            Ok(false) => return true,
-            Ok(true) => {}
-        }
-        let sets = &tx.st.sv.sets;
-        if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
-            let w = sets.writes[i];
-            if w.kind == WriteKind::Delete {
-                return true;
-            }
-            count += 1;
-            return f(k, sets.stashed(w.val)) && count < limit;
-        }
-        val.clear();
-        match rec.read(&mut val) {
-            ReadOutcome::Ok(t) if t & ABSENT == 0 => {
+            let sets = &tx.st.sv.sets;
+            if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+                let w = sets.writes[i];
+                if w.kind == WriteKind::Delete {
+                    return true;
+                }
                 count += 1;
-                f(k, &val) && count < limit
+                return f(k, sets.stashed(w.val)) && count < limit;
             }
-            _ => true,
-        }
-    });
+            val.clear();
+            match rec.read(&mut val) {
+                ReadOutcome::Ok(t) if t & ABSENT == 0 => {
+                    count += 1;
+                    f(k, &val) && count < limit
+                }
+                _ => true,
+            }
+        },
+    );
     nodes.append(&mut tx.st.sv.sets.nodes);
     tx.st.sv.sets.nodes = nodes;
     tx.st.sv.sets.rbuf = val;
@@ -655,6 +661,7 @@ fn abort<P: Policy>(tx: &mut LTx<'_, P>) {
 impl<P: Policy> CcProtocol for TwoPl<P> {
     type Shared = TwoPlShared;
     type Local = TwoPlLocal;
+    type Rec = Record;
 
     fn new_shared(opts: &Settings) -> TwoPlShared {
         // Extra slots: `Epochs` hands internal users slots past `workers`.

@@ -61,7 +61,7 @@ use super::NodeEntry;
 use super::{
     backoff_spin, CcProtocol, OrphanUnlinks, PendingUnlink, Tx, TxnSets, WorkerCore, STALE_RETRIES,
 };
-use crate::catalog::{Found, Table, TableId};
+use crate::catalog::{Table, TableId};
 use crate::engine::{Engine, Settings};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
@@ -160,6 +160,7 @@ unsafe impl Send for ErmiaLocal {}
 impl<M: Mode> CcProtocol for Ermia<M> {
     type Shared = ErmiaShared;
     type Local = ErmiaLocal;
+    type Rec = MvRecord;
 
     fn new_shared(opts: &Settings) -> ErmiaShared {
         ErmiaShared {

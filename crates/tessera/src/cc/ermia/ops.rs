@@ -30,9 +30,9 @@ pub(crate) fn get<'t, M: Mode>(
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
     if !ssn(tx) {
-        return match table.lookup::<MvRecord>(key, tx.g) {
-            Found::Missing => Ok(None),
-            Found::Record(rec) => {
+        return match tx.records().lookup(table, key) {
+            None => Ok(None),
+            Some(rec) => {
                 let found = read_record(tx, rec)?;
                 tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
                 Ok(found.then_some(&tx.st.sets.rbuf[..]))
@@ -43,7 +43,7 @@ pub(crate) fn get<'t, M: Mode>(
     // record or its visible version is a tombstone (or ⊥): the record may be
     // unlinked and the key inserted into a fresh one, which only the leaf
     // sees (its version, and its absence stamp once we commit).
-    let (found, leaf, version) = table.lookup_with_leaf::<MvRecord>(key, tx.g);
+    let (found, leaf, version) = tx.records().lookup_with_leaf(table, key);
     let Some(rec) = found else {
         tx.st.sets.nodes.push(NodeEntry { leaf, version });
         return Ok(None);
@@ -382,6 +382,7 @@ where
     let limit = opts.limit.unwrap_or(usize::MAX);
     let is_ssn = ssn(tx);
     let sh = tx.sh;
+    let recs = tx.records();
     let st = &mut *tx.st;
     let my = my_flagged(st);
     let begin = st.mv.begin;
@@ -390,11 +391,10 @@ where
     // The node callback and the row callback both need the sets: the node
     // set is taken out for the scan (no allocation) and put back after.
     let mut nodes = std::mem::take(&mut st.sets.nodes);
-    table.scan_records(
-        lo,
-        hi,
+    recs.scan(
+        table,
+        (lo, hi),
         opts.reverse,
-        tx.g,
         |leaf: crate::index::LeafRef, version: u64| {
             if is_ssn {
                 nodes.push(NodeEntry { leaf, version })
