@@ -44,7 +44,8 @@ pub trait Request {
         false
     }
 
-    /// Reconnaissance (OLLP): a read-only pass over `tx` that computes and
+    /// Reconnaissance (OLLP): a read-only pass over `tx` (a write is refused
+    /// as an access outside the declaration) that computes and
     /// keeps in the request what [`Request::declare`] needs. The body must
     /// then re-check those values and return
     /// `Err(TxError::Conflict(ConflictReason::Reconnaissance))` if they no
@@ -308,6 +309,9 @@ impl fmt::Debug for KeySet {
 pub(crate) struct Checked<'t, 'k, T> {
     pub(crate) tx: &'t mut T,
     pub(crate) keys: &'k KeySet,
+    /// Reads go unchecked (a reconnaissance: it reads what it must to find
+    /// the keys; it may write nothing, `keys` being empty).
+    pub(crate) any_read: bool,
 }
 
 fn undeclared(what: &str, t: TableId, key: &[u8]) -> TxError {
@@ -320,7 +324,7 @@ fn undeclared(what: &str, t: TableId, key: &[u8]) -> TxError {
 impl<T: Transaction> Checked<'_, '_, T> {
     #[inline]
     fn check(&self, t: TableId, access: Access, key: &[u8]) -> TxResult<()> {
-        if self.keys.covers(t, access, key) {
+        if (self.any_read && access == Access::Read) || self.keys.covers(t, access, key) {
             Ok(())
         } else {
             let what = match access {
@@ -364,7 +368,7 @@ impl<T: Transaction> Transaction for Checked<'_, '_, T> {
     where
         F: FnMut(&[u8], &[u8]) -> bool,
     {
-        if !self.keys.covers_scan(t, lo, hi) {
+        if !self.any_read && !self.keys.covers_scan(t, lo, hi) {
             let k = match lo {
                 Bound::Included(k) | Bound::Excluded(k) => k,
                 Bound::Unbounded => &[],
@@ -390,6 +394,7 @@ impl<R: Request> Request for CheckedRequest<'_, '_, R> {
         self.r.run(&mut Checked {
             tx,
             keys: self.keys,
+            any_read: false,
         })
     }
 }
@@ -400,7 +405,13 @@ pub(crate) struct Reconnaissance<'r, R>(pub(crate) &'r mut R);
 impl<R: Request> Request for Reconnaissance<'_, R> {
     type Output = ();
     fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<()> {
-        self.0.reconnoiter(tx)
+        // Read-only, enforced: with no key declared, any write is refused.
+        let none = KeySet::new();
+        self.0.reconnoiter(&mut Checked {
+            tx,
+            keys: &none,
+            any_read: true,
+        })
     }
 }
 

@@ -179,6 +179,10 @@ impl Worker {
     pub fn try_execute_declared<R: Request>(&mut self, r: &mut R) -> TxResult<R::Output> {
         if r.needs_reconnaissance() {
             self.dispatch_request(&mut Reconnaissance(&mut *r))?;
+            // A step of this request, not a transaction of the workload:
+            // `stats().commits` counts the request once, when its body
+            // commits.
+            self.core.stats.commits -= 1;
         }
         let mut keys = std::mem::take(&mut self.keys);
         keys.clear();
