@@ -184,7 +184,7 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
     let (Some(workload), Some((knob, values))) = (&a.workload, &a.vary) else {
         return Err(Failure::usage("--workload, --cc and --vary are required"));
     };
-    for bad in ["--cc", "--json", &format!("--{knob}")] {
+    for bad in ["--cc", "--json", "--quiet", "-q", &format!("--{knob}")] {
         if a.rest
             .iter()
             .any(|r| r == bad || r.starts_with(&format!("{bad}=")))

@@ -454,7 +454,10 @@ impl Log {
                 return Err(err);
             }
             if crate::backoff::still_spinning(spins) {
-                crate::backoff::snooze(&mut spins);
+                // Spin only: past the spinning phase this wait blocks on the
+                // condition variable instead of yielding.
+                spins += 1;
+                crate::backoff::spin(1);
                 continue;
             }
             let mut g = self.waiters.lock();
