@@ -629,14 +629,18 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
                 );
             }
             match load_and_run(&wl, &a.common) {
-                Ok((_, report)) => emit(
-                    &a.common,
-                    if a.common.json {
-                        serde_json::to_string_pretty(&report).map(|s| s + "\n")
-                    } else {
-                        Ok(report.table())
-                    },
-                ),
+                Ok((db, report)) => {
+                    let code = emit(
+                        &a.common,
+                        if a.common.json {
+                            serde_json::to_string_pretty(&report).map(|s| s + "\n")
+                        } else {
+                            Ok(report.table())
+                        },
+                    );
+                    dispose(db, &a.common);
+                    code
+                }
                 Err(f) => fail(&a.common, f),
             }
         }
@@ -681,6 +685,7 @@ fn smallbank(a: &SmallbankArgs) -> ExitCode {
             )
         }
     };
+    dispose(db, c);
     let caps = c.cc.caps();
     let enforced = caps.serializable || caps.snapshot_reads || c.threads == 1;
     let failure = (!cons.passed && enforced).then(|| {
@@ -784,6 +789,7 @@ fn run_and_check<W: Workload>(wl: &W, tpcc_cfg: &TpccConfig, c: &Common) -> Exit
         }
     };
     let seconds = t0.elapsed().as_secs_f64();
+    dispose(db, c);
     // Without concurrency control, concurrent terminals race (lost updates
     // of D_NEXT_O_ID, W_YTD, ...): report, but do not fail the run.
     let caps = c.cc.caps();
@@ -825,6 +831,19 @@ fn run_and_check<W: Workload>(wl: &W, tpcc_cfg: &TpccConfig, c: &Common) -> Exit
     match failure {
         Some(f) => f.report(false, Value::Null),
         None => ExitCode::SUCCESS,
+    }
+}
+
+/// Let go of the benchmark's database once its report is made. An
+/// in-memory database is left to the process's exit, which returns its
+/// memory at once: freeing millions of records and index nodes one by one
+/// took as long as a tenth of a TPC-C run (5,800 instructions per committed
+/// transaction of a 5 s run, counted by callgrind against the run). A
+/// database with a data directory is closed properly, so that its log is
+/// flushed and its lock released.
+fn dispose(db: Database, c: &Common) {
+    if c.durability.data_dir.is_none() {
+        std::mem::forget(db);
     }
 }
 

@@ -191,6 +191,9 @@ fn backoff(rng: &mut u64, attempts: u32) {
 }
 
 /// One driver thread: run transactions until the phase says stop.
+// Never inlined: `scripts/callgrind-ipt.sh` counts the instructions spent
+// under this function (the measured work of one driver thread).
+#[inline(never)]
 fn worker_loop<W: Workload>(
     wl: &W,
     cfg: &RunConfig,
