@@ -297,21 +297,20 @@ impl<const N: usize> Slots<N> {
 
     /// First slot in `0..n` whose key is `>= sk`, and whether it is equal.
     ///
-    /// A branch-free binary search on the inline parts finds the first slot
-    /// that is not inline-less than `sk`; that is exact unless `sk` and the
-    /// slots after it are longer than 8 bytes and share its prefix, in which
-    /// case a binary search on the full keys settles the tie run.
-    #[inline]
+    /// A branch-free binary search on the inline prefixes finds the first
+    /// slot whose prefix is not below `sk`'s. That settles the answer at
+    /// once unless the slot has `sk`'s very prefix with another length class
+    /// or both keys are longer than 8 bytes ([`Slots::settle_tie`], out of
+    /// line: keys of at most 8 bytes that differ in their bytes never get
+    /// there, and an exact hit of such a key costs one more load).
+    #[inline(always)]
     pub fn lower_bound(&self, n: usize, sk: &SKey<'_>) -> (usize, bool) {
         let n = n.min(N);
-        if n == 0 {
-            return (0, false);
-        }
         // Binary search on the prefixes alone (one load per probe) over all
         // N slots: vacant ones hold VACANT (the largest prefix), so the
         // prefixes are sorted across the whole array and the search needs no
         // bounds but N, a constant: the loop unrolls into log2(N) steps of
-        // load, compare, add. Keys that share sk's prefix are settled after.
+        // load, compare, add.
         let mut base = 0usize;
         let mut half = N.next_power_of_two() / 2;
         while half > 0 {
@@ -322,11 +321,32 @@ impl<const N: usize> Slots<N> {
             base += half * less as usize;
             half /= 2;
         }
-        // A key with prefix VACANT ranks among vacant slots: clamp.
-        let mut i = base.min(n);
-        // Slot i is the first with a prefix >= sk's. Slots with sk's prefix
-        // are ordered by length class: skip the shorter ones (at most eight
-        // distinct lengths below 9 share a prefix).
+        // The probes leave `base` one short when every probed slot is below
+        // sk (their positions reach N - 1 at most): one last comparison
+        // settles it. A key with prefix VACANT ranks among vacant slots:
+        // clamp.
+        let last = base < N && self.prefix[base.min(N - 1)].load(Relaxed) < sk.prefix;
+        let i = (base + last as usize).min(n);
+        if i == n || self.prefix[i].load(Relaxed) != sk.prefix {
+            // Slot i (if any) has a larger prefix: sk sorts right before it.
+            return (i, false);
+        }
+        if self.lc[i].load(Relaxed) == sk.lc && sk.lc < LONG {
+            // Same prefix and the same length of at most 8: the same key.
+            return (i, true);
+        }
+        self.settle_tie(i, n, sk)
+    }
+
+    /// The rest of [`Slots::lower_bound`] when slot `i` (`< n`) is the first
+    /// with `sk`'s prefix: order by length class among the slots that share
+    /// the prefix, then by the full keys among those longer than 8 bytes.
+    #[cold]
+    #[inline(never)]
+    fn settle_tie(&self, mut i: usize, n: usize, sk: &SKey<'_>) -> (usize, bool) {
+        // Slots with sk's prefix are ordered by length class: skip the
+        // shorter ones (at most eight distinct lengths below 9 share a
+        // prefix).
         while i < n && self.inline_less(i, sk) {
             i += 1;
         }
@@ -334,7 +354,6 @@ impl<const N: usize> Slots<N> {
             return (i, false);
         }
         if sk.lc < LONG {
-            // Same prefix and the same length of at most 8: the same key.
             return (i, true);
         }
         // Slots i.. share sk's prefix and are longer than 8 bytes too: find

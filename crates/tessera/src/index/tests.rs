@@ -824,3 +824,60 @@ fn concurrent_smoke() {
     let g = local.pin();
     t.check_invariants(&g);
 }
+
+/// `Slots::lower_bound` against a plain search over the same sorted keys,
+/// for slot arrays of several sizes (a power of two and not), every fill
+/// from empty to full, and keys built to hit each of its paths: prefixes
+/// that differ, the same prefix with other lengths, and long keys that
+/// share their first 8 bytes.
+fn lower_bound_matches_memcmp_order<const N: usize>(keys: &[Vec<u8>], probes: &[Vec<u8>]) {
+    let mut sorted: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+    sorted.sort();
+    sorted.dedup();
+    for fill in 0..=N.min(sorted.len()) {
+        let slots = node::Slots::<N>::new();
+        let present = &sorted[..fill];
+        let copies: Vec<*mut u8> = present.iter().map(|k| key_new(k)).collect();
+        for (i, &kp) in copies.iter().enumerate() {
+            slots.set(i, kp);
+        }
+        for p in probes.iter().map(|p| &p[..]).chain(present.iter().copied()) {
+            let want = present.partition_point(|k| *k < p);
+            let found = want < fill && present[want] == p;
+            assert_eq!(
+                slots.lower_bound(fill, &SKey::new(p)),
+                (want, found),
+                "N {N}, fill {fill}, probe {p:?}, keys {present:?}"
+            );
+        }
+        for kp in copies {
+            // SAFETY: made above, never linked into a tree.
+            unsafe { key_free(kp) };
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #[test]
+    fn lower_bound_agrees_with_a_plain_search(
+        keys in proptest::collection::vec(
+            (0u8..3, proptest::collection::vec(0u8..4, 0..12)), 0..40),
+        probes in proptest::collection::vec(
+            (0u8..3, proptest::collection::vec(0u8..4, 0..12)), 1..20),
+    ) {
+        // A small alphabet and a shared first byte make equal prefixes,
+        // prefix relations and long ties common.
+        let mk = |v: &[(u8, Vec<u8>)]| -> Vec<Vec<u8>> {
+            v.iter().map(|(h, t)| {
+                let mut k = vec![*h];
+                k.extend_from_slice(t);
+                k
+            }).collect()
+        };
+        let (keys, probes) = (mk(&keys), mk(&probes));
+        lower_bound_matches_memcmp_order::<3>(&keys, &probes);
+        lower_bound_matches_memcmp_order::<8>(&keys, &probes);
+        lower_bound_matches_memcmp_order::<32>(&keys, &probes);
+    }
+}
