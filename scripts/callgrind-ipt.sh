@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Instructions per committed transaction, as docs/BENCHMARKS.md measures them:
-# the same 1-thread command under callgrind for two durations; the difference
-# of instructions over the difference of committed transactions (the load and
-# the start-up cancel out). Two figures come from the same pair of runs:
+# the same 1-thread command under callgrind for two run lengths (fixed
+# transaction counts, --txns, so that a busy machine changes nothing); the
+# difference of instructions over the difference of committed transactions
+# (the load and the start-up cancel out). Two figures come from the same pair of runs:
 #   process: every instruction of every thread of the process (the issue's
 #            method; it includes the end-of-run consistency check, whose cost
 #            grows with the data a run adds);
@@ -10,7 +11,7 @@
 #            (`driver::run::worker_loop`, inclusive): the transactions, their
 #            retries and the driver's own bookkeeping.
 #
-# Usage: scripts/callgrind-ipt.sh WORKLOAD CC [SHORT LONG]
+# Usage: scripts/callgrind-ipt.sh WORKLOAD CC [SHORT LONG]   (transaction counts)
 #        scripts/callgrind-ipt.sh all [CC ...]      (TPC-C and YCSB, default silo)
 #   WORKLOAD: tpcc (W=1, full mix) or ycsb (CCBench settings: 1M records,
 #   10 ops, 50% reads, 4-byte values, uniform)
@@ -32,8 +33,10 @@ fi
 
 WL=$1
 CC=$2
-S1=${3:-2}
-S2=${4:-5}
+case "$WL" in
+  tpcc) S1=${3:-5000}; S2=${4:-20000} ;;
+  *) S1=${3:-50000}; S2=${4:-250000} ;;
+esac
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 case "$WL" in
@@ -44,7 +47,7 @@ case "$WL" in
 esac
 for s in "$S1" "$S2"; do
   if ! valgrind --tool=callgrind --callgrind-out-file="$OUT/cg-$s.out" \
-    "$BIN" "${ARGS[@]}" --seconds "$s" --warmup 0 --quiet --json >"$OUT/cg-$s.json" 2>"$OUT/cg-$s.err"; then
+    "$BIN" "${ARGS[@]}" --txns "$s" --warmup 0 --quiet --json >"$OUT/cg-$s.json" 2>"$OUT/cg-$s.err"; then
     echo "the $s s run failed:" >&2
     tail -20 "$OUT/cg-$s.err" >&2
     exit 1

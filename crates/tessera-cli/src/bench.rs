@@ -254,6 +254,12 @@ pub struct Common {
     /// Warm-up seconds before measuring (results discarded).
     #[arg(long, value_name = "S", default_value_t = 2.0, value_parser = parse_seconds, allow_negative_numbers = true)]
     pub warmup: f64,
+    /// Instead of --seconds, measure until every thread has committed N
+    /// transactions (a fixed amount of work: instruction counts under
+    /// callgrind, comparisons across machines).
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..), allow_negative_numbers = true)]
+    pub txns: Option<u64>,
     /// Epoch interval in milliseconds (Silo uses 40).
     #[arg(long = "epoch-ms", value_name = "MS", default_value_t = 40,
           value_parser = clap::value_parser!(u64).range(1..=10_000), allow_negative_numbers = true)]
@@ -880,6 +886,7 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
         retry: !c.no_retry,
         durability: d.durability,
         declared: c.declared,
+        txns: c.txns,
     };
     let mut report = match driver::bench(&db, wl, &cfg) {
         Ok(r) => r,

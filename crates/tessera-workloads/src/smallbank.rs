@@ -589,6 +589,7 @@ mod tests {
             retry: true,
             durability: tessera::Durability::None,
             declared: false,
+            txns: None,
         };
         let rep = driver::bench(&db, &wl, &cfg).unwrap();
         (wl.check(&db).unwrap(), rep.committed)

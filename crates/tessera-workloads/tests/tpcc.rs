@@ -185,6 +185,7 @@ fn load_check_run_check() {
         retry: true,
         durability: tessera::Durability::None,
         declared: false,
+        txns: None,
     };
     let t0 = Instant::now();
     let load = driver::load(&db, &wl, &run).unwrap();
@@ -227,6 +228,7 @@ fn run_and_check(cfg: TpccConfig, protocol: Protocol, threads: usize, seconds: f
         retry: true,
         durability: tessera::Durability::None,
         declared: false,
+        txns: None,
     };
     let rep = driver::bench(&db, &wl, &run).unwrap();
     assert!(rep.committed > 0);

@@ -28,6 +28,7 @@ fn run_config(threads: usize, seconds: f64) -> RunConfig {
         retry: true,
         durability: tessera::Durability::None,
         declared: false,
+        txns: None,
     }
 }
 

@@ -147,6 +147,11 @@ pub struct RunConfig {
     /// then its body against its declared key sets only. A workload whose
     /// declarations miss a key fails the run with an error naming it.
     pub declared: bool,
+    /// Stop each driver thread once it has committed this many
+    /// transactions in the measured period, instead of after `seconds`: a
+    /// fixed amount of work, for instruction counts that must not depend on
+    /// how fast the machine ran (callgrind).
+    pub txns: Option<u64>,
 }
 
 impl Default for RunConfig {
@@ -162,6 +167,7 @@ impl Default for RunConfig {
             retry: true,
             durability: Durability::None,
             declared: false,
+            txns: None,
         }
     }
 }
@@ -177,6 +183,9 @@ impl RunConfig {
                 "seconds must be positive, got {}",
                 self.seconds
             )));
+        }
+        if self.txns == Some(0) {
+            return Err(DriverError::Config("txns must be at least 1".into()));
         }
         if !(self.warmup >= 0.0 && self.warmup.is_finite()) {
             return Err(DriverError::Config(format!(

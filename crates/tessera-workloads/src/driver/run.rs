@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -86,6 +86,8 @@ struct Live {
     /// Nanoseconds the thread waited at the end for its last commit to be
     /// durable.
     final_wait_ns: AtomicU64,
+    /// The thread committed its `RunConfig::txns` and stopped.
+    done: AtomicBool,
 }
 
 const PHASE_WARMUP: u8 = 0;
@@ -215,7 +217,9 @@ fn worker_loop<W: Workload>(
     let db = w.database();
     let track = db.log_stats().is_some();
     let mut pending: VecDeque<(u64, Instant, usize)> = VecDeque::new();
-    while phase.load(Ordering::Relaxed) != PHASE_STOP {
+    let quota = cfg.txns.unwrap_or(u64::MAX);
+    let mut measured = 0u64;
+    while phase.load(Ordering::Relaxed) != PHASE_STOP && measured < quota {
         let ty = wl.next(&mut st);
         let start = Instant::now();
         let mut attempts = 0u32;
@@ -227,6 +231,7 @@ fn worker_loop<W: Workload>(
                         let ns = start.elapsed().as_nanos() as u64;
                         let s = &mut stats[ty];
                         s.committed += 1;
+                        measured += 1;
                         record(&mut s.hist, ns);
                         if track {
                             pending.push_back((w.last_commit().epoch(), start, ty));
@@ -283,6 +288,7 @@ fn worker_loop<W: Workload>(
         live.final_wait_ns
             .store(now.duration_since(t0).as_nanos() as u64, Ordering::Relaxed);
     }
+    live.done.store(true, Ordering::Release);
     Ok(stats)
 }
 
@@ -428,15 +434,23 @@ pub fn run<W: Workload>(
                 measure_start = Some(now);
                 log_at_measure = db.log_stats();
             }
+            // With a transaction quota the threads stop by themselves; the
+            // period ends when the last one has.
             let end = measure_start.map(|ms| ms + Duration::from_secs_f64(cfg.seconds));
+            let all_done =
+                cfg.txns.is_some() && live.iter().all(|l| l.done.load(Ordering::Acquire));
             if let (Some(ms), Some(end)) = (measure_start, end) {
-                if now >= end {
+                if (cfg.txns.is_none() && now >= end) || all_done {
                     phase.store(PHASE_STOP, Ordering::Relaxed);
                     measured = now.duration_since(ms).as_secs_f64();
                     break;
                 }
             }
-            let deadline = next_tick.min(end.unwrap_or(warm_end));
+            let mut deadline = next_tick.min(end.unwrap_or(warm_end));
+            if cfg.txns.is_some() {
+                // Look at the threads often: the end is theirs to say.
+                deadline = deadline.min(Instant::now() + Duration::from_millis(1));
+            }
             std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
         }
         if show && tty {
@@ -609,6 +623,29 @@ mod tests {
             "{conflicts} conflicts of {drawn} drawn"
         );
         assert!(wl.abandoned.load(Ordering::Relaxed) >= conflicts.saturating_sub(2));
+    }
+
+    #[test]
+    fn a_transaction_quota_ends_the_run_after_exactly_that_many_commits() {
+        let db = Database::open(Options::in_memory().workers(2)).unwrap();
+        let wl = counter();
+        let cfg = RunConfig {
+            threads: 2,
+            // Far longer than the test may take: the quota must end it.
+            seconds: 3600.0,
+            txns: Some(250),
+            ..short_run()
+        };
+        let t0 = Instant::now();
+        let rep = bench(&db, &wl, &cfg).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(60));
+        assert_eq!(rep.committed, 500);
+        assert_eq!(rep.per_thread, vec![250, 250]);
+        let bad = RunConfig {
+            txns: Some(0),
+            ..short_run()
+        };
+        assert!(bad.validate().is_err());
     }
 
     #[test]
