@@ -411,11 +411,15 @@ impl<const N: usize> Slots<N> {
 // ---------------------------------------------------------------------------
 // Leaves.
 
+/// Leaves and inner nodes put their values or children before the slots,
+/// and the slots' key pointers last: a search reads the prefixes, the
+/// length classes and one value or child, and needs a key pointer only when
+/// long keys tie on their prefix, so those lines are not prefetched.
 #[repr(C, align(64))]
 pub(crate) struct Leaf {
     pub h: Header,
-    pub s: Slots<LEAF_MAX>,
     pub val: [AtomicU64; LEAF_MAX],
+    pub s: Slots<LEAF_MAX>,
     /// The range stamp: the protocols' per-leaf hook (a monotonic maximum
     /// the tree keeps with the leaf's range). See `BTree` docs.
     pub stamp: AtomicU64,
@@ -426,8 +430,8 @@ impl Leaf {
     pub fn alloc(version: u64) -> *mut Leaf {
         Box::into_raw(Box::new(Leaf {
             h: Header::new(true, version),
-            s: Slots::new(),
             val: [const { AtomicU64::new(0) }; LEAF_MAX],
+            s: Slots::new(),
             stamp: AtomicU64::new(0),
         }))
     }
@@ -469,9 +473,9 @@ impl Leaf {
 #[repr(C, align(64))]
 pub(super) struct Inner {
     pub h: Header,
+    pub child: [AtomicPtr<Header>; INNER_MAX + 1],
     /// Separators: child `i` holds keys in `[sep[i-1], sep[i])`.
     pub s: Slots<INNER_MAX>,
-    pub child: [AtomicPtr<Header>; INNER_MAX + 1],
 }
 
 impl Inner {
@@ -479,8 +483,8 @@ impl Inner {
     pub fn alloc(version: u64) -> *mut Inner {
         Box::into_raw(Box::new(Inner {
             h: Header::new(false, version),
-            s: Slots::new(),
             child: [const { AtomicPtr::new(ptr::null_mut()) }; INNER_MAX + 1],
+            s: Slots::new(),
         }))
     }
 
@@ -546,11 +550,14 @@ impl Inner {
     }
 }
 
-/// Cache lines of a node: the whole node is prefetched, so that the binary
-/// search's probes and the final value or child pointer load are all in
-/// flight at once instead of one dependent miss after another.
+/// Cache lines of a node that a search reads: everything up to the key
+/// pointers is prefetched, so that the binary search's probes and the final
+/// value or child pointer load are all in flight at once instead of one
+/// dependent miss after another.
 const PREFETCH_LINES: usize = {
-    let (l, i) = (std::mem::size_of::<Leaf>(), std::mem::size_of::<Inner>());
+    use std::mem::offset_of;
+    let l = offset_of!(Leaf, s) + offset_of!(Slots<LEAF_MAX>, key);
+    let i = offset_of!(Inner, s) + offset_of!(Slots<INNER_MAX>, key);
     (if l > i { l } else { i }).div_ceil(64)
 };
 
