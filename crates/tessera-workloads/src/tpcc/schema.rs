@@ -82,8 +82,8 @@ impl<const N: usize> std::fmt::Debug for Text<N> {
 pub trait Field: Sized {
     /// Encoded size in bytes.
     const SIZE: usize;
-    /// Append the encoding.
-    fn put(&self, out: &mut Vec<u8>);
+    /// Write the encoding into exactly `SIZE` bytes.
+    fn put(&self, out: &mut [u8]);
     /// Decode from exactly `SIZE` bytes.
     fn get(b: &[u8]) -> Self;
 }
@@ -93,8 +93,8 @@ macro_rules! int_field {
         impl Field for $t {
             const SIZE: usize = std::mem::size_of::<$t>();
             #[inline]
-            fn put(&self, out: &mut Vec<u8>) {
-                out.extend_from_slice(&self.to_le_bytes());
+            fn put(&self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
             }
             #[inline]
             fn get(b: &[u8]) -> Self {
@@ -108,9 +108,9 @@ int_field!(u8, u16, u32, u64, i32, i64);
 impl<const N: usize> Field for Text<N> {
     const SIZE: usize = 2 + N;
     #[inline]
-    fn put(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.len.to_le_bytes());
-        out.extend_from_slice(&self.buf);
+    fn put(&self, out: &mut [u8]) {
+        out[..2].copy_from_slice(&self.len.to_le_bytes());
+        out[2..].copy_from_slice(&self.buf);
     }
     #[inline]
     fn get(b: &[u8]) -> Self {
@@ -156,17 +156,23 @@ macro_rules! row {
         impl Row for $name {
             const LEN: usize = 0 $(+ <$t as Field>::SIZE)*;
 
+            // Fields go to fixed offsets of a fixed-size array (no capacity
+            // check per field, no bounds check per field: the offsets are
+            // constants within the array's length).
             fn encode(&self, out: &mut Vec<u8>) {
                 out.clear();
-                out.reserve(Self::LEN);
-                $(Field::put(&self.$f, out);)*
-                debug_assert_eq!(out.len(), Self::LEN);
+                out.resize(Self::LEN, 0);
+                let b: &mut [u8; <$name as Row>::LEN] =
+                    (&mut out[..]).try_into().expect("resized to LEN");
+                let mut _p = 0;
+                $(
+                    Field::put(&self.$f, &mut b[_p.._p + <$t as Field>::SIZE]);
+                    _p += <$t as Field>::SIZE;
+                )*
             }
 
             fn decode(b: &[u8]) -> Option<Self> {
-                if b.len() != Self::LEN {
-                    return None;
-                }
+                let b: &[u8; <$name as Row>::LEN] = b.try_into().ok()?;
                 let mut _p = 0;
                 $(
                     let $f = <$t as Field>::get(&b[_p.._p + <$t as Field>::SIZE]);
