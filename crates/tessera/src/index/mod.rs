@@ -37,9 +37,14 @@
 //!
 //! Leaves and inner nodes hold up to [`LEAF_MAX`] / [`INNER_MAX`] slots. A slot
 //! keeps the key's first 8 bytes as a big-endian `u64` (zero padded), a length
-//! class (`min(len, 9)`) and a pointer to an immutable heap copy of the full key
-//! (Masstree-like): binary search compares the inline parts and only looks at
-//! the key copy when two keys longer than 8 bytes share their prefix. Inner
+//! class (`min(len, 9)`) and, for a key longer than 8 bytes, a pointer to an
+//! immutable heap copy of the full key (Masstree-like): binary search compares
+//! the inline parts as machine words and only looks at the key copy when two
+//! keys longer than 8 bytes share their prefix. A key of at most 8 bytes is
+//! whole in its prefix and length class and has no copy (most of TPC-C's and
+//! all of YCSB's keys): inserting or removing it allocates or frees nothing.
+//! A node puts its values (children) first and its key pointers last, so the
+//! prefetch of a node on the way down skips the lines only long keys need. Inner
 //! nodes own their own separator copies (shortened to the shortest prefix of
 //! the right half's first key that still exceeds the left half's last key), so
 //! leaf and separator lifetimes are independent. Every field that a reader
@@ -98,8 +103,7 @@ use std::sync::atomic::{fence, AtomicPtr, AtomicU64};
 use crate::epoch::Guard;
 
 use node::{
-    key_bytes, key_free, key_new, prefix_of, Header, Inner, Leaf, Restart, SKey, LOCKED, OBSOLETE,
-    STEP, VACANT,
+    prefix_of, Header, Inner, KeyRef, Leaf, OwnedKey, Restart, SKey, LOCKED, OBSOLETE, STEP, VACANT,
 };
 pub use node::{INNER_MAX, LEAF_MAX};
 
@@ -383,10 +387,10 @@ struct ScanStep {
     version: u64,
     /// Entries copied to the buffer.
     n: usize,
-    /// Nearest separator below the leaf's range (null: leftmost leaf).
-    fence_lo: *const u8,
-    /// Nearest separator above the leaf's range (null: rightmost leaf).
-    fence_hi: *const u8,
+    /// Nearest separator below the leaf's range (`None`: leftmost leaf).
+    fence_lo: Option<KeyRef>,
+    /// Nearest separator above the leaf's range (`None`: rightmost leaf).
+    fence_hi: Option<KeyRef>,
 }
 
 /// The shortest prefix of `rmin` that is greater than `lmax` (`lmax < rmin`).
@@ -524,16 +528,17 @@ impl BTree {
     pub fn insert(&self, key: &[u8], value: u64, g: &Guard<'_>) -> Insert {
         debug_assert!(value != 0, "index values must be non-zero");
         let sk = SKey::new(key);
-        // Key copy, allocated once it is known to be needed; owned here until
-        // an attempt links it into a leaf (and sets it back to null).
-        let mut kbuf: *mut u8 = ptr::null_mut();
+        // The key in slot form (a heap copy only for a key longer than 8
+        // bytes), made once it is known to be needed; owned here until an
+        // attempt links it into a leaf (and takes it).
+        let mut kbuf: Option<OwnedKey> = None;
         let mut tries = 0;
         loop {
             match self.try_insert(&sk, value, &mut kbuf, g) {
                 Ok(r) => {
-                    if !kbuf.is_null() {
+                    if let Some(k) = kbuf {
                         // SAFETY: never published, we still own it.
-                        unsafe { key_free(kbuf) };
+                        unsafe { k.free() };
                     }
                     return r;
                 }
@@ -546,7 +551,7 @@ impl BTree {
         &self,
         sk: &SKey<'_>,
         value: u64,
-        kbuf: &mut *mut u8,
+        kbuf: &mut Option<OwnedKey>,
         g: &Guard<'_>,
     ) -> Result<Insert, Restart> {
         let (mut node, mut v) = self.root_begin()?;
@@ -580,14 +585,13 @@ impl BTree {
             leaf.h.validate(v)?;
             return Ok(Insert::Exists(val));
         }
-        if kbuf.is_null() {
-            *kbuf = key_new(sk.key);
-        }
+        let k = *kbuf.get_or_insert_with(|| OwnedKey::new(sk.key));
         if n < self.leaf_cap {
             // The upgrade succeeds only if nothing changed since `v`, so `n`
             // and `i` are exact.
             leaf.h.try_upgrade(v)?;
-            leaf.insert_at(i, n, std::mem::replace(kbuf, ptr::null_mut()), value);
+            *kbuf = None;
+            leaf.insert_at(i, n, k, value);
             leaf.h.unlock();
             return Ok(Insert::Inserted {
                 leaf: LeafRef(leaf),
@@ -607,14 +611,8 @@ impl BTree {
                 }
                 let pn = p.h.count(INNER_MAX);
                 debug_assert!(pn < self.inner_cap, "eager split left no room");
-                let (sep, right, holder) = self.split_leaf(
-                    leaf,
-                    v,
-                    n,
-                    i,
-                    std::mem::replace(kbuf, ptr::null_mut()),
-                    value,
-                );
+                *kbuf = None;
+                let (sep, right, holder) = self.split_leaf(leaf, v, n, i, k, value);
                 p.insert_child(pos, pn, sep, right as *mut Header);
                 leaf.h.unlock();
                 p.h.unlock();
@@ -626,14 +624,8 @@ impl BTree {
                     leaf.h.unlock_unchanged(v);
                     return Err(Restart);
                 }
-                let (sep, right, holder) = self.split_leaf(
-                    leaf,
-                    v,
-                    n,
-                    i,
-                    std::mem::replace(kbuf, ptr::null_mut()),
-                    value,
-                );
+                *kbuf = None;
+                let (sep, right, holder) = self.split_leaf(leaf, v, n, i, k, value);
                 let root = Inner::alloc(STEP);
                 // SAFETY: freshly allocated, not yet shared.
                 let r = unsafe { &*root };
@@ -653,7 +645,7 @@ impl BTree {
     }
 
     /// Split the locked, full leaf `leaf` (at version `v`, `n` entries) and
-    /// insert `(kp, value)` at position `i`. Returns the separator copy, the
+    /// insert `(k, value)` at position `i`. Returns the separator, the
     /// new right leaf (unpublished, version `v + STEP`, the same as `leaf`
     /// gets on unlock) and the leaf that holds the new key.
     fn split_leaf(
@@ -662,9 +654,9 @@ impl BTree {
         v: u64,
         n: usize,
         i: usize,
-        kp: *mut u8,
+        k: OwnedKey,
         value: u64,
-    ) -> (*mut u8, *mut Leaf, *const Leaf) {
+    ) -> (OwnedKey, *mut Leaf, *const Leaf) {
         let right = Leaf::alloc(v + STEP);
         // SAFETY: freshly allocated, not yet shared.
         let r = unsafe { &*right };
@@ -697,17 +689,16 @@ impl BTree {
         leaf.h.set_count(m);
         r.h.set_count(n - m);
         let holder: *const Leaf = if new_left {
-            leaf.insert_at(i, m, kp, value);
+            leaf.insert_at(i, m, k, value);
             leaf
         } else {
-            r.insert_at(i - m, n - m, kp, value);
+            r.insert_at(i - m, n - m, k, value);
             right
         };
         let ln = leaf.h.count(LEAF_MAX);
-        // SAFETY: both key copies are linked in leaves we hold locked (or own).
-        let (lmax, rmin) =
-            unsafe { (key_bytes(leaf.s.key_ptr(ln - 1)), key_bytes(r.s.key_ptr(0))) };
-        let sep = key_new(separator(lmax, rmin));
+        let (lmax, rmin) = (leaf.s.key_ref(ln - 1), r.s.key_ref(0));
+        // SAFETY: both keys are linked in leaves we hold locked (or own).
+        let sep = OwnedKey::new(separator(unsafe { lmax.bytes() }, unsafe { rmin.bytes() }));
         (sep, right, holder)
     }
 
@@ -764,7 +755,7 @@ impl BTree {
     /// Move the upper half of a locked inner node to a new node; returns the
     /// separator that moves up (its copy changes owner, it is not copied) and
     /// the new right node (unpublished).
-    fn split_inner_locked(node: &Inner) -> (*mut u8, *mut Inner) {
+    fn split_inner_locked(node: &Inner) -> (OwnedKey, *mut Inner) {
         let n = node.h.count(INNER_MAX);
         let right = Inner::alloc(STEP);
         // SAFETY: freshly allocated, not yet shared.
@@ -778,7 +769,7 @@ impl BTree {
             r.child[j - m - 1].store(node.child[j].load(Relaxed), Relaxed);
             node.child[j].store(ptr::null_mut(), Release);
         }
-        let up = node.s.key_ptr(m);
+        let up = node.s.owned(m);
         node.s.clear(m);
         node.h.set_count(m);
         r.h.set_count(n - m - 1);
@@ -842,9 +833,9 @@ impl BTree {
             leaf.h.try_upgrade(v)?;
             let kp = leaf.remove_at(i, n);
             leaf.h.unlock();
-            // SAFETY: the key copy was just unlinked from the only place that
-            // held it; it is retired once.
-            unsafe { g.retire(kp, key_free) };
+            // SAFETY: the key was just unlinked from the only place that held
+            // it; it is retired once.
+            unsafe { kp.retire(g) };
             return Ok(Some(true));
         }
         if !want_path {
@@ -874,7 +865,7 @@ impl BTree {
             let kp = leaf.remove_at(i, n);
             leaf.h.unlock();
             // SAFETY: unlinked just now, retired once.
-            unsafe { g.retire(kp, key_free) };
+            unsafe { kp.retire(g) };
             self.collapse_root(g);
             return Ok(Some(true));
         }
@@ -922,8 +913,8 @@ impl BTree {
         // SAFETY: the separator, the key copy and the leaf were all unlinked
         // just now under the locks; each is retired once.
         unsafe {
-            g.retire(sep, key_free);
-            g.retire(kp, key_free);
+            sep.retire(g);
+            kp.retire(g);
             g.retire_box(node as *mut Leaf);
         }
         t.h.unlock();
@@ -1017,11 +1008,20 @@ impl BTree {
         F: FnMut(&[u8], u64) -> bool,
         L: RangeObserver,
     {
-        let mut buf = [(ptr::null::<u8>(), 0u64); LEAF_MAX];
-        // The part of [lo, hi] still to scan.
-        let mut lower = lo;
-        let mut upper = hi;
+        let mut buf = [(KeyRef::of(&[]), 0u64); LEAF_MAX];
+        // The part of [lo, hi] still to scan: the caller's bounds, then the
+        // fences of the leaves scanned (views of keys that stay valid while
+        // pinned, or of the caller's slices).
+        let mut lower_k = lo.map(KeyRef::of);
+        let mut upper_k = hi.map(KeyRef::of);
         loop {
+            // The caller's keys are borrowed for the whole scan; fences were
+            // read from validated nodes while pinned.
+            fn view(k: &KeyRef) -> &[u8] {
+                // SAFETY: as just said.
+                unsafe { k.bytes() }
+            }
+            let (lower, upper) = (lower_k.as_ref().map(view), upper_k.as_ref().map(view));
             let target = if reverse {
                 match upper {
                     Bound::Included(k) => Target::At(k),
@@ -1043,11 +1043,11 @@ impl BTree {
             };
             on_leaf.observe(LeafRef(st.leaf), st.version);
             let entries = &buf[..st.n];
-            let mut emit = |&(kp, val): &(*const u8, u64)| {
-                // SAFETY: copied from a validated leaf read while pinned: the
+            let mut emit = |(k, val): &(KeyRef, u64)| {
+                // SAFETY: copied from a validated leaf read while pinned: a
                 // key copy is linked or retired after we pinned, so it stays
                 // allocated while the guard lives.
-                f(unsafe { key_bytes(kp) }, val)
+                f(unsafe { k.bytes() }, *val)
             };
             let go_on = if reverse {
                 entries.iter().rev().all(&mut emit)
@@ -1058,29 +1058,29 @@ impl BTree {
                 return;
             }
             if reverse {
-                if st.fence_lo.is_null() {
+                let Some(fence) = st.fence_lo else {
                     return;
-                }
-                // SAFETY: a separator copy read from a validated inner node
-                // while pinned (see `emit`).
-                let fl = unsafe { key_bytes(st.fence_lo) };
+                };
+                // SAFETY: a separator read from a validated inner node while
+                // pinned (see `emit`).
+                let fl = unsafe { fence.bytes() };
                 match lo {
                     Bound::Included(l) | Bound::Excluded(l) if fl <= l => return,
                     _ => {}
                 }
-                upper = Bound::Excluded(fl);
+                upper_k = Bound::Excluded(fence);
             } else {
-                if st.fence_hi.is_null() {
+                let Some(fence) = st.fence_hi else {
                     return;
-                }
+                };
                 // SAFETY: as above.
-                let fh = unsafe { key_bytes(st.fence_hi) };
+                let fh = unsafe { fence.bytes() };
                 match hi {
                     Bound::Included(h) if fh > h => return,
                     Bound::Excluded(h) if fh >= h => return,
                     _ => {}
                 }
-                lower = Bound::Included(fh);
+                lower_k = Bound::Included(fence);
             }
         }
     }
@@ -1092,14 +1092,14 @@ impl BTree {
         target: Target<'_>,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
-        buf: &mut [(*const u8, u64); LEAF_MAX],
+        buf: &mut [(KeyRef, u64); LEAF_MAX],
     ) -> Result<ScanStep, Restart> {
         let tk = match target {
             Target::At(k) | Target::Before(k) => Some(SKey::new(k)),
             _ => None,
         };
-        let mut fence_lo: *const u8 = ptr::null();
-        let mut fence_hi: *const u8 = ptr::null();
+        let mut fence_lo: Option<KeyRef> = None;
+        let mut fence_hi: Option<KeyRef> = None;
         let (mut node, mut v) = self.root_begin()?;
         #[cfg(test)]
         let mut depth = 0;
@@ -1123,17 +1123,13 @@ impl BTree {
                 _ => 0,
             };
             // The deepest separators around the path are the leaf's fences.
+            // (A separator vacated under us reads as an empty key; the
+            // validation in `child_begin` then fails.)
             if pos > 0 {
-                fence_lo = inner.s.key_ptr(pos - 1);
-                if fence_lo.is_null() {
-                    return Err(Restart);
-                }
+                fence_lo = Some(inner.s.key_ref(pos - 1));
             }
             if pos < n {
-                fence_hi = inner.s.key_ptr(pos);
-                if fence_hi.is_null() {
-                    return Err(Restart);
-                }
+                fence_hi = Some(inner.s.key_ref(pos));
             }
             // Validates `inner` after the fence loads too.
             (node, v) = inner.child_begin(pos, v)?;
@@ -1162,20 +1158,20 @@ impl BTree {
         // (a neighbour was unlinked) and received keys there; those keys
         // belong to the scan's next step, which starts at that fence, and
         // would otherwise come out twice.
-        if !fence_lo.is_null() {
-            // SAFETY: a separator copy read from a validated inner node while
-            // pinned: allocated and immutable.
-            let f = SKey::new(unsafe { key_bytes(fence_lo) });
+        if let Some(fence) = &fence_lo {
+            // SAFETY: a separator read from a validated inner node while
+            // pinned: a long one's copy is allocated and immutable.
+            let f = SKey::new(unsafe { fence.bytes() });
             start = start.max(leaf.s.lower_bound(n, &f).0);
         }
-        if !fence_hi.is_null() {
+        if let Some(fence) = &fence_hi {
             // SAFETY: as above.
-            let f = SKey::new(unsafe { key_bytes(fence_hi) });
+            let f = SKey::new(unsafe { fence.bytes() });
             end = end.min(leaf.s.lower_bound(n, &f).0);
         }
         let mut cnt = 0;
         for i in start..end.max(start) {
-            buf[cnt] = (leaf.s.key_ptr(i), leaf.val[i].load(Relaxed));
+            buf[cnt] = (leaf.s.key_ref(i), leaf.val[i].load(Relaxed));
             cnt += 1;
         }
         leaf.h.validate(v)?;
@@ -1292,11 +1288,16 @@ impl BTree {
                 );
             }
             let mut prev: Option<&[u8]> = None;
-            for i in 0..count {
-                let kp = leaf.s.key_ptr(i);
-                assert!(!kp.is_null(), "leaf slot {i} of {count} has no key");
-                // SAFETY: linked key copy.
-                let k = unsafe { key_bytes(kp) };
+            let keys: Vec<KeyRef> = (0..count).map(|i| leaf.s.key_ref(i)).collect();
+            for (i, key) in keys.iter().enumerate() {
+                let long = leaf.s.lc[i].load(Relaxed) > 8;
+                assert_eq!(
+                    !leaf.s.key_ptr(i).is_null(),
+                    long,
+                    "leaf slot {i} of {count}: a key copy iff the key is long"
+                );
+                // SAFETY: a linked key (quiescent tree).
+                let k = unsafe { key.bytes() };
                 let (p, lc) = prefix_of(k);
                 assert_eq!(leaf.s.prefix[i].load(Relaxed), p, "leaf prefix of {k:?}");
                 assert_eq!(leaf.s.lc[i].load(Relaxed), lc, "leaf length class of {k:?}");
@@ -1323,6 +1324,7 @@ impl BTree {
             self.inner_cap
         );
         assert!(!is_root || count > 0, "inner root with a single child");
+        let sep_keys: Vec<KeyRef> = (0..count).map(|i| inner.s.key_ref(i)).collect();
         let mut seps: Vec<&[u8]> = Vec::with_capacity(count);
         for i in count..INNER_MAX {
             assert_eq!(
@@ -1331,11 +1333,15 @@ impl BTree {
                 "vacant separator slot {i}"
             );
         }
-        for i in 0..count {
-            let kp = inner.s.key_ptr(i);
-            assert!(!kp.is_null(), "separator slot {i} of {count} has no key");
-            // SAFETY: linked separator copy.
-            let k = unsafe { key_bytes(kp) };
+        for (i, key) in sep_keys.iter().enumerate() {
+            let long = inner.s.lc[i].load(Relaxed) > 8;
+            assert_eq!(
+                !inner.s.key_ptr(i).is_null(),
+                long,
+                "separator slot {i} of {count}: a key copy iff the key is long"
+            );
+            // SAFETY: a linked separator (quiescent tree).
+            let k = unsafe { key.bytes() };
             let (p, lc) = prefix_of(k);
             assert_eq!(
                 inner.s.prefix[i].load(Relaxed),
@@ -1396,14 +1402,14 @@ impl Drop for BTree {
                     let leaf = h as *mut Leaf;
                     let n = (*leaf).h.count(LEAF_MAX);
                     for i in 0..n {
-                        key_free((*leaf).s.key_ptr(i));
+                        (*leaf).s.owned(i).free();
                     }
                     drop(Box::from_raw(leaf));
                 } else {
                     let inner = h as *mut Inner;
                     let n = (*inner).h.count(INNER_MAX);
                     for i in 0..n {
-                        key_free((*inner).s.key_ptr(i));
+                        (*inner).s.owned(i).free();
                     }
                     for i in 0..=n {
                         free((*inner).child[i].load(Relaxed));

@@ -119,6 +119,104 @@ pub(super) unsafe fn key_free(p: *mut u8) {
     }
 }
 
+/// A key as a slot holds it: its inline prefix and length class, and a heap
+/// copy (from [`key_new`]) only if it is longer than 8 bytes. A key of at
+/// most 8 bytes is all in its prefix: it takes no allocation, and inserting
+/// or removing it allocates or frees nothing. Whoever holds an `OwnedKey`
+/// owns its copy (if any): it links it into a slot, or frees or retires it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct OwnedKey {
+    pub prefix: u64,
+    pub lc: u8,
+    /// The heap copy, or null for a key of at most 8 bytes.
+    pub copy: *mut u8,
+}
+
+impl OwnedKey {
+    /// `key`'s slot form, allocating its copy if it is long.
+    pub fn new(key: &[u8]) -> Self {
+        let (prefix, lc) = prefix_of(key);
+        let copy = if lc == LONG {
+            key_new(key)
+        } else {
+            ptr::null_mut()
+        };
+        OwnedKey { prefix, lc, copy }
+    }
+
+    /// Free the copy, if any, at once.
+    ///
+    /// # Safety
+    /// This key is owned and unreachable.
+    pub unsafe fn free(self) {
+        if !self.copy.is_null() {
+            // SAFETY: per the contract the copy is ours alone.
+            unsafe { key_free(self.copy) };
+        }
+    }
+
+    /// Retire the copy, if any, through the epoch.
+    ///
+    /// # Safety
+    /// This key was just unlinked from the only slot that held it.
+    pub unsafe fn retire(self, g: &crate::epoch::Guard<'_>) {
+        if !self.copy.is_null() {
+            // SAFETY: per the contract it is retired once, after unlinking.
+            unsafe { g.retire(self.copy, key_free) };
+        }
+    }
+}
+
+/// A key read out of a node (or given by a caller), for comparisons and to
+/// hand out: the bytes of a short key copied inline, or a pointer to the
+/// bytes of a long one. Copied out of a node by an optimistic read, it
+/// means something only once the read validated, and its pointer stays
+/// valid while the reader stays pinned.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KeyRef {
+    head: [u8; PREFIX_LEN],
+    len: u32,
+    /// The bytes of a key longer than 8, or null.
+    ptr: *const u8,
+}
+
+impl KeyRef {
+    /// A view of the caller's `key`, which must outlive every use of it.
+    pub fn of(key: &[u8]) -> Self {
+        let len = u32::try_from(key.len()).expect("key longer than 4 GiB");
+        if key.len() <= PREFIX_LEN {
+            let mut head = [0u8; PREFIX_LEN];
+            head[..key.len()].copy_from_slice(key);
+            KeyRef {
+                head,
+                len,
+                ptr: ptr::null(),
+            }
+        } else {
+            KeyRef {
+                head: [0; PREFIX_LEN],
+                len,
+                ptr: key.as_ptr(),
+            }
+        }
+    }
+
+    /// The key's bytes.
+    ///
+    /// # Safety
+    /// For a long key, the bytes it points to are still allocated: a key
+    /// copy read from a node while pinned (the reader is still pinned), or
+    /// the caller's slice given to [`KeyRef::of`] (still borrowed).
+    pub unsafe fn bytes(&self) -> &[u8] {
+        if self.ptr.is_null() {
+            &self.head[..(self.len as usize).min(PREFIX_LEN)]
+        } else {
+            // SAFETY: per the contract.
+            unsafe { std::slice::from_raw_parts(self.ptr, self.len as usize) }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Header and version protocol.
 
@@ -374,15 +472,55 @@ impl<const N: usize> Slots<N> {
         (lo, false)
     }
 
-    /// Store a key copy in slot `i` (lock held).
+    /// Store a key in slot `i` (lock held); the slot now owns its copy.
     #[inline]
-    pub fn set(&self, i: usize, kp: *mut u8) {
-        // SAFETY: the caller holds the node lock and owns/links `kp`, a live
-        // key copy.
-        let (prefix, lc) = prefix_of(unsafe { key_bytes(kp) });
-        self.prefix[i].store(prefix, Relaxed);
-        self.lc[i].store(lc, Relaxed);
-        self.key[i].store(kp, Release);
+    pub fn set(&self, i: usize, k: OwnedKey) {
+        self.prefix[i].store(k.prefix, Relaxed);
+        self.lc[i].store(k.lc, Relaxed);
+        self.key[i].store(k.copy, Release);
+    }
+
+    /// The key in slot `i` with its copy (lock held): for moving it to
+    /// another slot or node, or for retiring it once it is unlinked.
+    #[inline]
+    pub fn owned(&self, i: usize) -> OwnedKey {
+        OwnedKey {
+            prefix: self.prefix[i].load(Relaxed),
+            lc: self.lc[i].load(Relaxed),
+            copy: self.key[i].load(Acquire),
+        }
+    }
+
+    /// The key in slot `i`, read optimistically (meaningful once the node's
+    /// version validates). A long key whose copy pointer was vacated under
+    /// us comes out empty; validation then fails.
+    #[inline]
+    pub fn key_ref(&self, i: usize) -> KeyRef {
+        let lc = self.lc[i].load(Relaxed);
+        if lc < LONG {
+            return KeyRef {
+                head: self.prefix[i].load(Relaxed).to_be_bytes(),
+                len: lc as u32,
+                ptr: ptr::null(),
+            };
+        }
+        let kp = self.key[i].load(Acquire);
+        if kp.is_null() {
+            return KeyRef {
+                head: [0; PREFIX_LEN],
+                len: 0,
+                ptr: ptr::null(),
+            };
+        }
+        // SAFETY: a non-null copy read while pinned is linked or retired
+        // after we pinned: allocated, and immutable; its header is its length.
+        let len = unsafe { (kp as *const u32).read() };
+        KeyRef {
+            head: [0; PREFIX_LEN],
+            len,
+            // SAFETY: inside the copy's allocation.
+            ptr: unsafe { kp.add(KEY_HDR) },
+        }
     }
 
     /// Copy slot `from` of `src` into slot `to` of `self` (locks held / node
@@ -402,6 +540,8 @@ impl<const N: usize> Slots<N> {
         self.key[i].store(ptr::null_mut(), Release);
     }
 
+    /// The heap copy of slot `i`'s key (null for a key of at most 8 bytes
+    /// and for a vacant slot).
     #[inline]
     pub fn key_ptr(&self, i: usize) -> *mut u8 {
         self.key[i].load(Acquire)
@@ -436,9 +576,9 @@ impl Leaf {
         }))
     }
 
-    /// Insert `(kp, value)` at slot `i` of a leaf holding `n < LEAF_MAX`
+    /// Insert `(k, value)` at slot `i` of a leaf holding `n < LEAF_MAX`
     /// entries (lock held or leaf unpublished).
-    pub fn insert_at(&self, i: usize, n: usize, kp: *mut u8, value: u64) {
+    pub fn insert_at(&self, i: usize, n: usize, k: OwnedKey, value: u64) {
         debug_assert!(i <= n && n < LEAF_MAX);
         let mut j = n;
         while j > i {
@@ -446,16 +586,16 @@ impl Leaf {
             self.val[j].store(self.val[j - 1].load(Relaxed), Relaxed);
             j -= 1;
         }
-        self.s.set(i, kp);
+        self.s.set(i, k);
         self.val[i].store(value, Relaxed);
         self.h.set_count(n + 1);
     }
 
     /// Remove slot `i` of a leaf holding `n` entries (lock held) and return
-    /// its key copy, which the caller must retire.
-    pub fn remove_at(&self, i: usize, n: usize) -> *mut u8 {
+    /// its key, which the caller must retire.
+    pub fn remove_at(&self, i: usize, n: usize) -> OwnedKey {
         debug_assert!(i < n && n <= LEAF_MAX);
-        let kp = self.s.key_ptr(i);
+        let kp = self.s.owned(i);
         for j in i..n - 1 {
             self.s.copy_from(j, &self.s, j + 1);
             self.val[j].store(self.val[j + 1].load(Relaxed), Relaxed);
@@ -514,7 +654,7 @@ impl Inner {
 
     /// Insert separator `kp` at `pos` and `right` as child `pos + 1` into a
     /// node holding `n < INNER_MAX` separators (lock held or unpublished).
-    pub fn insert_child(&self, pos: usize, n: usize, kp: *mut u8, right: *mut Header) {
+    pub fn insert_child(&self, pos: usize, n: usize, kp: OwnedKey, right: *mut Header) {
         debug_assert!(pos <= n && n < INNER_MAX);
         let mut j = n;
         while j > pos {
@@ -528,15 +668,15 @@ impl Inner {
     }
 
     /// Remove child `pos` of a node holding `n >= 1` separators together with
-    /// one adjacent separator (lock held); returns the separator's key copy,
-    /// which the caller must retire.
-    pub fn remove_child(&self, pos: usize, n: usize) -> *mut u8 {
+    /// one adjacent separator (lock held); returns the separator, which the
+    /// caller must retire.
+    pub fn remove_child(&self, pos: usize, n: usize) -> OwnedKey {
         debug_assert!(n >= 1 && pos <= n);
         // Child 0 goes with separator 0 (child 1 inherits its lower fence);
         // any other child `pos` goes with separator `pos - 1` (child
         // `pos - 1` inherits its upper fence).
         let si = pos.saturating_sub(1);
-        let kp = self.s.key_ptr(si);
+        let kp = self.s.owned(si);
         for j in si..n - 1 {
             self.s.copy_from(j, &self.s, j + 1);
         }

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-type ScanHook = Box<dyn FnMut(usize, *const u8, *const u8) -> bool>;
+type ScanHook = Box<dyn FnMut(usize, Option<Vec<u8>>, Option<Vec<u8>>) -> bool>;
 
 thread_local! {
     /// A one-shot hook run by a scan's descent on this thread before it reads
@@ -16,11 +16,13 @@ thread_local! {
 }
 
 /// Called by `BTree::scan_leaf` in test builds.
-pub(super) fn scan_descent_hook(depth: usize, fence_lo: *const u8, fence_hi: *const u8) {
+pub(super) fn scan_descent_hook(depth: usize, fence_lo: Option<KeyRef>, fence_hi: Option<KeyRef>) {
     let Some(mut f) = SCAN_HOOK.with(|h| h.borrow_mut().take()) else {
         return;
     };
-    if !f(depth, fence_lo, fence_hi) {
+    // SAFETY: fences read while the scan is pinned (the hook runs inside it).
+    let bytes = |k: Option<KeyRef>| k.map(|k| unsafe { k.bytes() }.to_vec());
+    if !f(depth, bytes(fence_lo), bytes(fence_hi)) {
         SCAN_HOOK.with(|h| *h.borrow_mut() = Some(f));
     }
 }
@@ -151,11 +153,11 @@ fn prefix_order_matches_memcmp() {
             let (pa, la) = prefix_of(a);
             let sk = SKey::new(b);
             let s = node::Slots::<1>::new();
-            let kp = key_new(a);
-            s.set(0, kp);
+            let k = node::OwnedKey::new(a);
+            s.set(0, k);
             assert_eq!(s.cmp(0, &sk), a.cmp(b), "{a:?} vs {b:?}");
             // SAFETY: never shared.
-            unsafe { key_free(kp) };
+            unsafe { k.free() };
             if pa != sk.prefix {
                 assert_eq!(pa.cmp(&sk.prefix), a.cmp(b));
             }
@@ -561,13 +563,12 @@ fn stale_fence_case(reverse: bool) {
         SCAN_HOOK.with(|h| {
             *h.borrow_mut() = Some(Box::new(move |depth, fence_lo, fence_hi| {
                 let fence = if reverse { fence_lo } else { fence_hi };
-                if depth != leaf_parent_depth || fence.is_null() {
+                let Some(f) = fence.filter(|_| depth == leaf_parent_depth) else {
                     return depth >= leaf_parent_depth;
-                }
+                };
                 // SAFETY: the tree and the guard outlive the scan that runs
-                // this hook; the fence is a separator copy, live while pinned.
-                let (t, g, f) =
-                    unsafe { (&*tr, &*(gr as *const Guard<'_>), key_bytes(fence).to_vec()) };
+                // this hook.
+                let (t, g) = unsafe { (&*tr, &*(gr as *const Guard<'_>)) };
                 // Unlink everything beyond the fence, so that the leaf
                 // parent's first (last) child now covers down to -inf (up to
                 // +inf); make room in that child, then insert a key beyond
@@ -837,9 +838,9 @@ fn lower_bound_matches_memcmp_order<const N: usize>(keys: &[Vec<u8>], probes: &[
     for fill in 0..=N.min(sorted.len()) {
         let slots = node::Slots::<N>::new();
         let present = &sorted[..fill];
-        let copies: Vec<*mut u8> = present.iter().map(|k| key_new(k)).collect();
-        for (i, &kp) in copies.iter().enumerate() {
-            slots.set(i, kp);
+        let copies: Vec<node::OwnedKey> = present.iter().map(|k| node::OwnedKey::new(k)).collect();
+        for (i, &k) in copies.iter().enumerate() {
+            slots.set(i, k);
         }
         for p in probes.iter().map(|p| &p[..]).chain(present.iter().copied()) {
             let want = present.partition_point(|k| *k < p);
@@ -850,9 +851,9 @@ fn lower_bound_matches_memcmp_order<const N: usize>(keys: &[Vec<u8>], probes: &[
                 "N {N}, fill {fill}, probe {p:?}, keys {present:?}"
             );
         }
-        for kp in copies {
+        for k in copies {
             // SAFETY: made above, never linked into a tree.
-            unsafe { key_free(kp) };
+            unsafe { k.free() };
         }
     }
 }
