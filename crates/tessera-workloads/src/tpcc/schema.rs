@@ -314,6 +314,18 @@ row! {
     }
 }
 
+impl OrderLine {
+    /// OL_I_ID of an encoded ORDER_LINE row, read without decoding the
+    /// rest (StockLevel's scan needs only it); `None` if the row has the
+    /// wrong size.
+    pub fn i_id_of(b: &[u8]) -> Option<u32> {
+        // After OL_O_ID (u32), OL_D_ID (u8), OL_W_ID (u16), OL_NUMBER (u8).
+        const AT: usize = 4 + 1 + 2 + 1;
+        let b: &[u8; Self::LEN] = b.try_into().ok()?;
+        Some(u32::from_le_bytes([b[AT], b[AT + 1], b[AT + 2], b[AT + 3]]))
+    }
+}
+
 row! {
     /// ITEM (clause 1.3.8).
     pub struct Item {
@@ -350,6 +362,16 @@ row! {
 }
 
 impl Stock {
+    /// S_QUANTITY of an encoded STOCK row, read without decoding the rest
+    /// (StockLevel needs only this column of its ~200 rows, as Silo's
+    /// StockLevel reads only it); `None` if the row has the wrong size.
+    pub fn quantity_of(b: &[u8]) -> Option<i32> {
+        // After S_I_ID (u32) and S_W_ID (u16).
+        const AT: usize = 4 + 2;
+        let b: &[u8; Self::LEN] = b.try_into().ok()?;
+        Some(i32::from_le_bytes([b[AT], b[AT + 1], b[AT + 2], b[AT + 3]]))
+    }
+
     /// S_DIST_xx for district `d` in `1..=10`.
     pub fn dist(&self, d: u8) -> &Text<24> {
         match d {
@@ -719,6 +741,37 @@ mod tests {
         let y: Text<4> = t("ab");
         assert_eq!(y.padded(), b"ab\0\0");
         assert_eq!(format!("{y:?}"), "\"ab\"");
+    }
+
+    #[test]
+    fn single_columns_read_as_the_full_decode_does() {
+        let st = Stock {
+            s_i_id: 77_777,
+            s_w_id: 513,
+            s_quantity: -12_345,
+            s_ytd: 9,
+            s_data: t("ORIGINAL stock"),
+            ..Stock::default()
+        };
+        let mut b = Vec::new();
+        st.encode(&mut b);
+        assert_eq!(Stock::quantity_of(&b), Some(-12_345));
+        assert_eq!(Stock::quantity_of(&b[1..]), None);
+        let ol = OrderLine {
+            ol_o_id: 3001,
+            ol_d_id: 7,
+            ol_w_id: 2,
+            ol_number: 15,
+            ol_i_id: 99_999,
+            ol_supply_w_id: 3,
+            ol_amount: 123,
+            ..OrderLine::default()
+        };
+        ol.encode(&mut b);
+        assert_eq!(OrderLine::i_id_of(&b), Some(99_999));
+        assert_eq!(OrderLine::decode(&b).map(|l| l.ol_i_id), Some(99_999));
+        b.push(0);
+        assert_eq!(OrderLine::i_id_of(&b), None);
     }
 
     #[test]

@@ -917,9 +917,9 @@ pub fn stock_level<T: Transaction>(
         Bound::Included(&lo[..]),
         Bound::Excluded(&hi[..]),
         ScanOptions::new(),
-        |_, v| match OrderLine::decode(v) {
-            Some(l) => {
-                ids.push(l.ol_i_id);
+        |_, v| match OrderLine::i_id_of(v) {
+            Some(i_id) => {
+                ids.push(i_id);
                 true
             }
             None => {
@@ -937,8 +937,17 @@ pub fn stock_level<T: Transaction>(
     s.ids.dedup();
     let mut low = 0;
     for i in 0..s.ids.len() {
-        let st: Stock = must_get(tx, t.stock, &stock_key(inp.w_id, s.ids[i]), "stock")?;
-        if st.s_quantity < inp.threshold {
+        let quantity = match tx.get(t.stock, &stock_key(inp.w_id, s.ids[i]))? {
+            Some(v) => Stock::quantity_of(v).ok_or_else(|| {
+                TxError::Error(Error::InvalidArgument(format!(
+                    "malformed stock row of {} bytes (expected {})",
+                    v.len(),
+                    Stock::LEN
+                )))
+            })?,
+            None => return Err(vanished()),
+        };
+        if quantity < inp.threshold {
             low += 1;
         }
     }
