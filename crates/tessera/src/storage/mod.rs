@@ -85,6 +85,70 @@ const V_META: u32 = 2;
 /// version follows it in the record's allocation.
 const V_BOTTOM: u32 = 4;
 
+/// Copy `n` words of a value that a writer holding the record's lock may be
+/// changing meanwhile (the optimistic read of Silo section 4.5, whose caller
+/// re-checks the TID word and discards a torn copy) to `dst`.
+///
+/// On x86-64 the bulk goes through 16-byte SSE2 loads and stores in inline
+/// assembly, four per step (1.5 instructions per word instead of the 2.75
+/// of a loop of relaxed 8-byte atomic loads, which the compiler may not
+/// widen). Assembly is outside Rust's memory model: the hardware performs
+/// plain loads, which may see a mix of old and new bytes but never fault on
+/// the live allocation, and the re-check throws such a copy away. That is
+/// the seqlock reader's usual copy, done where a data race is not undefined.
+/// Elsewhere (and under Miri) a loop of relaxed atomic loads does it.
+///
+/// # Safety
+/// `src` points to `n` words inside a live allocation; `dst` is valid for
+/// `n * 8` bytes of writes and does not overlap it.
+#[inline(always)]
+unsafe fn copy_words(src: *const AtomicU64, dst: *mut u8, n: usize) {
+    let mut done = 0;
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        let blocks = n / 8;
+        if blocks > 0 {
+            // SAFETY: reads 64 * blocks <= 8 * n bytes from `src` and writes
+            // as many to `dst`, both in bounds per the contract; see above
+            // for why the racing reads are sound here. The registers named
+            // are declared clobbered; no stack is used.
+            unsafe {
+                std::arch::asm!(
+                    "2:",
+                    "movdqu {a}, [{s}]",
+                    "movdqu {b}, [{s} + 16]",
+                    "movdqu {c}, [{s} + 32]",
+                    "movdqu {d}, [{s} + 48]",
+                    "movdqu [{t}], {a}",
+                    "movdqu [{t} + 16], {b}",
+                    "movdqu [{t} + 32], {c}",
+                    "movdqu [{t} + 48], {d}",
+                    "add {s}, 64",
+                    "add {t}, 64",
+                    "dec {k}",
+                    "jnz 2b",
+                    s = inout(reg) src => _,
+                    t = inout(reg) dst => _,
+                    k = inout(reg) blocks => _,
+                    a = out(xmm_reg) _,
+                    b = out(xmm_reg) _,
+                    c = out(xmm_reg) _,
+                    d = out(xmm_reg) _,
+                    options(nostack),
+                );
+            }
+            done = blocks * 8;
+        }
+    }
+    for i in done..n {
+        // SAFETY: i < n: inside both buffers per the contract.
+        unsafe {
+            let x = (*src.add(i)).load(Ordering::Relaxed);
+            dst.add(i * 8).cast::<u64>().write_unaligned(x);
+        }
+    }
+}
+
 /// How a protocol lays its records out, as checkpoints and recovery see
 /// them: they reach records only through these hooks (implemented by every
 /// protocol's shared state), never by decoding a protocol's bits.
@@ -192,14 +256,9 @@ impl Version {
         // Store the words straight into the reserved tail (one capacity
         // check for the whole value, not one per word).
         let dst = out.spare_capacity_mut().as_mut_ptr() as *mut u8;
-        for i in 0..n {
-            // SAFETY: i < n <= cap_words, inside the allocation; the
-            // destination has room for n * 8 bytes (reserved above).
-            unsafe {
-                let x = (*w.add(i)).load(Ordering::Relaxed);
-                dst.add(i * 8).cast::<u64>().write_unaligned(x);
-            }
-        }
+        // SAFETY: n <= cap_words, so the source words lie inside the live
+        // version; the destination has room for n * 8 bytes (reserved above).
+        unsafe { copy_words(w, dst, n) };
         // SAFETY: the first n * 8 >= len bytes past `start` were written.
         unsafe { out.set_len(start + len) };
     }
