@@ -137,6 +137,13 @@ pub struct LoadReport {
     /// Growth of the process's resident memory over the load, in bytes: the
     /// memory the loaded database takes (Linux; `None` elsewhere).
     pub resident_growth_bytes: Option<u64>,
+    /// Growth of the process's resident memory from before the load to the
+    /// end of the run, in bytes: the database after the rows the run added
+    /// (and what its garbage collection has not given back yet).
+    pub resident_growth_after_run_bytes: Option<u64>,
+    /// The process's resident memory before the load (for the figure above).
+    #[serde(skip)]
+    pub resident_before: Option<u64>,
 }
 
 /// The results of one run; `tessera bench ... --json` prints it as one JSON
@@ -243,7 +250,11 @@ impl Report {
             self.load.seconds
         );
         if let Some(b) = self.load.resident_growth_bytes {
-            let _ = writeln!(s, "loaded data: {:.1} MiB resident", b as f64 / 1048576.0);
+            let _ = write!(s, "loaded data: {:.1} MiB resident", b as f64 / 1048576.0);
+            if let Some(a) = self.load.resident_growth_after_run_bytes {
+                let _ = write!(s, ", {:.1} MiB after the run", a as f64 / 1048576.0);
+            }
+            let _ = writeln!(s);
         }
         let _ = writeln!(
             s,

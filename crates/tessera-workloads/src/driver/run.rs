@@ -156,6 +156,8 @@ pub fn load<W: Workload>(
         seconds: (seconds * 1000.0).round() / 1000.0,
         records: rows,
         resident_growth_bytes: rss0.zip(resident_bytes()).map(|(a, b)| b.saturating_sub(a)),
+        resident_growth_after_run_bytes: None,
+        resident_before: rss0,
     })
 }
 
@@ -537,6 +539,11 @@ fn merge<W: Workload>(
             })
             .collect(),
     );
+    let mut load = load;
+    load.resident_growth_after_run_bytes = load
+        .resident_before
+        .zip(resident_bytes())
+        .map(|(a, b)| b.saturating_sub(a));
     Report {
         protocol: db.protocol().name().to_string(),
         workload: wl.name().to_string(),
