@@ -685,6 +685,29 @@ mod tests {
     }
 
     #[test]
+    fn copy_words_copies_every_length_exactly() {
+        // Every length around the 8-word blocks of the assembly path, into
+        // a destination with guard bytes on both sides.
+        let src: Vec<AtomicU64> = (0..41u64)
+            .map(|i| AtomicU64::new(0x0101_0101_0101_0101u64.wrapping_mul(i + 1) ^ i << 56))
+            .collect();
+        for n in 0..=src.len() {
+            let mut dst = vec![0xEEu8; n * 8 + 16];
+            // SAFETY: n words of `src`; dst has n * 8 bytes after the first 8.
+            unsafe { copy_words(src.as_ptr(), dst.as_mut_ptr().add(8), n) };
+            assert!(dst[..8].iter().all(|&b| b == 0xEE), "n {n}: wrote before");
+            assert!(
+                dst[8 + n * 8..].iter().all(|&b| b == 0xEE),
+                "n {n}: wrote after"
+            );
+            for (i, w) in src[..n].iter().enumerate() {
+                let got = u64::from_ne_bytes(dst[8 + i * 8..16 + i * 8].try_into().unwrap());
+                assert_eq!(got, w.load(Ordering::Relaxed), "n {n}: word {i}");
+            }
+        }
+    }
+
+    #[test]
     fn read_in_place_and_grow() {
         let ep = Epochs::new(1, 10);
         let l = ep.register().unwrap();
