@@ -995,7 +995,9 @@ impl BTree {
     /// as soon as `f` returns false. The leaves reported cover the whole key
     /// range examined, including leaves with no entry in range. Keys are
     /// handed out strictly increasing (decreasing) even under concurrent
-    /// changes; the slices stay valid while the guard lives.
+    /// changes. A key slice is valid only during its call of `f` (a short
+    /// key is handed out from the scan's own buffer): copy what must outlive
+    /// it.
     pub fn scan<F, L>(
         &self,
         lo: Bound<&[u8]>,
