@@ -133,13 +133,16 @@ pub trait Row: Sized {
 
 /// Decode a row read in a transaction; a malformed row is a real error.
 pub fn decode<T: Row>(b: &[u8], table: &str) -> TxResult<T> {
-    T::decode(b).ok_or_else(|| {
-        TxError::Error(Error::InvalidArgument(format!(
-            "malformed {table} row of {} bytes (expected {})",
-            b.len(),
-            T::LEN
-        )))
-    })
+    T::decode(b).ok_or_else(|| malformed::<T>(b, table))
+}
+
+/// The error for a `table` row `b` that is not a `T` (wrong size).
+pub fn malformed<T: Row>(b: &[u8], table: &str) -> TxError {
+    TxError::Error(Error::InvalidArgument(format!(
+        "malformed {table} row of {} bytes (expected {})",
+        b.len(),
+        T::LEN
+    )))
 }
 
 /// Define a row struct and derive its [`Row`] encoding from the field list:

@@ -938,13 +938,7 @@ pub fn stock_level<T: Transaction>(
     let mut low = 0;
     for i in 0..s.ids.len() {
         let quantity = match tx.get(t.stock, &stock_key(inp.w_id, s.ids[i]))? {
-            Some(v) => Stock::quantity_of(v).ok_or_else(|| {
-                TxError::Error(Error::InvalidArgument(format!(
-                    "malformed stock row of {} bytes (expected {})",
-                    v.len(),
-                    Stock::LEN
-                )))
-            })?,
+            Some(v) => Stock::quantity_of(v).ok_or_else(|| malformed::<Stock>(v, "stock"))?,
             None => return Err(vanished()),
         };
         if quantity < inp.threshold {

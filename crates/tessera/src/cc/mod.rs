@@ -967,6 +967,41 @@ pub(crate) use crate::backoff::snooze as backoff_spin;
 
 /// Between transactions: unlink deleted records that no snapshot can see any
 /// more (only pending when snapshots are on).
+/// A scan of single-version records that keeps no node set (snapshot
+/// transactions, no concurrency control): `read` reads each record's value
+/// into `buf` (false: nothing visible, skip it), and `f` gets the values,
+/// up to `opts.limit` of them. Returns how many `f` got.
+pub(crate) fn sv_scan<P: CcProtocol<Rec = Record>, F>(
+    buf: &mut Vec<u8>,
+    recs: Records<'_, P>,
+    table: &Table,
+    range: (Bound<&[u8]>, Bound<&[u8]>),
+    opts: ScanOptions,
+    mut read: impl FnMut(&Record, &mut Vec<u8>) -> bool,
+    mut f: F,
+) -> usize
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let mut count = 0;
+    recs.scan(
+        table,
+        range,
+        opts.reverse,
+        crate::index::Unobserved,
+        |k, rec: &Record| {
+            buf.clear();
+            if !read(rec, buf) {
+                return true;
+            }
+            count += 1;
+            f(k, buf) && count < limit
+        },
+    );
+    count
+}
+
 pub(crate) fn sv_maintain(
     db: &Engine,
     core: &mut WorkerCore,

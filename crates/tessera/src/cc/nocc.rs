@@ -153,32 +153,15 @@ pub(crate) fn scan<F>(
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
     opts: ScanOptions,
-    mut f: F,
+    f: F,
 ) -> TxResult<usize>
 where
     F: FnMut(&[u8], &[u8]) -> bool,
 {
-    let limit = opts.limit.unwrap_or(usize::MAX);
-    let mut count = 0;
     let recs = tx.records();
     let buf = &mut tx.st.sets.rbuf;
-    recs.scan(
-        table,
-        (lo, hi),
-        opts.reverse,
-        crate::index::Unobserved,
-        |k, rec: &Record| {
-            buf.clear();
-            match rec.read(buf) {
-                ReadOutcome::Ok(t) if t & ABSENT == 0 => {
-                    count += 1;
-                    f(k, buf) && count < limit
-                }
-                _ => true,
-            }
-        },
-    );
-    Ok(count)
+    let read = |rec: &Record, buf: &mut Vec<u8>| matches!(rec.read(buf), ReadOutcome::Ok(t) if t & ABSENT == 0);
+    Ok(super::sv_scan(buf, recs, table, (lo, hi), opts, read, f))
 }
 
 /// No concurrency control (Silo section 5.2's key-value baseline).

@@ -32,31 +32,21 @@ pub(crate) fn scan<P: CcProtocol<Rec = Record>, F>(
     buf: &mut Vec<u8>,
     recs: Records<'_, P>,
     table: &Table,
-    (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
+    range: (Bound<&[u8]>, Bound<&[u8]>),
     opts: ScanOptions,
     boundary: u64,
-    mut f: F,
+    f: F,
 ) -> usize
 where
     F: FnMut(&[u8], &[u8]) -> bool,
 {
-    let limit = opts.limit.unwrap_or(usize::MAX);
-    let mut count = 0;
-    recs.scan(
+    super::sv_scan(
+        buf,
+        recs,
         table,
-        (lo, hi),
-        opts.reverse,
-        crate::index::Unobserved,
-        |k, rec: &Record| {
-            buf.clear();
-            match rec.read_snapshot(boundary, buf) {
-                None => true,
-                Some(_) => {
-                    count += 1;
-                    f(k, buf) && count < limit
-                }
-            }
-        },
-    );
-    count
+        range,
+        opts,
+        |rec, buf| rec.read_snapshot(boundary, buf).is_some(),
+        f,
+    )
 }
