@@ -341,6 +341,15 @@ impl<T: Transaction> Transaction for Checked<'_, '_, T> {
         self.check(t, Access::Read, key)?;
         self.tx.get(t, key)
     }
+    fn get_slice(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        at: std::ops::Range<usize>,
+    ) -> TxResult<Option<&[u8]>> {
+        self.check(t, Access::Read, key)?;
+        self.tx.get_slice(t, key, at)
+    }
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
         self.check(t, Access::Write, key)?;
         self.tx.put(t, key, val)

@@ -5,7 +5,7 @@
 //! `Worker::run`'s closures receive, is the same operations behind one
 //! object-safe table ([`TxnOps`]): the application API, protocol-agnostic.
 
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 
 use crate::catalog::TableId;
 use crate::error::{Error, TxError, TxResult};
@@ -22,6 +22,9 @@ pub struct ScanOptions {
     pub limit: Option<usize>,
     /// Descending key order.
     pub reverse: bool,
+    /// Show the visitor only bytes `start..end` of each value (clamped to
+    /// the value's length), as [`Transaction::get_slice`] does for one key.
+    pub slice: Option<(usize, usize)>,
 }
 
 impl ScanOptions {
@@ -39,6 +42,20 @@ impl ScanOptions {
         self.reverse = true;
         self
     }
+    /// Visit only bytes `at` of each value (a column read; see
+    /// [`Transaction::get_slice`]).
+    pub fn slice(mut self, at: Range<usize>) -> Self {
+        self.slice = Some((at.start, at.end));
+        self
+    }
+}
+
+/// Bytes `start..end` of `v`, both clamped to its length: what
+/// [`Transaction::get_slice`] returns.
+#[inline]
+pub(crate) fn clamp_slice(v: &[u8], start: usize, end: usize) -> &[u8] {
+    let end = end.min(v.len());
+    &v[start.min(end)..end]
 }
 
 pub(crate) fn check_key(key: &[u8]) -> TxResult<()> {
@@ -69,6 +86,17 @@ pub trait Transaction {
     /// Read the value of `key`, or `None` if absent. The slice is valid
     /// until the next operation on this transaction.
     fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>>;
+
+    /// Read bytes `at` of the value of `key` (a column read), or `None` if
+    /// the key is absent. Both ends are clamped to the value's length, so a
+    /// short value gives a short (possibly empty) slice. Only those bytes are
+    /// copied out of the record; for isolation it is a read of the whole
+    /// row (a concurrent write to any byte of it conflicts as with
+    /// [`get`](Transaction::get)). The slice is valid until the next
+    /// operation on this transaction.
+    fn get_slice(&mut self, t: TableId, key: &[u8], at: Range<usize>) -> TxResult<Option<&[u8]>> {
+        Ok(self.get(t, key)?.map(|v| clamp_slice(v, at.start, at.end)))
+    }
 
     /// Write `val` under `key`, inserting it if absent (upsert). A blind
     /// write: it does not read the old value.
@@ -130,6 +158,7 @@ pub trait Transaction {
 /// `dyn FnMut`), which [`Txn`] calls through.
 pub(crate) trait TxnOps {
     fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>>;
+    fn get_slice(&mut self, t: TableId, key: &[u8], at: Range<usize>) -> TxResult<Option<&[u8]>>;
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()>;
     fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool>;
     fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool>;
@@ -177,6 +206,18 @@ impl<'a> Txn<'a> {
     #[inline]
     pub fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
         self.ops.get(t, key)
+    }
+
+    /// Read bytes `at` of the value of `key` (a column read), or `None` if
+    /// absent; see [`Transaction::get_slice`].
+    #[inline]
+    pub fn get_slice(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        at: Range<usize>,
+    ) -> TxResult<Option<&[u8]>> {
+        self.ops.get_slice(t, key, at)
     }
 
     /// Write `val` under `key`, inserting it if absent (upsert). A blind
@@ -251,6 +292,10 @@ impl Transaction for Txn<'_> {
     #[inline]
     fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
         self.ops.get(t, key)
+    }
+    #[inline]
+    fn get_slice(&mut self, t: TableId, key: &[u8], at: Range<usize>) -> TxResult<Option<&[u8]>> {
+        self.ops.get_slice(t, key, at)
     }
     #[inline]
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {

@@ -21,6 +21,8 @@
 //! needs no parsing. The layouts are defined with the `row!` macro, which
 //! derives the encoder and decoder from the field list.
 
+use std::ops::Range;
+
 use tessera::{Database, Error, TableId, TxError, TxResult};
 
 /// A character column of capacity `N`: its bytes and their length.
@@ -142,6 +144,14 @@ pub fn malformed<T: Row>(b: &[u8], table: &str) -> TxError {
         "malformed {table} row of {} bytes (expected {})",
         b.len(),
         T::LEN
+    )))
+}
+
+/// The error for a row too short to hold the column a column read asked
+/// for (`column` of `table`).
+pub fn short_row(table: &str, column: &str) -> TxError {
+    TxError::Error(Error::InvalidArgument(format!(
+        "malformed {table} row: too short to hold {column}"
     )))
 }
 
@@ -318,14 +328,15 @@ row! {
 }
 
 impl OrderLine {
-    /// OL_I_ID of an encoded ORDER_LINE row, read without decoding the
-    /// rest (StockLevel's scan needs only it); `None` if the row has the
-    /// wrong size.
-    pub fn i_id_of(b: &[u8]) -> Option<u32> {
-        // After OL_O_ID (u32), OL_D_ID (u8), OL_W_ID (u16), OL_NUMBER (u8).
-        const AT: usize = 4 + 1 + 2 + 1;
-        let b: &[u8; Self::LEN] = b.try_into().ok()?;
-        Some(u32::from_le_bytes([b[AT], b[AT + 1], b[AT + 2], b[AT + 3]]))
+    /// The bytes of OL_I_ID in an encoded row (after OL_O_ID u32, OL_D_ID
+    /// u8, OL_W_ID u16, OL_NUMBER u8): StockLevel's scan reads only these
+    /// (`ScanOptions::slice`).
+    pub const I_ID: Range<usize> = 8..12;
+
+    /// OL_I_ID from the bytes [`OrderLine::I_ID`] of a row; `None` if the
+    /// slice is short (so was the row).
+    pub fn i_id_at(b: &[u8]) -> Option<u32> {
+        Some(u32::from_le_bytes(b.try_into().ok()?))
     }
 }
 
@@ -365,14 +376,15 @@ row! {
 }
 
 impl Stock {
-    /// S_QUANTITY of an encoded STOCK row, read without decoding the rest
-    /// (StockLevel needs only this column of its ~200 rows, as Silo's
-    /// StockLevel reads only it); `None` if the row has the wrong size.
-    pub fn quantity_of(b: &[u8]) -> Option<i32> {
-        // After S_I_ID (u32) and S_W_ID (u16).
-        const AT: usize = 4 + 2;
-        let b: &[u8; Self::LEN] = b.try_into().ok()?;
-        Some(i32::from_le_bytes([b[AT], b[AT + 1], b[AT + 2], b[AT + 3]]))
+    /// The bytes of S_QUANTITY in an encoded row (after S_I_ID u32 and
+    /// S_W_ID u16): StockLevel reads only these of its ~200 rows
+    /// (`get_slice`), as Silo's StockLevel uses only this column.
+    pub const QUANTITY: Range<usize> = 6..10;
+
+    /// S_QUANTITY from the bytes [`Stock::QUANTITY`] of a row; `None` if
+    /// the slice is short (so was the row).
+    pub fn quantity_at(b: &[u8]) -> Option<i32> {
+        Some(i32::from_le_bytes(b.try_into().ok()?))
     }
 
     /// S_DIST_xx for district `d` in `1..=10`.
@@ -758,8 +770,8 @@ mod tests {
         };
         let mut b = Vec::new();
         st.encode(&mut b);
-        assert_eq!(Stock::quantity_of(&b), Some(-12_345));
-        assert_eq!(Stock::quantity_of(&b[1..]), None);
+        assert_eq!(Stock::quantity_at(&b[Stock::QUANTITY]), Some(-12_345));
+        assert_eq!(Stock::quantity_at(&b[Stock::QUANTITY.start..8]), None);
         let ol = OrderLine {
             ol_o_id: 3001,
             ol_d_id: 7,
@@ -771,10 +783,9 @@ mod tests {
             ..OrderLine::default()
         };
         ol.encode(&mut b);
-        assert_eq!(OrderLine::i_id_of(&b), Some(99_999));
+        assert_eq!(OrderLine::i_id_at(&b[OrderLine::I_ID]), Some(99_999));
         assert_eq!(OrderLine::decode(&b).map(|l| l.ol_i_id), Some(99_999));
-        b.push(0);
-        assert_eq!(OrderLine::i_id_of(&b), None);
+        assert_eq!(OrderLine::i_id_at(&b[9..12]), None);
     }
 
     #[test]

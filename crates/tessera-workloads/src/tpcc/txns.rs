@@ -916,8 +916,8 @@ pub fn stock_level<T: Transaction>(
         t.order_line,
         Bound::Included(&lo[..]),
         Bound::Excluded(&hi[..]),
-        ScanOptions::new(),
-        |_, v| match OrderLine::i_id_of(v) {
+        ScanOptions::new().slice(OrderLine::I_ID),
+        |_, v| match OrderLine::i_id_at(v) {
             Some(i_id) => {
                 ids.push(i_id);
                 true
@@ -929,16 +929,15 @@ pub fn stock_level<T: Transaction>(
         },
     )?;
     if bad {
-        return Err(TxError::Error(Error::InvalidArgument(
-            "malformed order_line row".into(),
-        )));
+        return Err(short_row("order_line", "OL_I_ID"));
     }
     s.ids.sort_unstable();
     s.ids.dedup();
     let mut low = 0;
     for i in 0..s.ids.len() {
-        let quantity = match tx.get(t.stock, &stock_key(inp.w_id, s.ids[i]))? {
-            Some(v) => Stock::quantity_of(v).ok_or_else(|| malformed::<Stock>(v, "stock"))?,
+        let key = stock_key(inp.w_id, s.ids[i]);
+        let quantity = match tx.get_slice(t.stock, &key, Stock::QUANTITY)? {
+            Some(v) => Stock::quantity_at(v).ok_or_else(|| short_row("stock", "S_QUANTITY"))?,
             None => return Err(vanished()),
         };
         if quantity < inp.threshold {

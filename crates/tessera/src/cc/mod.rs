@@ -21,7 +21,7 @@ pub mod xid;
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -35,7 +35,7 @@ use crate::index::{Insert, LeafRef};
 use crate::log::LogCursor;
 use crate::storage::tid::*;
 use crate::storage::{Record, RecordLayout};
-use crate::txn::{check_key, check_value, ScanOptions, Transaction, TxnOps};
+use crate::txn::{check_key, check_value, clamp_slice, ScanOptions, Transaction, TxnOps};
 
 /// The `CcProtocol` impl of a single-version protocol (Silo, no-CC): the
 /// module that invokes it supplies free functions `get`, `put`, `insert`,
@@ -68,6 +68,22 @@ macro_rules! single_version_protocol {
                 get(tx, table, key)
             }
             #[inline]
+            fn get_slice<'t>(
+                tx: &'t mut $crate::cc::Tx<'_, $ty>,
+                table: &$crate::catalog::Table,
+                key: &[u8],
+                start: usize,
+                end: usize,
+            ) -> $crate::error::TxResult<Option<&'t [u8]>> {
+                if let Some(b) = tx.snapshot {
+                    let recs = tx.records();
+                    let v = $crate::cc::snapshot::get(&mut tx.st.sets.rbuf, recs, table, key, b);
+                    return Ok(v.map(|v| $crate::txn::clamp_slice(v, start, end)));
+                }
+                get_slice(tx, table, key, start, end)
+            }
+            const SLICED_SCANS: bool = true;
+            #[inline]
             fn put(tx: &mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8], val: &[u8]) -> $crate::error::TxResult<()> {
                 put(tx, table, key, val)
             }
@@ -97,6 +113,7 @@ macro_rules! single_version_protocol {
                 if let Some(b) = tx.snapshot {
                     let recs = tx.records();
                     let buf = &mut tx.st.sets.rbuf;
+                    let f = $crate::cc::sliced(opts.slice, f);
                     return Ok($crate::cc::snapshot::scan(buf, recs, table, (lo, hi), opts, b, f));
                 }
                 scan(tx, table, lo, hi, opts, f)
@@ -191,6 +208,22 @@ pub(crate) trait CcProtocol: Sized + 'static {
     fn begin(tx: &mut Tx<'_, Self>);
     /// `Txn::get`: the value is valid until the next operation.
     fn get<'t>(tx: &'t mut Tx<'_, Self>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>>;
+    /// `Txn::get_slice`: bytes `start..end` of the value (clamped). By
+    /// default a whole `get`, sliced; a protocol that can copy only those
+    /// bytes out of the record overrides it.
+    #[inline]
+    fn get_slice<'t>(
+        tx: &'t mut Tx<'_, Self>,
+        table: &Table,
+        key: &[u8],
+        start: usize,
+        end: usize,
+    ) -> TxResult<Option<&'t [u8]>> {
+        Ok(Self::get(tx, table, key)?.map(|v| clamp_slice(v, start, end)))
+    }
+    /// Whether `scan` honours [`ScanOptions::slice`] itself; otherwise
+    /// `Tx::scan` slices each value before the visitor sees it.
+    const SLICED_SCANS: bool = false;
     /// `Txn::put` (upsert, blind).
     fn put(tx: &mut Tx<'_, Self>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()>;
     /// `Txn::insert`: `false` if the key exists.
@@ -412,6 +445,13 @@ impl<P: CcProtocol> Transaction for Tx<'_, P> {
     }
 
     #[inline]
+    fn get_slice(&mut self, t: TableId, key: &[u8], at: Range<usize>) -> TxResult<Option<&[u8]>> {
+        check_key(key)?;
+        let table = self.table(t)?;
+        P::get_slice(self, table, key, at.start, at.end)
+    }
+
+    #[inline]
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
         let table = self.for_write(t, key, val)?;
         P::put(self, table, key, val)
@@ -455,6 +495,9 @@ impl<P: CcProtocol> Transaction for Tx<'_, P> {
             return Ok(0);
         }
         let table = self.table(t)?;
+        if opts.slice.is_some() && !P::SLICED_SCANS {
+            return P::scan(self, table, lo, hi, opts, sliced(opts.slice, f));
+        }
         P::scan(self, table, lo, hi, opts, f)
     }
 
@@ -464,10 +507,26 @@ impl<P: CcProtocol> Transaction for Tx<'_, P> {
     }
 }
 
+/// `f` shown only bytes `slice` of each value (all of it for `None`): a
+/// scan's [`ScanOptions::slice`] for protocols that read whole values.
+#[inline]
+pub(crate) fn sliced<F: FnMut(&[u8], &[u8]) -> bool>(
+    slice: Option<(usize, usize)>,
+    mut f: F,
+) -> impl FnMut(&[u8], &[u8]) -> bool {
+    move |k, v| match slice {
+        None => f(k, v),
+        Some((s, e)) => f(k, clamp_slice(v, s, e)),
+    }
+}
+
 /// The object-safe face of [`Tx`], behind the application's [`crate::Txn`].
 impl<P: CcProtocol> TxnOps for Tx<'_, P> {
     fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
         Transaction::get(self, t, key)
+    }
+    fn get_slice(&mut self, t: TableId, key: &[u8], at: Range<usize>) -> TxResult<Option<&[u8]>> {
+        Transaction::get_slice(self, t, key, at)
     }
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
         Transaction::put(self, t, key, val)
@@ -977,7 +1036,7 @@ pub(crate) fn sv_scan<P: CcProtocol<Rec = Record>, F>(
     table: &Table,
     range: (Bound<&[u8]>, Bound<&[u8]>),
     opts: ScanOptions,
-    mut read: impl FnMut(&Record, &mut Vec<u8>) -> bool,
+    mut read: impl FnMut(&Record, &mut Vec<u8>) -> Option<usize>,
     mut f: F,
 ) -> usize
 where
@@ -992,11 +1051,11 @@ where
         crate::index::Unobserved,
         |k, rec: &Record| {
             buf.clear();
-            if !read(rec, buf) {
+            let Some(skip) = read(rec, buf) else {
                 return true;
-            }
+            };
             count += 1;
-            f(k, buf) && count < limit
+            f(k, &buf[skip..]) && count < limit
         },
     );
     count

@@ -64,16 +64,32 @@ pub(crate) fn get<'t>(
     table: &Table,
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
+    get_slice(tx, table, key, 0, usize::MAX)
+}
+
+/// `Txn::get_slice`: only the words holding bytes `start..end` are copied.
+pub(crate) fn get_slice<'t>(
+    tx: &'t mut STx<'_>,
+    table: &Table,
+    key: &[u8],
+    start: usize,
+    end: usize,
+) -> TxResult<Option<&'t [u8]>> {
     for _ in 0..RETRIES {
         match tx.records().lookup(table, key) {
             None => return Ok(None),
             Some(rec) => {
                 let buf = &mut tx.st.sets.rbuf;
                 buf.clear();
-                match rec.read(buf) {
+                let (outcome, skip) = if start == 0 && end == usize::MAX {
+                    (rec.read(buf), 0)
+                } else {
+                    rec.read_slice(start, end, buf)
+                };
+                match outcome {
                     ReadOutcome::NotLatest => continue,
                     ReadOutcome::Ok(t) if t & ABSENT != 0 => return Ok(None),
-                    ReadOutcome::Ok(_) => return Ok(Some(&tx.st.sets.rbuf)),
+                    ReadOutcome::Ok(_) => return Ok(Some(&tx.st.sets.rbuf[skip..])),
                 }
             }
         }
@@ -160,7 +176,13 @@ where
 {
     let recs = tx.records();
     let buf = &mut tx.st.sets.rbuf;
-    let read = |rec: &Record, buf: &mut Vec<u8>| matches!(rec.read(buf), ReadOutcome::Ok(t) if t & ABSENT == 0);
+    let read = |rec: &Record, buf: &mut Vec<u8>| {
+        let (outcome, skip) = match opts.slice {
+            None => (rec.read(buf), 0),
+            Some((s, e)) => rec.read_slice(s, e, buf),
+        };
+        matches!(outcome, ReadOutcome::Ok(t) if t & ABSENT == 0).then_some(skip)
+    };
     Ok(super::sv_scan(buf, recs, table, (lo, hi), opts, read, f))
 }
 

@@ -32,7 +32,7 @@ use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup};
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
-use crate::txn::ScanOptions;
+use crate::txn::{clamp_slice, ScanOptions};
 
 fn conflict<T>(r: ConflictReason) -> TxResult<T> {
     Err(TxError::Conflict(r))
@@ -100,7 +100,9 @@ fn rewrite(sets: &mut TxnSets, i: usize, kind: WriteKind, val: &[u8]) {
 /// Where a read's value lives.
 enum Found {
     None,
-    ReadBuf,
+    /// In the read buffer, from this offset on (a column read's words
+    /// start at the word holding its first byte).
+    ReadBuf(usize),
     Own((u32, u32)),
 }
 
@@ -110,16 +112,43 @@ pub(crate) fn get<'t>(
     table: &Table,
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
-    let found = get_inner(tx, table, key)?;
+    let found = get_inner(tx, table, key, None)?;
     let sets = &tx.st.sets;
     Ok(match found {
         Found::None => None,
-        Found::ReadBuf => Some(&sets.rbuf),
+        Found::ReadBuf(_) => Some(&sets.rbuf),
         Found::Own(r) => Some(sets.stashed(r)),
     })
 }
 
-fn get_inner(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
+/// `Txn::get_slice` under Silo: the read of [`get`] (the record's TID goes
+/// into the read set), copying only the words that hold bytes
+/// `start..end`.
+pub(crate) fn get_slice<'t>(
+    tx: &'t mut STx<'_>,
+    table: &Table,
+    key: &[u8],
+    start: usize,
+    end: usize,
+) -> TxResult<Option<&'t [u8]>> {
+    let found = get_inner(tx, table, key, Some((start, end)))?;
+    let sets = &tx.st.sets;
+    Ok(match found {
+        Found::None => None,
+        Found::ReadBuf(skip) => Some(&sets.rbuf[skip..]),
+        Found::Own(r) => Some(clamp_slice(sets.stashed(r), start, end)),
+    })
+}
+
+/// The lookup and read of `get` (the whole value, or bytes `slice` of it,
+/// into `rbuf`).
+#[inline(always)]
+fn get_inner(
+    tx: &mut STx<'_>,
+    table: &Table,
+    key: &[u8],
+    slice: Option<(usize, usize)>,
+) -> TxResult<Found> {
     for _ in 0..STALE_RETRIES {
         match table.index.get(key, tx.g) {
             Lookup::Missing { leaf, version } => {
@@ -138,7 +167,12 @@ fn get_inner(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
                 }
                 sets.rbuf.clear();
                 // SAFETY: reached through the index while pinned.
-                match unsafe { &*rec }.read(&mut sets.rbuf) {
+                let rec_ref = unsafe { &*rec };
+                let (outcome, skip) = match slice {
+                    None => (rec_ref.read(&mut sets.rbuf), 0),
+                    Some((s, e)) => rec_ref.read_slice(s, e, &mut sets.rbuf),
+                };
+                match outcome {
                     ReadOutcome::NotLatest => continue,
                     ReadOutcome::Ok(tid) => {
                         sets.reads.push(ReadEntry { rec, tid });
@@ -146,7 +180,7 @@ fn get_inner(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<Found> {
                         return Ok(if tid & ABSENT != 0 {
                             Found::None
                         } else {
-                            Found::ReadBuf
+                            Found::ReadBuf(skip)
                         });
                     }
                 }
@@ -361,6 +395,27 @@ pub(crate) fn scan<F>(
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
     opts: ScanOptions,
+    f: F,
+) -> TxResult<usize>
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
+    // Two instances, so that the whole-value scan's per-row code stays as
+    // small as it was (and inlined into the leaf walk).
+    match opts.slice {
+        None => scan_with::<false, F>(tx, table, (lo, hi), opts, (0, 0), f),
+        Some(at) => scan_with::<true, F>(tx, table, (lo, hi), opts, at, f),
+    }
+}
+
+/// [`scan`], reading bytes `at` of each value when `SLICE`.
+#[inline(always)]
+fn scan_with<const SLICE: bool, F>(
+    tx: &mut STx<'_>,
+    table: &Table,
+    (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
+    opts: ScanOptions,
+    (start, end): (usize, usize),
     mut f: F,
 ) -> TxResult<usize>
 where
@@ -388,11 +443,22 @@ where
                 }
                 count += 1;
                 let val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
+                let val = if SLICE {
+                    clamp_slice(val, start, end)
+                } else {
+                    val
+                };
                 return f(k, val) && count < limit;
             }
             rbuf.clear();
             // SAFETY: reached through the index while pinned.
-            match unsafe { &*rec }.read(rbuf) {
+            let rec_ref = unsafe { &*rec };
+            let (outcome, skip) = if SLICE {
+                rec_ref.read_slice(start, end, rbuf)
+            } else {
+                (rec_ref.read(rbuf), 0)
+            };
+            match outcome {
                 // Unlinked under us: its removal changed the leaf version, so
                 // node-set validation will abort this transaction.
                 ReadOutcome::NotLatest => true,
@@ -402,7 +468,7 @@ where
                         return true;
                     }
                     count += 1;
-                    f(k, rbuf) && count < limit
+                    f(k, &rbuf[skip..]) && count < limit
                 }
             }
         });

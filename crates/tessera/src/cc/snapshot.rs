@@ -46,7 +46,7 @@ where
         table,
         range,
         opts,
-        |rec, buf| rec.read_snapshot(boundary, buf).is_some(),
+        |rec, buf| rec.read_snapshot(boundary, buf).map(|_| 0),
         f,
     )
 }

@@ -263,6 +263,43 @@ impl Version {
         unsafe { out.set_len(start + len) };
     }
 
+    /// Append the words that hold bytes `start..end` of the value (both
+    /// clamped to its length) to `out`, cut at `end`: a column read, which
+    /// copies nothing else. Returns where the wanted bytes begin in what was
+    /// appended (`start % 8`, or 0 when the clamped slice is empty), so that
+    /// they are `out[at + skip..]` for the `at` the output had before. Word
+    /// loads are Relaxed, as in [`Version::read_into`].
+    ///
+    /// # Safety
+    /// `v` must point to a live version (the caller is pinned).
+    #[inline]
+    pub unsafe fn read_slice_into(
+        v: *const Version,
+        start: usize,
+        end: usize,
+        out: &mut Vec<u8>,
+    ) -> usize {
+        // SAFETY: caller contract.
+        let this = unsafe { &*v };
+        let len = (this.len.load(Ordering::Relaxed) as usize).min(this.capacity());
+        let end = end.min(len);
+        let start = start.min(end);
+        if start == end {
+            return 0;
+        }
+        let (w0, w1) = (start / 8, end.div_ceil(8));
+        let at = out.len();
+        out.reserve((w1 - w0) * 8);
+        let dst = out.spare_capacity_mut().as_mut_ptr() as *mut u8;
+        // SAFETY: w1 <= words_for(len) <= cap_words: the source words lie in
+        // the live version; the destination has room for (w1 - w0) words.
+        unsafe { copy_words(Version::words(v).add(w0), dst, w1 - w0) };
+        // SAFETY: the first end - w0 * 8 <= (w1 - w0) * 8 bytes past `at`
+        // were written.
+        unsafe { out.set_len(at + end - w0 * 8) };
+        start - w0 * 8
+    }
+
     /// Overwrite the value; `val.len()` must fit the capacity. Only called
     /// with the record locked (or on a version no reader can see yet).
     ///
@@ -459,6 +496,33 @@ impl Record {
                 return ReadOutcome::Ok(t1);
             }
             out.truncate(start);
+        }
+    }
+
+    /// [`Record::read`] of bytes `start..end` of the value only (clamped to
+    /// its length): the same seqlock protocol, so the returned TID covers
+    /// the whole record. The bytes are `out[at + skip..]`, where `at` is the
+    /// output's length before the call and `skip` the second result (see
+    /// [`Version::read_slice_into`]).
+    #[inline]
+    pub fn read_slice(&self, start: usize, end: usize, out: &mut Vec<u8>) -> (ReadOutcome, usize) {
+        let at = out.len();
+        loop {
+            let t1 = self.stable_tid();
+            if t1 & LATEST == 0 {
+                return (ReadOutcome::NotLatest, 0);
+            }
+            let mut skip = 0;
+            if t1 & ABSENT == 0 {
+                let v = self.data.load(Ordering::Acquire);
+                // SAFETY: as in `read`.
+                skip = unsafe { Version::read_slice_into(v, start, end, out) };
+            }
+            fence(Ordering::Acquire);
+            if t1 == self.tid.load(Ordering::Relaxed) {
+                return (ReadOutcome::Ok(t1), skip);
+            }
+            out.truncate(at);
         }
     }
 
@@ -704,6 +768,42 @@ mod tests {
                 let got = u64::from_ne_bytes(dst[8 + i * 8..16 + i * 8].try_into().unwrap());
                 assert_eq!(got, w.load(Ordering::Relaxed), "n {n}: word {i}");
             }
+        }
+    }
+
+    #[test]
+    fn read_slice_copies_exactly_the_clamped_bytes() {
+        // Every (start, end) over values of lengths around word and block
+        // boundaries, appended after existing bytes of the output.
+        for len in [0usize, 1, 7, 8, 9, 63, 64, 65, 130] {
+            let val: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let r = Record::new(&val, t(1, 1), 0);
+            // SAFETY: this test's record, one thread, freed below.
+            let rec = unsafe { &*r };
+            for start in 0..=len + 2 {
+                for end in [
+                    0,
+                    start,
+                    start + 1,
+                    start + 5,
+                    start + 8,
+                    start + 70,
+                    len,
+                    usize::MAX,
+                ] {
+                    let mut out = vec![0xAA, 0xBB];
+                    let (got, skip) = rec.read_slice(start, end, &mut out);
+                    assert_eq!(got, ReadOutcome::Ok(t(1, 1)));
+                    let e = end.min(len);
+                    let want = &val[start.min(e)..e];
+                    assert_eq!(&out[..2], &[0xAA, 0xBB], "len {len} {start}..{end}");
+                    assert_eq!(&out[2 + skip..], want, "len {len} {start}..{end}");
+                    // Whole words only: at most 7 bytes before the slice.
+                    assert!(skip < 8 && out.len() - 2 <= want.len() + 7);
+                }
+            }
+            // SAFETY: never published; freed once.
+            unsafe { Record::free(r as *mut u8) };
         }
     }
 
