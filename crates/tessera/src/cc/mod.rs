@@ -836,17 +836,39 @@ pub(crate) struct TxnSets {
     pub windex: WriteIndex,
     /// The record the last `get` found, so that a write of the same key
     /// right after it (read-modify-write, the common case in TPC-C) skips
-    /// the second index descent and record read.
+    /// the second index descent and record read; and the first rows of the
+    /// last scan, for the same reason (TPC-C's Delivery rewrites every
+    /// order line its scan returned).
     pub last: LastFound,
 }
 
-/// See [`TxnSets::last`].
+/// Rows of the last scan remembered by [`LastFound`] (its first ones; keys of
+/// at most 8 bytes only).
+const SCAN_MEMO: usize = 16;
+
+/// A row a scan returned, by its short key.
+#[derive(Clone, Copy)]
+struct ScanHit {
+    table: u32,
+    /// The key's bytes, zero padded, as one word; with `len` it is the key.
+    word: u64,
+    len: u8,
+    rec: *const Record,
+    tid: u64,
+}
+
+/// See [`TxnSets::last`]. Either record it names is in the read set with
+/// the TID given, so a write that finds its key here needs neither the
+/// descent nor the read again; a record replaced meanwhile by another
+/// transaction fails that read's validation at commit.
 pub(crate) struct LastFound {
     pub table: u32,
     pub key: Vec<u8>,
     pub rec: *const Record,
     /// TID word the `get` observed (it is in the read set).
     pub tid: u64,
+    scanned: [ScanHit; SCAN_MEMO],
+    n_scanned: usize,
 }
 
 impl Default for LastFound {
@@ -856,8 +878,27 @@ impl Default for LastFound {
             key: Vec::new(),
             rec: std::ptr::null(),
             tid: 0,
+            scanned: [ScanHit {
+                table: u32::MAX,
+                word: 0,
+                len: 0,
+                rec: std::ptr::null(),
+                tid: 0,
+            }; SCAN_MEMO],
+            n_scanned: 0,
         }
     }
+}
+
+/// A key of at most 8 bytes as one word (zero padded) and its length.
+#[inline(always)]
+fn short_key(key: &[u8]) -> Option<(u64, u8)> {
+    if key.len() > 8 {
+        return None;
+    }
+    let mut b = [0u8; 8];
+    b[..key.len()].copy_from_slice(key);
+    Some((u64::from_ne_bytes(b), key.len() as u8))
 }
 
 impl LastFound {
@@ -870,15 +911,55 @@ impl LastFound {
         self.tid = tid;
     }
 
-    /// The record and observed TID if the last `get` was of `key` in `table`.
+    /// The record and observed TID if the last `get`, or a row of the last
+    /// scan, was `key` in `table`.
     #[inline]
     pub fn matches(&self, table: TableId, key: &[u8]) -> Option<(*const Record, u64)> {
-        (self.table == table.0 && self.key == key).then_some((self.rec, self.tid))
+        if self.table == table.0 && self.key == key {
+            return Some((self.rec, self.tid));
+        }
+        if self.n_scanned == 0 {
+            return None;
+        }
+        self.scanned_match(table, key)
+    }
+
+    #[inline(never)]
+    fn scanned_match(&self, table: TableId, key: &[u8]) -> Option<(*const Record, u64)> {
+        let (word, len) = short_key(key)?;
+        self.scanned[..self.n_scanned]
+            .iter()
+            .find(|h| h.word == word && h.len == len && h.table == table.0)
+            .map(|h| (h.rec, h.tid))
+    }
+
+    /// A scan begins: forget the previous scan's rows.
+    #[inline]
+    pub fn scan_begins(&mut self) {
+        self.n_scanned = 0;
+    }
+
+    /// The scan returned `key` (record `rec`, TID `tid` in the read set).
+    #[inline]
+    pub fn scanned(&mut self, table: TableId, key: &[u8], rec: *const Record, tid: u64) {
+        if self.n_scanned < SCAN_MEMO {
+            if let Some((word, len)) = short_key(key) {
+                self.scanned[self.n_scanned] = ScanHit {
+                    table: table.0,
+                    word,
+                    len,
+                    rec,
+                    tid,
+                };
+                self.n_scanned += 1;
+            }
+        }
     }
 
     #[inline]
     pub fn forget(&mut self) {
         self.table = u32::MAX;
+        self.n_scanned = 0;
     }
 }
 

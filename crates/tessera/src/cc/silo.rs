@@ -430,8 +430,9 @@ where
         wbuf,
         rbuf,
         windex,
-        ..
+        last,
     } = &mut tx.st.sets;
+    last.scan_begins();
     table
         .index
         .scan(lo, hi, opts.reverse, tx.g, &mut *nodes, |k, v| {
@@ -467,6 +468,7 @@ where
                     if tid & ABSENT != 0 {
                         return true;
                     }
+                    last.scanned(table.id, k, rec, tid);
                     count += 1;
                     f(k, &rbuf[skip..]) && count < limit
                 }
