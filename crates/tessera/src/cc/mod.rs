@@ -850,7 +850,7 @@ const SCAN_MEMO: usize = 16;
 #[derive(Clone, Copy)]
 struct ScanHit {
     table: u32,
-    /// The key's bytes, zero padded, as one word; with `len` it is the key.
+    /// The key as one word ([`short_key`]); with `len` it is the key.
     word: u64,
     len: u8,
     rec: *const Record,
@@ -862,19 +862,29 @@ struct ScanHit {
 /// descent nor the read again; a record replaced meanwhile by another
 /// transaction fails that read's validation at commit.
 pub(crate) struct LastFound {
-    pub table: u32,
-    pub key: Vec<u8>,
-    pub rec: *const Record,
+    table: u32,
+    /// The last get's key: a short one (at most 8 bytes) as a word and its
+    /// length, with no copy into `key`; a longer one in `key` (`len` is
+    /// then `LONG_KEY`).
+    word: u64,
+    len: u8,
+    key: Vec<u8>,
+    rec: *const Record,
     /// TID word the `get` observed (it is in the read set).
-    pub tid: u64,
+    tid: u64,
     scanned: [ScanHit; SCAN_MEMO],
     n_scanned: usize,
 }
+
+/// `LastFound::len` of a key longer than 8 bytes.
+const LONG_KEY: u8 = u8::MAX;
 
 impl Default for LastFound {
     fn default() -> Self {
         LastFound {
             table: u32::MAX,
+            word: 0,
+            len: 0,
             key: Vec::new(),
             rec: std::ptr::null(),
             tid: 0,
@@ -890,23 +900,39 @@ impl Default for LastFound {
     }
 }
 
-/// A key of at most 8 bytes as one word (zero padded) and its length.
+/// A key of at most 8 bytes as one word and its length; together they
+/// determine the key (the word alone only among keys of one length). Two
+/// overlapping loads instead of a copy of variable length (a `memcpy` call):
+/// bytes 0..4 and len-4..len for 4 to 8 bytes, bytes 0, len/2 and len-1
+/// below 4.
 #[inline(always)]
 fn short_key(key: &[u8]) -> Option<(u64, u8)> {
-    if key.len() > 8 {
-        return None;
-    }
-    let mut b = [0u8; 8];
-    b[..key.len()].copy_from_slice(key);
-    Some((u64::from_ne_bytes(b), key.len() as u8))
+    let n = key.len();
+    let word = match n {
+        0 => 0,
+        1..=3 => key[0] as u64 | (key[n / 2] as u64) << 8 | (key[n - 1] as u64) << 16,
+        4..=8 => {
+            let lo = u32::from_ne_bytes(key[..4].try_into().expect("4 bytes"));
+            let hi = u32::from_ne_bytes(key[n - 4..].try_into().expect("4 bytes"));
+            lo as u64 | (hi as u64) << 32
+        }
+        _ => return None,
+    };
+    Some((word, n as u8))
 }
 
 impl LastFound {
     #[inline]
     pub fn set(&mut self, table: TableId, key: &[u8], rec: *const Record, tid: u64) {
         self.table = table.0;
-        self.key.clear();
-        self.key.extend_from_slice(key);
+        match short_key(key) {
+            Some((word, len)) => (self.word, self.len) = (word, len),
+            None => {
+                self.len = LONG_KEY;
+                self.key.clear();
+                self.key.extend_from_slice(key);
+            }
+        }
         self.rec = rec;
         self.tid = tid;
     }
@@ -915,8 +941,14 @@ impl LastFound {
     /// scan, was `key` in `table`.
     #[inline]
     pub fn matches(&self, table: TableId, key: &[u8]) -> Option<(*const Record, u64)> {
-        if self.table == table.0 && self.key == key {
-            return Some((self.rec, self.tid));
+        if self.table == table.0 {
+            let same = match short_key(key) {
+                Some((word, len)) => self.word == word && self.len == len,
+                None => self.len == LONG_KEY && self.key == key,
+            };
+            if same {
+                return Some((self.rec, self.tid));
+            }
         }
         if self.n_scanned == 0 {
             return None;
@@ -960,6 +992,43 @@ impl LastFound {
     pub fn forget(&mut self) {
         self.table = u32::MAX;
         self.n_scanned = 0;
+    }
+}
+
+#[cfg(test)]
+mod short_key_tests {
+    use super::short_key;
+
+    /// Every key of up to 8 bytes over a small alphabet maps to a distinct
+    /// (word, length) pair; longer keys map to none.
+    #[test]
+    fn short_keys_are_told_apart() {
+        let mut seen = std::collections::HashMap::new();
+        for n in 0..=8usize {
+            // All keys of length n over {0, 1, 0xFF} for n <= 5, and a
+            // sample of longer ones (every byte position varied).
+            let count = 3usize.pow(n.min(5) as u32);
+            for mut x in 0..count {
+                let mut k = vec![7u8; n];
+                for b in k.iter_mut().take(5) {
+                    *b = [0, 1, 0xFF][x % 3];
+                    x /= 3;
+                }
+                let id = short_key(&k).expect("short");
+                if let Some(other) = seen.insert(id, k.clone()) {
+                    assert_eq!(other, k, "two keys, one word");
+                }
+            }
+            for i in 0..n {
+                let mut k = vec![9u8; n];
+                k[i] = 10;
+                let id = short_key(&k).unwrap();
+                if let Some(other) = seen.insert(id, k.clone()) {
+                    assert_eq!(other, k, "two keys, one word");
+                }
+            }
+        }
+        assert!(short_key(&[0; 9]).is_none());
     }
 }
 
