@@ -121,7 +121,7 @@ fn child(v: Variant) -> ! {
                 let mut s = Scratch::default();
                 // HISTORY keys: origin 0 is the loader; every child thread
                 // gets its own.
-                let origin = 1 + run * THREADS + thread;
+                let origin = u16::try_from(1 + run * THREADS + thread).expect("origin");
                 let mut hist_seq = 0;
                 let customer = |rng: &mut SmallRng| {
                     if uniform(rng, 1, 100) <= 60 {

@@ -126,7 +126,7 @@ fn spec_behaviour(db: &Database, wl: &Tpcc) {
         customer: CustomerSel::LastName(last),
         h_amount: 12_345,
         h_date: 1,
-        h_key: schema::history_key(u32::MAX, 0),
+        h_key: schema::history_key(u16::MAX, 0),
     };
     let p = w
         .run(|tx| txns::payment(tx, &t, &pay, &Recon::default(), &mut s))

@@ -271,7 +271,7 @@ pub struct TpccThread {
     /// StockLevel's fixed district (clause 2.8.1.1).
     sl_d_id: u8,
     /// This thread's HISTORY key origin and its next sequence number.
-    origin: u32,
+    origin: u16,
     hist_seq: u64,
     txn: TpccTxn,
     scratch: Scratch,
@@ -554,7 +554,9 @@ impl Workload for Tpcc {
             rng: SmallRng::seed_from_u64(seed),
             w_id: (thread % w + 1) as u16,
             sl_d_id: ((thread / w) % DISTRICTS as usize + 1) as u8,
-            origin: self.origins.fetch_add(1, Ordering::Relaxed),
+            origin: u16::try_from(self.origins.fetch_add(1, Ordering::Relaxed)).expect(
+                "more than 65,535 TPC-C driver threads on one database (HISTORY key origins)",
+            ),
             hist_seq: 0,
             txn: TpccTxn::default(),
             scratch: Scratch::default(),

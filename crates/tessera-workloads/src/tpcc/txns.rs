@@ -88,7 +88,7 @@ pub struct PaymentInput {
     /// H_DATE (ms since the Unix epoch).
     pub h_date: u64,
     /// The HISTORY row's key ([`history_key`]).
-    pub h_key: [u8; 12],
+    pub h_key: [u8; 8],
 }
 
 /// OrderStatus inputs (clause 2.6.1).
