@@ -61,6 +61,16 @@ impl OrderedIndex for TableIndex {
         on_index!(self, i => i.insert(key, value, g))
     }
     #[inline]
+    fn insert_hinted(
+        &self,
+        key: &[u8],
+        value: u64,
+        g: &Guard<'_>,
+        hint: &mut crate::index::InsertHint,
+    ) -> Insert {
+        on_index!(self, i => i.insert_hinted(key, value, g, hint))
+    }
+    #[inline]
     fn remove(&self, key: &[u8], expected: u64, g: &Guard<'_>) -> bool {
         on_index!(self, i => i.remove(key, expected, g))
     }

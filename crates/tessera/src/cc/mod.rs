@@ -840,6 +840,9 @@ pub(crate) struct TxnSets {
     /// last scan, for the same reason (TPC-C's Delivery rewrites every
     /// order line its scan returned).
     pub last: LastFound,
+    /// Where this attempt's last insert went (see [`crate::index::InsertHint`]):
+    /// made and used under the attempt's guard, cleared with the sets.
+    pub hint: crate::index::InsertHint,
 }
 
 /// Rows of the last scan remembered by [`LastFound`] (its first ones; keys of
@@ -1045,6 +1048,7 @@ impl TxnSets {
         self.rbuf.clear();
         self.windex.clear();
         self.last.forget();
+        self.hint.clear();
     }
 
     /// Index of the write-set entry for `rec`, if any.

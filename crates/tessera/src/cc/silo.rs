@@ -43,7 +43,9 @@ fn conflict<T>(r: ConflictReason) -> TxResult<T> {
 /// exists.
 fn create_absent(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(), u64> {
     let rec = Record::new(&[], ABSENT | LATEST, val.len());
-    let ins = table.index.insert(key, rec as u64, tx.g);
+    let ins = table
+        .index
+        .insert_hinted(key, rec as u64, tx.g, &mut tx.st.sets.hint);
     match ins {
         Insert::Exists(v) => {
             // SAFETY: never published: the insert failed.
@@ -431,6 +433,7 @@ where
         rbuf,
         windex,
         last,
+        ..
     } = &mut tx.st.sets;
     last.scan_begins();
     table

@@ -103,7 +103,8 @@ use std::sync::atomic::{fence, AtomicPtr, AtomicU64};
 use crate::epoch::Guard;
 
 use node::{
-    prefix_of, Header, Inner, KeyRef, Leaf, OwnedKey, Restart, SKey, LOCKED, OBSOLETE, STEP, VACANT,
+    prefix_of, Header, Inner, KeyRef, Leaf, OwnedKey, Restart, SKey, LOCKED, LONG, OBSOLETE, STEP,
+    VACANT,
 };
 pub use node::{INNER_MAX, LEAF_MAX};
 
@@ -194,6 +195,19 @@ pub trait OrderedIndex: Send + Sync {
     fn get_with_leaf(&self, key: &[u8], g: &Guard<'_>) -> (Option<u64>, LeafRef, u64);
     /// Insert `key -> value` if absent (see [`Insert`]).
     fn insert(&self, key: &[u8], value: u64, g: &Guard<'_>) -> Insert;
+    /// [`insert`](OrderedIndex::insert), starting from where the insert
+    /// that last updated `hint` went when `key` belongs there (see
+    /// [`InsertHint`]). An index without hints just inserts.
+    fn insert_hinted(
+        &self,
+        key: &[u8],
+        value: u64,
+        g: &Guard<'_>,
+        hint: &mut InsertHint,
+    ) -> Insert {
+        let _ = hint;
+        self.insert(key, value, g)
+    }
     /// Remove `key` if it maps to `expected`.
     fn remove(&self, key: &[u8], expected: u64, g: &Guard<'_>) -> bool;
     /// Make `key` map to `new` if it maps to `expected`.
@@ -227,6 +241,16 @@ impl OrderedIndex for BTree {
     #[inline]
     fn insert(&self, key: &[u8], value: u64, g: &Guard<'_>) -> Insert {
         BTree::insert(self, key, value, g)
+    }
+    #[inline]
+    fn insert_hinted(
+        &self,
+        key: &[u8],
+        value: u64,
+        g: &Guard<'_>,
+        hint: &mut InsertHint,
+    ) -> Insert {
+        BTree::insert_hinted(self, key, value, g, hint)
     }
     #[inline]
     fn remove(&self, key: &[u8], expected: u64, g: &Guard<'_>) -> bool {
@@ -293,6 +317,57 @@ pub enum Insert {
     /// The key was present (nothing changed); its value.
     Exists(u64),
 }
+
+/// Where an insert went: the leaf, its version just after the insert, and
+/// the key range the descent gave it (`lo <= key < hi`, as `(prefix, length
+/// class)` pairs of separators of at most 8 bytes, so that they order keys
+/// exactly). The next insert whose key falls in that range, while the leaf's
+/// version is still the one recorded (nobody changed the leaf since, so it
+/// did not split and still owns the range: a leaf's range only grows, when
+/// a neighbour is unlinked, unless it splits), goes straight to the leaf:
+/// TPC-C's NewOrder inserts its 5-15 order lines in key order into one
+/// leaf, and Silo's Masstree descends for each.
+///
+/// One hint serves one tree at a time: it names the tree, and an insert
+/// into another tree ignores it (and replaces it after its descent).
+///
+/// The hint holds a raw leaf address: it is valid only while the thread
+/// that made it stays pinned (a leaf unlinked meanwhile is freed once no
+/// thread pinned before its unlinking remains). Keep one per transaction
+/// attempt and [`clear`](InsertHint::clear) it when the guard goes.
+pub struct InsertHint {
+    /// The tree the hint is about (a hint from another table's tree is
+    /// ignored).
+    tree: *const BTree,
+    leaf: *const Leaf,
+    version: u64,
+    lo: (u64, u8),
+    hi: (u64, u8),
+}
+
+impl Default for InsertHint {
+    fn default() -> Self {
+        InsertHint {
+            tree: ptr::null(),
+            leaf: ptr::null(),
+            version: 0,
+            lo: (0, 0),
+            hi: (0, 0),
+        }
+    }
+}
+
+impl InsertHint {
+    /// Forget the leaf (the guard it was made under is going away).
+    #[inline]
+    pub fn clear(&mut self) {
+        self.leaf = ptr::null();
+    }
+}
+
+/// The smallest and largest `(prefix, length class)` pairs: no fence.
+const NO_LO: (u64, u8) = (0, 0);
+const NO_HI: (u64, u8) = (u64::MAX, u8::MAX);
 
 /// A concurrent B+-tree over byte keys with `u64` values (see the module
 /// docs). `Send + Sync`; every operation takes the caller's epoch [`Guard`].
@@ -547,12 +622,126 @@ impl BTree {
         }
     }
 
+    /// [`BTree::insert`] with a hint (see [`InsertHint`]): straight into the
+    /// hinted leaf when `key` is in its range and the leaf is unchanged;
+    /// otherwise a descent, which leaves the hint at the leaf it inserted
+    /// into (or empty, after a split or when a fence is a long key).
+    pub fn insert_hinted(
+        &self,
+        key: &[u8],
+        value: u64,
+        g: &Guard<'_>,
+        hint: &mut InsertHint,
+    ) -> Insert {
+        debug_assert!(value != 0, "index values must be non-zero");
+        let sk = SKey::new(key);
+        if let Some(r) = self.try_hinted(&sk, value, hint) {
+            return r;
+        }
+        let mut kbuf: Option<OwnedKey> = None;
+        let mut tries = 0;
+        loop {
+            let mut fences = (NO_LO, NO_HI);
+            match self.try_insert_fenced(&sk, value, &mut kbuf, g, &mut fences) {
+                Ok(r) => {
+                    if let Some(k) = kbuf {
+                        // SAFETY: never published, we still own it.
+                        unsafe { k.free() };
+                    }
+                    hint.leaf = ptr::null();
+                    if let Insert::Inserted {
+                        leaf,
+                        after,
+                        split: false,
+                        ..
+                    } = r
+                    {
+                        if fences.0 .1 < LONG && (fences.1 .1 < LONG || fences.1 == NO_HI) {
+                            *hint = InsertHint {
+                                tree: self,
+                                leaf: leaf.0,
+                                version: after,
+                                lo: fences.0,
+                                hi: fences.1,
+                            };
+                        }
+                    }
+                    return r;
+                }
+                Err(Restart) => backoff(&mut tries),
+            }
+        }
+    }
+
+    /// The insert of [`BTree::insert_hinted`] without a descent, if the
+    /// hint allows it; `None` sends the caller down from the root.
+    #[inline]
+    fn try_hinted(&self, sk: &SKey<'_>, value: u64, hint: &mut InsertHint) -> Option<Insert> {
+        if hint.leaf.is_null() || !ptr::eq(hint.tree, self) {
+            return None;
+        }
+        let k = (sk.prefix, sk.lc);
+        if k < hint.lo || k >= hint.hi {
+            return None;
+        }
+        // SAFETY: the hint's contract: the thread has stayed pinned since
+        // the leaf was reachable, so it is not freed (at worst unlinked,
+        // which makes its version obsolete and differ).
+        let leaf = unsafe { &*hint.leaf };
+        let v = hint.version;
+        if leaf.h.version.load(Acquire) != v {
+            hint.leaf = ptr::null();
+            return None;
+        }
+        let n = leaf.h.count(LEAF_MAX);
+        let (i, eq) = leaf.s.lower_bound(n, sk);
+        if eq {
+            let val = leaf.val[i].load(Relaxed);
+            return leaf.h.validate(v).is_ok().then_some(Insert::Exists(val));
+        }
+        if n >= self.leaf_cap {
+            return None;
+        }
+        let owned = OwnedKey::new(sk.key);
+        if leaf.h.try_upgrade(v).is_err() {
+            // SAFETY: never published.
+            unsafe { owned.free() };
+            hint.leaf = ptr::null();
+            return None;
+        }
+        // The upgrade succeeded at `v`: `n` and `i` were read consistently.
+        leaf.insert_at(i, n, owned, value);
+        leaf.h.unlock();
+        hint.version = v + STEP;
+        Some(Insert::Inserted {
+            leaf: LeafRef(leaf),
+            before: v,
+            after: v + STEP,
+            split: false,
+        })
+    }
+
     fn try_insert(
         &self,
         sk: &SKey<'_>,
         value: u64,
         kbuf: &mut Option<OwnedKey>,
         g: &Guard<'_>,
+    ) -> Result<Insert, Restart> {
+        let mut fences = (NO_LO, NO_HI);
+        self.try_insert_fenced(sk, value, kbuf, g, &mut fences)
+    }
+
+    /// [`BTree::try_insert`], reporting the inserted-into leaf's key range
+    /// as the descent saw it.
+    #[inline(always)]
+    fn try_insert_fenced(
+        &self,
+        sk: &SKey<'_>,
+        value: u64,
+        kbuf: &mut Option<OwnedKey>,
+        g: &Guard<'_>,
+        fences: &mut ((u64, u8), (u64, u8)),
     ) -> Result<Insert, Restart> {
         let (mut node, mut v) = self.root_begin()?;
         let mut parent: Option<(&Inner, u64, usize)> = None;
@@ -571,6 +760,21 @@ impl BTree {
                 return Err(Restart);
             }
             let pos = inner.route(n, sk);
+            // Child `pos` holds the keys in [separator pos-1, separator pos):
+            // the tightest bounds seen on the way down are the leaf's range
+            // (read optimistically; `child_begin` validates this node).
+            if pos > 0 {
+                fences.0 = (
+                    inner.s.prefix[pos - 1].load(Relaxed),
+                    inner.s.lc[pos - 1].load(Relaxed),
+                );
+            }
+            if pos < n {
+                fences.1 = (
+                    inner.s.prefix[pos].load(Relaxed),
+                    inner.s.lc[pos].load(Relaxed),
+                );
+            }
             let (c, cv) = inner.child_begin(pos, v)?;
             parent = Some((inner, v, pos));
             node = c;

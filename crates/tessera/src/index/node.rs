@@ -30,7 +30,7 @@ pub(super) struct Restart;
 /// Bytes of the inline key prefix.
 const PREFIX_LEN: usize = 8;
 /// Length class stored inline: the key length, or 9 for "longer than 8".
-const LONG: u8 = PREFIX_LEN as u8 + 1;
+pub(super) const LONG: u8 = PREFIX_LEN as u8 + 1;
 
 /// A search key with its inline-comparable parts precomputed.
 pub(super) struct SKey<'k> {

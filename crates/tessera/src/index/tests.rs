@@ -882,3 +882,205 @@ proptest! {
         lower_bound_matches_memcmp_order::<32>(&keys, &probes);
     }
 }
+
+/// Ops for the hinted-insert model test: runs of ascending keys (what the
+/// hint is for), single inserts anywhere, and removals (which unlink
+/// leaves, the case that makes an old hint's leaf obsolete).
+#[derive(Debug, Clone)]
+enum HintOp {
+    /// Insert `n` keys `base, base+1, ...` (8-byte big-endian, plus a
+    /// suffix making some of them long keys) with the hint.
+    Run(u64, u8, bool),
+    Remove(u64, bool),
+    /// Drop the guard (and with it the hint), let the epoch move on.
+    Repin,
+}
+
+fn hint_key(i: u64, long: bool) -> Vec<u8> {
+    let mut k = (i * 4).to_be_bytes().to_vec();
+    if long {
+        k.extend_from_slice(b"suffix");
+    }
+    k
+}
+
+fn hint_op_strategy() -> impl Strategy<Value = HintOp> {
+    prop_oneof![
+        4 => (0..400u64, 1..20u8, prop::bool::weighted(0.2)).prop_map(|(b, n, l)| HintOp::Run(b, n, l)),
+        2 => (0..420u64, prop::bool::weighted(0.2)).prop_map(|(k, l)| HintOp::Remove(k, l)),
+        1 => Just(HintOp::Repin),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 3 } else { 300 },
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+        ..ProptestConfig::default()
+    })]
+    /// `insert_hinted` gives the same answers and the same tree as the model,
+    /// whether the hint is used, stale (its leaf changed, split or was
+    /// unlinked) or cleared; the leaf it reports carries the version it says.
+    #[test]
+    fn hinted_inserts_match_btreemap(
+        caps in (2usize..=5, 3usize..=4),
+        ops in prop::collection::vec(hint_op_strategy(), 1..if cfg!(miri) { 20 } else { 120 }),
+    ) {
+        let (ep, local) = epoch();
+        let t = BTree::with_node_capacity(caps.0, caps.1);
+        let mut m: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        let mut hint = InsertHint::default();
+        let mut g = local.pin();
+        let mut v = 1u64;
+        for op in &ops {
+            match op {
+                HintOp::Run(base, n, long) => {
+                    for i in *base..*base + *n as u64 {
+                        let k = hint_key(i, *long);
+                        v += 1;
+                        let r = t.insert_hinted(&k, v, &g, &mut hint);
+                        match m.get(&k) {
+                            Some(&old) => prop_assert_eq!(r, Insert::Exists(old)),
+                            None => {
+                                let Insert::Inserted { leaf, before, after, .. } = r else {
+                                    return Err(TestCaseError::fail(format!("{r:?} for absent key")));
+                                };
+                                prop_assert_ne!(before, after);
+                                prop_assert_eq!(leaf.version(), after);
+                                m.insert(k, v);
+                            }
+                        }
+                    }
+                }
+                HintOp::Remove(i, long) => {
+                    let k = hint_key(*i, *long);
+                    if let Some(old) = m.remove(&k) {
+                        prop_assert!(t.remove(&k, old, &g));
+                    }
+                }
+                HintOp::Repin => {
+                    hint.clear();
+                    drop(g);
+                    ep.tick();
+                    local.collect();
+                    g = local.pin();
+                }
+            }
+        }
+        t.check_invariants(&g);
+        prop_assert_eq!(collect(&t, Bound::Unbounded, Bound::Unbounded, false, &g),
+            model_range(&m, Bound::Unbounded, Bound::Unbounded, false));
+        for (k, want) in &m {
+            match t.get(k, &g) {
+                Lookup::Found(got) => prop_assert_eq!(got, *want),
+                r => return Err(TestCaseError::fail(format!("get {k:?}: {r:?}"))),
+            }
+        }
+    }
+}
+
+/// Hinted inserts from two threads into interleaved key ranges, while a
+/// third thread removes keys (unlinking leaves and changing the ranges the
+/// hints remember): every key inserted and not removed is found, in order.
+#[test]
+fn concurrent_hinted_inserts() {
+    let ep = Epochs::new(3, 25);
+    let t = BTree::with_node_capacity(3, 3);
+    let rounds: u64 = if cfg!(miri) { 30 } else { 3000 };
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (t, ep) = (&t, &ep);
+            s.spawn(move || {
+                let local = ep.register().unwrap();
+                let mut i = 0u64;
+                while i < rounds {
+                    let g = local.pin();
+                    let mut hint = InsertHint::default();
+                    // A run of up to 8 keys of this writer (keys interleave
+                    // with the other writer's: w + 2 * j).
+                    for _ in 0..8 {
+                        let k = (w + 2 * i).to_be_bytes();
+                        assert!(matches!(
+                            t.insert_hinted(&k, i + 1, &g, &mut hint),
+                            Insert::Inserted { .. }
+                        ));
+                        i += 1;
+                    }
+                    hint.clear();
+                    drop(g);
+                    if i.is_multiple_of(64) {
+                        ep.tick();
+                    }
+                }
+            });
+        }
+        let (t, ep) = (&t, &ep);
+        s.spawn(move || {
+            let local = ep.register().unwrap();
+            // Remove the keys of multiples of 3 of writer 0 as they appear.
+            let mut next = 0u64;
+            let mut spins = 0u64;
+            while next < rounds && spins < 50_000_000 {
+                spins += 1;
+                let g = local.pin();
+                let k = (2 * next).to_be_bytes();
+                if let Lookup::Found(v) = t.get(&k, &g) {
+                    assert!(t.remove(&k, v, &g));
+                    next += 3;
+                }
+                drop(g);
+            }
+        });
+    });
+    let local = ep.register().unwrap();
+    let g = local.pin();
+    t.check_invariants(&g);
+    let mut want = Vec::new();
+    for j in 0..2 * rounds {
+        let (w, i) = (j % 2, j / 2);
+        if w == 0 && i % 3 == 0 {
+            continue;
+        }
+        want.push((j.to_be_bytes().to_vec(), i + 1));
+    }
+    assert_eq!(
+        collect(&t, Bound::Unbounded, Bound::Unbounded, false, &g),
+        want
+    );
+}
+
+/// One hint, two trees (a transaction inserting into several tables keeps
+/// one hint): a hint made in one tree is never used in the other, whose
+/// keys here fall inside the first tree's remembered range.
+#[test]
+fn a_hint_from_another_tree_is_ignored() {
+    let (_ep, local) = epoch();
+    let a = BTree::with_node_capacity(4, 3);
+    let b = BTree::with_node_capacity(4, 3);
+    let g = local.pin();
+    let mut hint = InsertHint::default();
+    for i in 0..200u64 {
+        let t = if i % 3 == 0 { &b } else { &a };
+        let k = i.to_be_bytes();
+        assert!(matches!(
+            t.insert_hinted(&k, i + 1, &g, &mut hint),
+            Insert::Inserted { .. }
+        ));
+    }
+    a.check_invariants(&g);
+    b.check_invariants(&g);
+    let want = |m: u64| -> Vec<(Vec<u8>, u64)> {
+        (0..200u64)
+            .filter(|i| (i % 3 == 0) == (m == 0))
+            .map(|i| (i.to_be_bytes().to_vec(), i + 1))
+            .collect()
+    };
+    assert_eq!(
+        collect(&a, Bound::Unbounded, Bound::Unbounded, false, &g),
+        want(1)
+    );
+    assert_eq!(
+        collect(&b, Bound::Unbounded, Bound::Unbounded, false, &g),
+        want(0)
+    );
+}
