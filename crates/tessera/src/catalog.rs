@@ -61,6 +61,10 @@ impl OrderedIndex for TableIndex {
         on_index!(self, i => i.insert(key, value, g))
     }
     #[inline]
+    fn get_batch(&self, keys: &[&[u8]], out: &mut [u64], g: &Guard<'_>) {
+        on_index!(self, i => i.get_batch(keys, out, g))
+    }
+    #[inline]
     fn insert_hinted(
         &self,
         key: &[u8],

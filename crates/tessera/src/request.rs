@@ -350,6 +350,10 @@ impl<T: Transaction> Transaction for Checked<'_, '_, T> {
         self.check(t, Access::Read, key)?;
         self.tx.get_slice(t, key, at)
     }
+    // A prefetch reads nothing: the gets that follow are checked.
+    fn prefetch(&mut self, t: TableId, keys: &[&[u8]], value_len: usize) {
+        self.tx.prefetch(t, keys, value_len)
+    }
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
         self.check(t, Access::Write, key)?;
         self.tx.put(t, key, val)

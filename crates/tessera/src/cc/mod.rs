@@ -82,6 +82,17 @@ macro_rules! single_version_protocol {
                 }
                 get_slice(tx, table, key, start, end)
             }
+            #[inline]
+            fn prefetch(
+                tx: &mut $crate::cc::Tx<'_, $ty>,
+                table: &$crate::catalog::Table,
+                keys: &[&[u8]],
+                value_len: usize,
+            ) {
+                if tx.snapshot.is_none() {
+                    tx.st.sets.prefetched.fill(table, keys, value_len, tx.g);
+                }
+            }
             const SLICED_SCANS: bool = true;
             #[inline]
             fn put(tx: &mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8], val: &[u8]) -> $crate::error::TxResult<()> {
@@ -220,6 +231,12 @@ pub(crate) trait CcProtocol: Sized + 'static {
         end: usize,
     ) -> TxResult<Option<&'t [u8]>> {
         Ok(Self::get(tx, table, key)?.map(|v| clamp_slice(v, start, end)))
+    }
+    /// `Txn::prefetch`: a hint that the transaction will soon get `keys`
+    /// (at most the first `value_len` bytes of each). Nothing by default.
+    #[inline]
+    fn prefetch(tx: &mut Tx<'_, Self>, table: &Table, keys: &[&[u8]], value_len: usize) {
+        let _ = (tx, table, keys, value_len);
     }
     /// Whether `scan` honours [`ScanOptions::slice`] itself; otherwise
     /// `Tx::scan` slices each value before the visitor sees it.
@@ -452,6 +469,13 @@ impl<P: CcProtocol> Transaction for Tx<'_, P> {
     }
 
     #[inline]
+    fn prefetch(&mut self, t: TableId, keys: &[&[u8]], value_len: usize) {
+        if let Ok(table) = self.table(t) {
+            P::prefetch(self, table, keys, value_len);
+        }
+    }
+
+    #[inline]
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
         let table = self.for_write(t, key, val)?;
         P::put(self, table, key, val)
@@ -527,6 +551,9 @@ impl<P: CcProtocol> TxnOps for Tx<'_, P> {
     }
     fn get_slice(&mut self, t: TableId, key: &[u8], at: Range<usize>) -> TxResult<Option<&[u8]>> {
         Transaction::get_slice(self, t, key, at)
+    }
+    fn prefetch(&mut self, t: TableId, keys: &[&[u8]], value_len: usize) {
+        Transaction::prefetch(self, t, keys, value_len)
     }
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
         Transaction::put(self, t, key, val)
@@ -843,6 +870,122 @@ pub(crate) struct TxnSets {
     /// Where this attempt's last insert went (see [`crate::index::InsertHint`]):
     /// made and used under the attempt's guard, cleared with the sets.
     pub hint: crate::index::InsertHint,
+    /// Records found by this attempt's `prefetch` calls, for the gets that
+    /// follow (see [`Prefetched`]).
+    pub prefetched: Prefetched,
+}
+
+/// Records that `Txn::prefetch` found through one batched index descent
+/// (their lines already on their way into the cache), by short key: a
+/// later `get` of one of these keys starts from the record instead of
+/// descending the index again.
+///
+/// Only a lookup is remembered, not a read: the record is read (and enters
+/// the read set) when the transaction gets it. A record unlinked from the
+/// index since (deleted and retired) has `LATEST` cleared first, so its read
+/// says `NotLatest` and the get descends the index after all; the record
+/// itself is not freed while the attempt's guard is held, and the memo is
+/// cleared with the sets at the end of every attempt.
+pub(crate) struct Prefetched {
+    hits: [ScanHit; PREFETCH_MEMO],
+    n: usize,
+    /// Where the next get is most likely to find its key (gets usually
+    /// come in the order the keys were prefetched).
+    next: usize,
+    /// One bit per table (by id, modulo 64) with entries here, so that the
+    /// gets of other tables pass by with one test.
+    tables: u64,
+}
+
+/// Records one transaction attempt's prefetches remember.
+const PREFETCH_MEMO: usize = 32;
+
+impl Default for Prefetched {
+    fn default() -> Self {
+        Prefetched {
+            hits: [ScanHit {
+                table: u32::MAX,
+                word: 0,
+                len: 0,
+                rec: std::ptr::null(),
+                tid: 0,
+            }; PREFETCH_MEMO],
+            n: 0,
+            next: 0,
+            tables: 0,
+        }
+    }
+}
+
+impl Prefetched {
+    /// Anything remembered? (The cheap test every get makes first.)
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The record a prefetch found for `key` in `table`, if any.
+    #[inline(always)]
+    pub fn find(&mut self, table: TableId, key: &[u8]) -> Option<*const Record> {
+        if self.tables & (1 << (table.0 % 64)) == 0 {
+            return None;
+        }
+        self.find_in(table, key)
+    }
+
+    #[inline]
+    fn find_in(&mut self, table: TableId, key: &[u8]) -> Option<*const Record> {
+        let (word, len) = short_key(key)?;
+        let is = |h: &ScanHit| h.word == word && h.len == len && h.table == table.0;
+        if self.next < self.n && is(&self.hits[self.next]) {
+            let rec = self.hits[self.next].rec;
+            self.next += 1;
+            return Some(rec);
+        }
+        let i = self.hits[..self.n].iter().position(is)?;
+        self.next = i + 1;
+        Some(self.hits[i].rec)
+    }
+
+    /// Look `keys` up in `table` with one batched descent, remember what was
+    /// found and prefetch the first `value_len` bytes of each record's value.
+    pub fn fill(&mut self, table: &Table, keys: &[&[u8]], value_len: usize, g: &Guard<'_>) {
+        use crate::index::BATCH_MAX;
+        if self.n + keys.len() > PREFETCH_MEMO {
+            // The older prefetches' gets are most likely done.
+            self.clear();
+        }
+        self.tables |= 1 << (table.id.0 % 64);
+        let mut out = [0u64; BATCH_MAX];
+        for chunk in keys.chunks(BATCH_MAX) {
+            table.index.get_batch(chunk, &mut out[..chunk.len()], g);
+            for (k, &v) in chunk.iter().zip(&out[..chunk.len()]) {
+                if v == 0 || self.n == PREFETCH_MEMO {
+                    continue;
+                }
+                let Some((word, len)) = short_key(k) else {
+                    continue;
+                };
+                let rec = v as *const Record;
+                Record::prefetch(rec, value_len);
+                self.hits[self.n] = ScanHit {
+                    table: table.id.0,
+                    word,
+                    len,
+                    rec,
+                    tid: 0,
+                };
+                self.n += 1;
+            }
+        }
+    }
+
+    #[inline]
+    pub fn clear(&mut self) {
+        self.n = 0;
+        self.next = 0;
+        self.tables = 0;
+    }
 }
 
 /// Rows of the last scan remembered by [`LastFound`] (its first ones; keys of
@@ -1049,6 +1192,7 @@ impl TxnSets {
         self.windex.clear();
         self.last.forget();
         self.hint.clear();
+        self.prefetched.clear();
     }
 
     /// Index of the write-set entry for `rec`, if any.

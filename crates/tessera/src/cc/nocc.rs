@@ -75,8 +75,19 @@ pub(crate) fn get_slice<'t>(
     start: usize,
     end: usize,
 ) -> TxResult<Option<&'t [u8]>> {
-    for _ in 0..RETRIES {
-        match tx.records().lookup(table, key) {
+    for attempt in 0..RETRIES {
+        let memo = &mut tx.st.sets.prefetched;
+        let hit = match attempt == 0 && !memo.is_empty() {
+            true => memo.find(table.id, key),
+            false => None,
+        };
+        let found = match hit {
+            // SAFETY: found by this attempt's prefetch under its guard, so
+            // not freed (an unlinked record reads as `NotLatest`).
+            Some(rec) => Some(unsafe { &*rec }),
+            None => tx.records().lookup(table, key),
+        };
+        match found {
             None => return Ok(None),
             Some(rec) => {
                 let buf = &mut tx.st.sets.rbuf;

@@ -108,6 +108,20 @@ enum Found {
     Own((u32, u32)),
 }
 
+/// The index lookup of a read: on the first attempt, the record a
+/// `prefetch` found for `key` if there is one (a record unlinked since reads
+/// as `NotLatest`, and the next attempt descends the index).
+#[inline(always)]
+fn lookup(tx: &mut STx<'_>, table: &Table, key: &[u8], attempt: usize) -> Lookup {
+    let memo = &mut tx.st.sets.prefetched;
+    if attempt == 0 && !memo.is_empty() {
+        if let Some(rec) = memo.find(table.id, key) {
+            return Lookup::Found(rec as u64);
+        }
+    }
+    table.index.get(key, tx.g)
+}
+
 /// `Txn::get` under Silo.
 pub(crate) fn get<'t>(
     tx: &'t mut STx<'_>,
@@ -151,8 +165,8 @@ fn get_inner(
     key: &[u8],
     slice: Option<(usize, usize)>,
 ) -> TxResult<Found> {
-    for _ in 0..STALE_RETRIES {
-        match table.index.get(key, tx.g) {
+    for attempt in 0..STALE_RETRIES {
+        match lookup(tx, table, key, attempt) {
             Lookup::Missing { leaf, version } => {
                 tx.st.sets.nodes.push(NodeEntry { leaf, version });
                 return Ok(Found::None);
@@ -299,8 +313,8 @@ fn read_for_write(
             Err(None)
         });
     }
-    for _ in 0..STALE_RETRIES {
-        match table.index.get(key, tx.g) {
+    for attempt in 0..STALE_RETRIES {
+        match lookup(tx, table, key, attempt) {
             Lookup::Missing { leaf, version } => {
                 tx.st.sets.nodes.push(NodeEntry { leaf, version });
                 return Ok(Err(None));

@@ -635,6 +635,20 @@ impl Inner {
         i + eq as usize
     }
 
+    /// Child `pos`'s pointer (null while a writer is mid-change), with its
+    /// lines prefetched: the first half of [`Inner::child_begin`], for a
+    /// batched descent that issues every key's child fetch before it reads
+    /// any of them (the caller then reads the child's version and
+    /// re-validates this node, in that order).
+    #[inline]
+    pub fn child_prefetch(&self, pos: usize) -> *const Header {
+        let c = self.child[pos.min(INNER_MAX)].load(Acquire);
+        if !c.is_null() {
+            prefetch_node(c as *const u8);
+        }
+        c
+    }
+
     /// Optimistically follow child `pos` of this node (read at version `v`):
     /// returns the child and its stable version, after re-validating this node
     /// so that the child's range was the one this node gave it.

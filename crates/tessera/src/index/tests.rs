@@ -1084,3 +1084,115 @@ fn a_hint_from_another_tree_is_ignored() {
         want(0)
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 3 } else { 200 },
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+        ..ProptestConfig::default()
+    })]
+    /// `get_batch` answers every key as `get` does (0 for an absent key), in
+    /// trees of every height, for short and long keys, duplicates among the
+    /// probes and more probes than one batch takes (the rest untouched).
+    #[test]
+    fn get_batch_matches_get(
+        caps in (2usize..=6, 3usize..=6),
+        keys in prop::collection::vec(key_strategy(), 0..if cfg!(miri) { 40 } else { 400 }),
+        probes in prop::collection::vec(key_strategy(), 0..BATCH_MAX + 4),
+    ) {
+        let (_ep, local) = epoch();
+        let t = BTree::with_node_capacity(caps.0, caps.1);
+        let g = local.pin();
+        for (i, k) in keys.iter().enumerate() {
+            t.insert(k, i as u64 + 1, &g);
+        }
+        // Probe present keys too, not only random ones.
+        let mut probes = probes;
+        for (i, k) in keys.iter().enumerate().take(BATCH_MAX / 2) {
+            probes.insert((i * 7) % (probes.len() + 1), k.clone());
+        }
+        let refs: Vec<&[u8]> = probes.iter().map(|k| &k[..]).collect();
+        let mut out = vec![u64::MAX; refs.len()];
+        t.get_batch(&refs, &mut out, &g);
+        for (i, k) in refs.iter().enumerate() {
+            if i >= BATCH_MAX {
+                prop_assert_eq!(out[i], u64::MAX, "probe {} past the batch was written", i);
+                continue;
+            }
+            let want = match t.get(k, &g) {
+                Lookup::Found(v) => v,
+                Lookup::Missing { .. } => 0,
+            };
+            prop_assert_eq!(out[i], want, "probe {:?}", k);
+        }
+    }
+}
+
+/// `get_batch` while other threads insert and remove around the keys it
+/// looks up (splitting and unlinking the leaves on its paths): a key that is
+/// present throughout is answered with its value or with 0 ("look it up
+/// alone"), never with another value, and most of the time found.
+#[test]
+fn concurrent_get_batch() {
+    let ep = Epochs::new(3, 25);
+    let t = BTree::with_node_capacity(3, 3);
+    let stable = |i: u64| (i * 16).to_be_bytes();
+    {
+        let local = ep.register().unwrap();
+        let g = local.pin();
+        for i in 0..200u64 {
+            t.insert(&stable(i), i + 1, &g);
+        }
+    }
+    let rounds: u64 = if cfg!(miri) { 20 } else { 5000 };
+    let found = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (t, ep) = (&t, &ep);
+            s.spawn(move || {
+                let local = ep.register().unwrap();
+                // Churn keys between the stable ones.
+                for r in 0..rounds {
+                    let g = local.pin();
+                    let k = ((r * 7 + w * 3) % 200 * 16 + 1 + w).to_be_bytes();
+                    match t.get(&k, &g) {
+                        Lookup::Found(v) => assert!(t.remove(&k, v, &g)),
+                        Lookup::Missing { .. } => {
+                            t.insert(&k, 1_000_000 + r, &g);
+                        }
+                    }
+                    drop(g);
+                    if r % 64 == 0 {
+                        ep.tick();
+                    }
+                }
+            });
+        }
+        let (t, ep, found) = (&t, &ep, &found);
+        s.spawn(move || {
+            let local = ep.register().unwrap();
+            for r in 0..rounds {
+                let g = local.pin();
+                let ids: Vec<u64> = (0..BATCH_MAX as u64)
+                    .map(|j| (r * 13 + j * 11) % 200)
+                    .collect();
+                let keys: Vec<[u8; 8]> = ids.iter().map(|&i| stable(i)).collect();
+                let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+                let mut out = [0u64; BATCH_MAX];
+                t.get_batch(&refs, &mut out, &g);
+                for (&i, &v) in ids.iter().zip(&out) {
+                    assert!(v == 0 || v == i + 1, "key {i}: {v}");
+                    if v != 0 {
+                        found.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+        });
+    });
+    let n = found.load(Relaxed);
+    assert!(
+        n * 2 > rounds * BATCH_MAX as u64,
+        "only {n} of {} lookups answered",
+        rounds * BATCH_MAX as u64
+    );
+}
