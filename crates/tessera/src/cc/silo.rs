@@ -212,9 +212,11 @@ pub(crate) fn put(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> Tx
     let logging = tx.db.log.is_some();
     for attempt in 0..STALE_RETRIES {
         // A put right after a `get` of the same key reuses its lookup.
+        // (A record a prefetch found and that was unlinked since fails
+        // commit's check that it is still the latest: `Stale`.)
         let lookup = match tx.st.sets.last.matches(table.id, key) {
             Some((rec, _)) if attempt == 0 => Lookup::Found(rec as u64),
-            _ => table.index.get(key, tx.g),
+            _ => lookup(tx, table, key, attempt),
         };
         match lookup {
             Lookup::Found(v) => {
