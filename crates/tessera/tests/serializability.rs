@@ -248,6 +248,15 @@ fn record_with(
                     // threads outnumber cores (lock holders get descheduled).
                     let ops = w
                         .run(|tx| {
+                            // Half the threads announce their keys first
+                            // (`prefetch` is a hint: the history must be as
+                            // serializable with it as without).
+                            if th % 2 == 0 {
+                                let ks: Vec<[u8; 4]> =
+                                    plan.iter().map(|&(_, k)| k.to_be_bytes()).collect();
+                                let refs: Vec<&[u8]> = ks.iter().map(|k| &k[..]).collect();
+                                tx.prefetch(t, &refs, 16);
+                            }
                             let mut ops = Vec::new();
                             for (i, &(append, k)) in plan.iter().enumerate() {
                                 let cur =

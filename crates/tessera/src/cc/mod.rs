@@ -90,7 +90,7 @@ macro_rules! single_version_protocol {
                 value_len: usize,
             ) {
                 if tx.snapshot.is_none() {
-                    tx.st.sets.prefetched.fill(table, keys, value_len, tx.g);
+                    tx.st.sets.prefetched.fill(table, keys, value_len, true, tx.g);
                 }
             }
             const SLICED_SCANS: bool = true;
@@ -947,9 +947,18 @@ impl Prefetched {
         Some(self.hits[i].rec)
     }
 
-    /// Look `keys` up in `table` with one batched descent, remember what was
-    /// found and prefetch the first `value_len` bytes of each record's value.
-    pub fn fill(&mut self, table: &Table, keys: &[&[u8]], value_len: usize, g: &Guard<'_>) {
+    /// Look `keys` up in `table` with one batched descent, prefetch the
+    /// first `value_len` bytes of each record's value and, if `remember`,
+    /// remember the records found (a protocol whose gets cannot start from
+    /// a record found earlier only has the lines fetched).
+    pub fn fill(
+        &mut self,
+        table: &Table,
+        keys: &[&[u8]],
+        value_len: usize,
+        remember: bool,
+        g: &Guard<'_>,
+    ) {
         use crate::index::BATCH_MAX;
         if self.n + keys.len() > PREFETCH_MEMO {
             // The older prefetches' gets are most likely done.
@@ -960,14 +969,17 @@ impl Prefetched {
         for chunk in keys.chunks(BATCH_MAX) {
             table.index.get_batch(chunk, &mut out[..chunk.len()], g);
             for (k, &v) in chunk.iter().zip(&out[..chunk.len()]) {
-                if v == 0 || self.n == PREFETCH_MEMO {
+                if v == 0 {
+                    continue;
+                }
+                let rec = v as *const Record;
+                Record::prefetch(rec, value_len);
+                if !remember || self.n == PREFETCH_MEMO {
                     continue;
                 }
                 let Some((word, len)) = short_key(k) else {
                     continue;
                 };
-                let rec = v as *const Record;
-                Record::prefetch(rec, value_len);
                 self.hits[self.n] = ScanHit {
                     table: table.id.0,
                     word,

@@ -28,9 +28,13 @@ fn new_tid(tx: &mut STx<'_>, old: u64) -> u64 {
 }
 
 /// Lock the live record for `key`; `None` if the key has no record.
-fn lock_live<'a>(tx: &STx<'a>, table: &Table, key: &[u8]) -> TxResult<Option<(&'a Record, u64)>> {
-    for _ in 0..RETRIES {
-        match tx.records().lookup(table, key) {
+fn lock_live<'a>(
+    tx: &mut STx<'a>,
+    table: &Table,
+    key: &[u8],
+) -> TxResult<Option<(&'a Record, u64)>> {
+    for attempt in 0..RETRIES {
+        match find(tx, table, key, attempt) {
             None => return Ok(None),
             Some(rec) => {
                 let old = rec.lock();
@@ -43,6 +47,22 @@ fn lock_live<'a>(tx: &STx<'a>, table: &Table, key: &[u8]) -> TxResult<Option<(&'
         }
     }
     gave_up()
+}
+
+/// The record of `key`: on the first attempt, the one a `prefetch` found if
+/// there is one (a record unlinked since has `LATEST` clear, and the caller
+/// tries again through the index).
+#[inline(always)]
+fn find<'a>(tx: &mut STx<'a>, table: &Table, key: &[u8], attempt: usize) -> Option<&'a Record> {
+    let memo = &mut tx.st.sets.prefetched;
+    if attempt == 0 && !memo.is_empty() {
+        if let Some(rec) = memo.find(table.id, key) {
+            // SAFETY: found by this attempt's prefetch under its guard, so
+            // not freed.
+            return Some(unsafe { &*rec });
+        }
+    }
+    tx.records().lookup(table, key)
 }
 
 /// Create a present record for `key`; `false` if the key appeared meanwhile.
@@ -76,18 +96,7 @@ pub(crate) fn get_slice<'t>(
     end: usize,
 ) -> TxResult<Option<&'t [u8]>> {
     for attempt in 0..RETRIES {
-        let memo = &mut tx.st.sets.prefetched;
-        let hit = match attempt == 0 && !memo.is_empty() {
-            true => memo.find(table.id, key),
-            false => None,
-        };
-        let found = match hit {
-            // SAFETY: found by this attempt's prefetch under its guard, so
-            // not freed (an unlinked record reads as `NotLatest`).
-            Some(rec) => Some(unsafe { &*rec }),
-            None => tx.records().lookup(table, key),
-        };
-        match found {
+        match find(tx, table, key, attempt) {
             None => return Ok(None),
             Some(rec) => {
                 let buf = &mut tx.st.sets.rbuf;

@@ -337,6 +337,18 @@ fn find_locked<'a, P: Policy>(
     excl: bool,
 ) -> TxResult<Result<&'a Record, NodeEntry>> {
     let recs = tx.records();
+    // A record a prefetch found: `lock` says if it was unlinked since.
+    let memo = &mut tx.st.sv.sets.prefetched;
+    if !memo.is_empty() {
+        if let Some(rec) = memo.find(table.id, key) {
+            // SAFETY: found by this attempt's prefetch while pinned (the
+            // guard is the attempt's), so not freed.
+            let rec = unsafe { &*rec };
+            if lock(tx, rec, excl)? {
+                return Ok(Ok(rec));
+            }
+        }
+    }
     for _ in 0..super::STALE_RETRIES {
         let (found, leaf, version) = recs.lookup_with_leaf(table, key);
         let Some(rec) = found else {
@@ -691,6 +703,11 @@ impl<P: Policy> CcProtocol for TwoPl<P> {
     #[inline]
     fn get<'t>(tx: &'t mut LTx<'_, P>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
         get(tx, table, key)
+    }
+    #[inline]
+    fn prefetch(tx: &mut LTx<'_, P>, table: &Table, keys: &[&[u8]], value_len: usize) {
+        let sets = &mut tx.st.sv.sets;
+        sets.prefetched.fill(table, keys, value_len, true, tx.g);
     }
     #[inline]
     fn put(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {

@@ -98,7 +98,7 @@ use std::fmt;
 use std::ops::Bound;
 use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{fence, AtomicPtr, AtomicU64};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
 
 use crate::epoch::Guard;
 
@@ -411,6 +411,10 @@ pub struct BTree {
     inner_cap: usize,
     /// Range stamps of unlinked leaves.
     stamp_floor: AtomicU64,
+    /// Levels of the tree (1: the root is a leaf), changed right after each
+    /// root change. Only a hint, for [`BTree::get_batch`]: a reader may see
+    /// it one off while the root changes, which costs time, not results.
+    height: AtomicUsize,
 }
 
 impl Default for BTree {
@@ -520,6 +524,7 @@ impl BTree {
             leaf_cap: leaf,
             inner_cap: inner,
             stamp_floor: AtomicU64::new(0),
+            height: AtomicUsize::new(1),
         }
     }
 
@@ -575,17 +580,24 @@ impl BTree {
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [u64], _g: &Guard<'_>) {
         let n = keys.len().min(BATCH_MAX).min(out.len());
         out[..n].fill(0);
-        let Ok((root, rv)) = self.root_begin() else {
-            return;
-        };
-        let mut sk: [SKey<'_>; BATCH_MAX] = std::array::from_fn(|_| SKey::new(&[]));
+        // The upper levels are few nodes, mostly cached: each key descends
+        // them alone, down to the leaves' parents (by the height hint); the
+        // rounds below interleave the levels that miss, the leaves and
+        // whatever is left above them.
+        let lone = self.height.load(Relaxed).saturating_sub(2);
+        let sk: [SKey<'_>; BATCH_MAX] = std::array::from_fn(|i| match keys.get(i) {
+            Some(k) if i < n => SKey::new(k),
+            _ => SKey::EMPTY,
+        });
         // Per key: the node reached and its stable version; null once done.
-        let mut at = [(root, rv); BATCH_MAX];
+        let mut at = [(ptr::null::<Header>(), 0u64); BATCH_MAX];
+        for i in 0..n {
+            if let Ok(a) = self.descend(&sk[i], lone) {
+                at[i] = a;
+            }
+        }
         // Per key, during a round: the child fetched and its parent.
         let mut next = [(ptr::null::<Header>(), ptr::null::<Inner>(), 0u64); BATCH_MAX];
-        for (s, k) in sk.iter_mut().zip(&keys[..n]) {
-            *s = SKey::new(k);
-        }
         loop {
             let mut pending = false;
             for i in 0..n {
@@ -638,6 +650,25 @@ impl BTree {
                 }
             }
         }
+    }
+
+    /// [`BTree::find_leaf`] for at most `levels` levels: the node reached
+    /// (a leaf if the tree is that shallow) and its stable version.
+    #[inline]
+    fn descend(&self, sk: &SKey<'_>, levels: usize) -> Result<(*const Header, u64), Restart> {
+        let (mut node, mut v) = self.root_begin()?;
+        for _ in 0..levels {
+            // SAFETY: `node` was reached from the root while pinned.
+            if unsafe { hdr(node) }.is_leaf {
+                break;
+            }
+            // SAFETY: live node, and it is an inner node.
+            let inner = unsafe { as_inner(node) };
+            let c = inner.h.count(INNER_MAX);
+            let pos = inner.route(c, sk);
+            (node, v) = inner.child_begin(pos, v)?;
+        }
+        Ok((node, v))
     }
 
     /// Look `key` up, returning the value if present and, either way, the
@@ -932,6 +963,7 @@ impl BTree {
                 r.child[0].store(node as *mut Header, Relaxed);
                 r.insert_child(0, 0, sep, right as *mut Header);
                 self.root.store(root as *mut Header, Release);
+                self.height.fetch_add(1, Relaxed);
                 leaf.h.unlock();
                 holder
             }
@@ -1046,6 +1078,7 @@ impl BTree {
                 r.child[0].store(node_ptr as *mut Header, Relaxed);
                 r.insert_child(0, 0, up, right as *mut Header);
                 self.root.store(root as *mut Header, Release);
+                self.height.fetch_add(1, Relaxed);
                 node.h.unlock();
             }
         }
@@ -1250,6 +1283,7 @@ impl BTree {
             // without separators. Its child's range stays the whole key space.
             let child = inner.child[0].load(Relaxed);
             self.root.store(child, Release);
+            self.height.fetch_sub(1, Relaxed);
             inner.child[0].store(ptr::null_mut(), Release);
             inner.h.unlock_obsolete();
             // SAFETY: unlinked (no longer the root, nothing points to it),

@@ -39,6 +39,15 @@ pub(super) struct SKey<'k> {
     pub lc: u8,
 }
 
+impl SKey<'static> {
+    /// The empty key.
+    pub const EMPTY: SKey<'static> = SKey {
+        key: &[],
+        prefix: 0,
+        lc: 0,
+    };
+}
+
 impl<'k> SKey<'k> {
     #[inline]
     pub fn new(key: &'k [u8]) -> Self {

@@ -30,7 +30,23 @@ pub(crate) fn get<'t, M: Mode>(
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
     if !ssn(tx) {
-        return match tx.records().lookup(table, key) {
+        // A record a prefetch found (linked then, after this snapshot
+        // began): if it has been unlinked since, its newest version was a
+        // tombstone every snapshot sees, and any record inserted for the key
+        // after the unlink commits after this snapshot began, so reading
+        // the old record answers as the index would have.
+        let memo = &mut tx.st.sets.prefetched;
+        let hit = match memo.is_empty() {
+            false => memo.find(table.id, key),
+            true => None,
+        };
+        let found = match hit {
+            // SAFETY: found by this attempt's prefetch while pinned, so not
+            // freed; records of this database are multi-version.
+            Some(r) => Some(unsafe { MvRecord::from_record(&*r) }),
+            None => tx.records().lookup(table, key),
+        };
+        return match found {
             None => Ok(None),
             Some(rec) => {
                 let found = read_record(tx, rec)?;
@@ -287,13 +303,20 @@ pub(super) fn write<M: Mode>(
                 Err(v) => v,
             }
         } else {
-            let last = if attempt == 0 {
-                tx.st.sets.last.matches(table.id, key)
+            let mut last = if attempt == 0 {
+                tx.st.sets.last.matches(table.id, key).map(|(rec, _)| rec)
             } else {
                 None
             };
+            // Under SI, a record a prefetch found (SSN needs the leaf for
+            // its node set); one unlinked since refuses the write under its
+            // lock (`LATEST`), and the next attempt goes through the index.
+            let memo = &mut tx.st.sets.prefetched;
+            if last.is_none() && attempt == 0 && !M::SSN && !memo.is_empty() {
+                last = memo.find(table.id, key);
+            }
             match last {
-                Some((rec, _)) => rec as u64,
+                Some(rec) => rec as u64,
                 None => match table.index.get_with_leaf(key, tx.g) {
                     (Some(v), leaf, version) => {
                         node = Some(NodeEntry { leaf, version });
