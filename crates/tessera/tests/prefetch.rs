@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use tessera::{Database, Options, Protocol, TxError};
+use tessera::{Database, Options, Protocol, TableId, TxError, Worker};
 
 fn open(p: Protocol) -> Database {
     Database::open(
@@ -24,6 +24,17 @@ fn key(i: u32) -> Vec<u8> {
     } else {
         i.to_be_bytes().to_vec()
     }
+}
+
+/// Delete `k` through `w`, give the deleted record time to be unlinked (and
+/// retired: epochs advance every 1 ms), then insert `k` again as "new".
+fn replace(w: &mut Worker, t: TableId, k: &[u8]) {
+    w.run(|tx| tx.delete(t, k).map(|_| ())).unwrap();
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(2));
+        w.run(|tx| tx.get(t, b"other").map(|_| ())).unwrap();
+    }
+    w.run(|tx| tx.insert(t, k, b"new").map(|_| ())).unwrap();
 }
 
 #[test]
@@ -102,13 +113,7 @@ fn a_prefetched_record_replaced_before_the_get_is_not_read() {
         a.run(|tx| tx.insert(t, b"k", b"old").map(|_| ())).unwrap();
         let r = a.try_run(|ta| {
             ta.prefetch(t, &[&b"k"[..]], 8);
-            b.run(|tb| tb.delete(t, b"k").map(|_| ())).unwrap();
-            // Let the delete's unlink happen (epochs advance every 1 ms).
-            for _ in 0..20 {
-                std::thread::sleep(Duration::from_millis(2));
-                b.run(|tb| tb.get(t, b"other").map(|_| ())).unwrap();
-            }
-            b.run(|tb| tb.insert(t, b"k", b"new").map(|_| ())).unwrap();
+            replace(&mut b, t, b"k");
             Ok(ta.get(t, b"k")?.map(|v| v.to_vec()))
         });
         // A transaction reading from a snapshot taken at its start sees
@@ -166,13 +171,7 @@ fn puts_after_a_prefetch() {
             ta.prefetch(t, &[&key(0)[..]], 8);
             if first {
                 first = false;
-                b.run(|tb| tb.delete(t, &key(0)).map(|_| ())).unwrap();
-                for _ in 0..20 {
-                    std::thread::sleep(Duration::from_millis(2));
-                    b.run(|tb| tb.get(t, b"other").map(|_| ())).unwrap();
-                }
-                b.run(|tb| tb.insert(t, &key(0), b"new").map(|_| ()))
-                    .unwrap();
+                replace(&mut b, t, &key(0));
             }
             ta.put(t, &key(0), b"mine")
         })
