@@ -191,13 +191,13 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     fn get<'t>(tx: &'t mut ETx<'_, M>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
         get(tx, table, key)
     }
-    /// SI's gets start from a record a prefetch found; SSN's only find the
-    /// lines in the cache, since an absent answer needs the leaf for the
-    /// node set (see `ops::get`).
+    /// Gets start from a record a prefetch found (under SSN only when it
+    /// answers "present": an absent answer needs the leaf for the node set;
+    /// see `ops::get`).
     #[inline]
     fn prefetch(tx: &mut ETx<'_, M>, table: &Table, keys: &[&[u8]], value_len: usize) {
         let sets = &mut tx.st.sets;
-        sets.prefetched.fill(table, keys, value_len, !M::SSN, tx.g);
+        sets.prefetched.fill(table, keys, value_len, true, tx.g);
     }
     #[inline]
     fn put(tx: &mut ETx<'_, M>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {

@@ -6,10 +6,25 @@ use super::*;
 /// Read `rec` for the running transaction: the visible version (with the
 /// SSN read hook) into `rbuf`; `Ok(false)` if the key is absent to us.
 pub(super) fn read_record<M: Mode>(tx: &mut ETx<'_, M>, rec: &MvRecord) -> TxResult<bool> {
+    read_if_present(tx, rec, false)
+}
+
+/// [`read_record`]; with `only_present`, a record whose visible version is
+/// a tombstone is left unread (`false`, and nothing recorded for SSN), so
+/// that the caller can answer "absent" through the index.
+fn read_if_present<M: Mode>(
+    tx: &mut ETx<'_, M>,
+    rec: &MvRecord,
+    only_present: bool,
+) -> TxResult<bool> {
     let st = &mut *tx.st;
     let Some(seen) = visible(tx.sh, my_flagged(st), st.mv.begin, rec) else {
         return Ok(false);
     };
+    // SAFETY: pinned.
+    if only_present && unsafe { &*seen.v }.is_tombstone() {
+        return Ok(false);
+    }
     if !seen.own && M::SSN {
         on_read(st, seen.v, seen.cstamp)?;
     }
@@ -58,7 +73,22 @@ pub(crate) fn get<'t, M: Mode>(
     // SSN: an answer "absent" goes into the node set whether the key has no
     // record or its visible version is a tombstone (or ⊥): the record may be
     // unlinked and the key inserted into a fresh one, which only the leaf
-    // sees (its version, and its absence stamp once we commit).
+    // sees (its version, and its absence stamp once we commit). A record a
+    // prefetch found answers only "present" (a present version was never
+    // unlinked: only tombstones below the watermark are); an absent one is
+    // left unread and looked up again with its leaf.
+    let memo = &mut tx.st.sets.prefetched;
+    if !memo.is_empty() {
+        if let Some(r) = memo.find(table.id, key) {
+            // SAFETY: found by this attempt's prefetch while pinned, so not
+            // freed; records of this database are multi-version.
+            let rec = unsafe { MvRecord::from_record(&*r) };
+            if read_if_present(tx, rec, true)? {
+                tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
+                return Ok(Some(&tx.st.sets.rbuf[..]));
+            }
+        }
+    }
     let (found, leaf, version) = tx.records().lookup_with_leaf(table, key);
     let Some(rec) = found else {
         tx.st.sets.nodes.push(NodeEntry { leaf, version });
