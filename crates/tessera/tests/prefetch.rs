@@ -26,6 +26,14 @@ fn key(i: u32) -> Vec<u8> {
     }
 }
 
+/// A database of protocol `p` with one table and two workers.
+fn two_workers(p: Protocol) -> (Database, TableId, Worker, Worker) {
+    let db = open(p);
+    let t = db.create_table("t").unwrap();
+    let (a, b) = (db.worker().unwrap(), db.worker().unwrap());
+    (db, t, a, b)
+}
+
 /// Delete `k` through `w`, give the deleted record time to be unlinked (and
 /// retired: epochs advance every 1 ms), then insert `k` again as "new".
 fn replace(w: &mut Worker, t: TableId, k: &[u8]) {
@@ -106,10 +114,7 @@ fn a_prefetched_record_replaced_before_the_get_is_not_read() {
         if p.caps().blocks {
             continue;
         }
-        let db = open(p);
-        let t = db.create_table("t").unwrap();
-        let mut a = db.worker().unwrap();
-        let mut b = db.worker().unwrap();
+        let (_db, t, mut a, mut b) = two_workers(p);
         a.run(|tx| tx.insert(t, b"k", b"old").map(|_| ())).unwrap();
         let r = a.try_run(|ta| {
             ta.prefetch(t, &[&b"k"[..]], 8);
@@ -145,10 +150,7 @@ fn puts_after_a_prefetch() {
         if p.caps().blocks {
             continue;
         }
-        let db = open(p);
-        let t = db.create_table("t").unwrap();
-        let mut a = db.worker().unwrap();
-        let mut b = db.worker().unwrap();
+        let (_db, t, mut a, mut b) = two_workers(p);
         a.run(|tx| {
             for i in (0..40u32).step_by(2) {
                 tx.insert(t, &key(i), b"old")?;

@@ -90,7 +90,7 @@ macro_rules! single_version_protocol {
                 value_len: usize,
             ) {
                 if tx.snapshot.is_none() {
-                    tx.st.sets.prefetched.fill(table, keys, value_len, true, tx.g);
+                    tx.st.sets.prefetched.fill(table, keys, value_len, tx.g);
                 }
             }
             const SLICED_SCANS: bool = true;
@@ -885,7 +885,8 @@ pub(crate) struct TxnSets {
 /// index since (deleted and retired) has `LATEST` cleared first, so its read
 /// says `NotLatest` and the get descends the index after all; the record
 /// itself is not freed while the attempt's guard is held, and the memo is
-/// cleared with the sets at the end of every attempt.
+/// cleared with the sets at the end of every attempt. (Entries are
+/// [`ScanHit`]s with no TID: nothing was read.)
 pub(crate) struct Prefetched {
     hits: [ScanHit; PREFETCH_MEMO],
     n: usize,
@@ -918,13 +919,8 @@ impl Default for Prefetched {
 }
 
 impl Prefetched {
-    /// Anything remembered? (The cheap test every get makes first.)
-    #[inline(always)]
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
-    /// The record a prefetch found for `key` in `table`, if any.
+    /// The record a prefetch found for `key` in `table`, if any. The one
+    /// test every get makes first is the table's bit (none when empty).
     #[inline(always)]
     pub fn find(&mut self, table: TableId, key: &[u8]) -> Option<*const Record> {
         if self.tables & (1 << (table.0 % 64)) == 0 {
@@ -948,17 +944,9 @@ impl Prefetched {
     }
 
     /// Look `keys` up in `table` with one batched descent, prefetch the
-    /// first `value_len` bytes of each record's value and, if `remember`,
-    /// remember the records found (a protocol whose gets cannot start from
-    /// a record found earlier only has the lines fetched).
-    pub fn fill(
-        &mut self,
-        table: &Table,
-        keys: &[&[u8]],
-        value_len: usize,
-        remember: bool,
-        g: &Guard<'_>,
-    ) {
+    /// first `value_len` bytes of each record's value and remember the
+    /// records found.
+    pub fn fill(&mut self, table: &Table, keys: &[&[u8]], value_len: usize, g: &Guard<'_>) {
         use crate::index::BATCH_MAX;
         if self.n + keys.len() > PREFETCH_MEMO {
             // The older prefetches' gets are most likely done.
@@ -974,7 +962,7 @@ impl Prefetched {
                 }
                 let rec = v as *const Record;
                 Record::prefetch(rec, value_len);
-                if !remember || self.n == PREFETCH_MEMO {
+                if self.n == PREFETCH_MEMO {
                     continue;
                 }
                 let Some((word, len)) = short_key(k) else {

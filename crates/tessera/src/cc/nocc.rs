@@ -54,9 +54,8 @@ fn lock_live<'a>(
 /// tries again through the index).
 #[inline(always)]
 fn find<'a>(tx: &mut STx<'a>, table: &Table, key: &[u8], attempt: usize) -> Option<&'a Record> {
-    let memo = &mut tx.st.sets.prefetched;
-    if attempt == 0 && !memo.is_empty() {
-        if let Some(rec) = memo.find(table.id, key) {
+    if attempt == 0 {
+        if let Some(rec) = tx.st.sets.prefetched.find(table.id, key) {
             // SAFETY: found by this attempt's prefetch under its guard, so
             // not freed.
             return Some(unsafe { &*rec });

@@ -112,10 +112,9 @@ enum Found {
 /// `prefetch` found for `key` if there is one (a record unlinked since reads
 /// as `NotLatest`, and the next attempt descends the index).
 #[inline(always)]
-fn lookup(tx: &mut STx<'_>, table: &Table, key: &[u8], attempt: usize) -> Lookup {
-    let memo = &mut tx.st.sets.prefetched;
-    if attempt == 0 && !memo.is_empty() {
-        if let Some(rec) = memo.find(table.id, key) {
+fn find_record(tx: &mut STx<'_>, table: &Table, key: &[u8], attempt: usize) -> Lookup {
+    if attempt == 0 {
+        if let Some(rec) = tx.st.sets.prefetched.find(table.id, key) {
             return Lookup::Found(rec as u64);
         }
     }
@@ -166,7 +165,7 @@ fn get_inner(
     slice: Option<(usize, usize)>,
 ) -> TxResult<Found> {
     for attempt in 0..STALE_RETRIES {
-        match lookup(tx, table, key, attempt) {
+        match find_record(tx, table, key, attempt) {
             Lookup::Missing { leaf, version } => {
                 tx.st.sets.nodes.push(NodeEntry { leaf, version });
                 return Ok(Found::None);
@@ -216,7 +215,7 @@ pub(crate) fn put(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> Tx
         // commit's check that it is still the latest: `Stale`.)
         let lookup = match tx.st.sets.last.matches(table.id, key) {
             Some((rec, _)) if attempt == 0 => Lookup::Found(rec as u64),
-            _ => lookup(tx, table, key, attempt),
+            _ => find_record(tx, table, key, attempt),
         };
         match lookup {
             Lookup::Found(v) => {
@@ -316,7 +315,7 @@ fn read_for_write(
         });
     }
     for attempt in 0..STALE_RETRIES {
-        match lookup(tx, table, key, attempt) {
+        match find_record(tx, table, key, attempt) {
             Lookup::Missing { leaf, version } => {
                 tx.st.sets.nodes.push(NodeEntry { leaf, version });
                 return Ok(Err(None));

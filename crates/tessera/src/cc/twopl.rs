@@ -338,15 +338,12 @@ fn find_locked<'a, P: Policy>(
 ) -> TxResult<Result<&'a Record, NodeEntry>> {
     let recs = tx.records();
     // A record a prefetch found: `lock` says if it was unlinked since.
-    let memo = &mut tx.st.sv.sets.prefetched;
-    if !memo.is_empty() {
-        if let Some(rec) = memo.find(table.id, key) {
-            // SAFETY: found by this attempt's prefetch while pinned (the
-            // guard is the attempt's), so not freed.
-            let rec = unsafe { &*rec };
-            if lock(tx, rec, excl)? {
-                return Ok(Ok(rec));
-            }
+    if let Some(rec) = tx.st.sv.sets.prefetched.find(table.id, key) {
+        // SAFETY: found by this attempt's prefetch while pinned (the guard
+        // is the attempt's), so not freed.
+        let rec = unsafe { &*rec };
+        if lock(tx, rec, excl)? {
+            return Ok(Ok(rec));
         }
     }
     for _ in 0..super::STALE_RETRIES {
@@ -707,7 +704,7 @@ impl<P: Policy> CcProtocol for TwoPl<P> {
     #[inline]
     fn prefetch(tx: &mut LTx<'_, P>, table: &Table, keys: &[&[u8]], value_len: usize) {
         let sets = &mut tx.st.sv.sets;
-        sets.prefetched.fill(table, keys, value_len, true, tx.g);
+        sets.prefetched.fill(table, keys, value_len, tx.g);
     }
     #[inline]
     fn put(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {

@@ -50,12 +50,7 @@ pub(crate) fn get<'t, M: Mode>(
         // tombstone every snapshot sees, and any record inserted for the key
         // after the unlink commits after this snapshot began, so reading
         // the old record answers as the index would have.
-        let memo = &mut tx.st.sets.prefetched;
-        let hit = match memo.is_empty() {
-            false => memo.find(table.id, key),
-            true => None,
-        };
-        let found = match hit {
+        let found = match tx.st.sets.prefetched.find(table.id, key) {
             // SAFETY: found by this attempt's prefetch while pinned, so not
             // freed; records of this database are multi-version.
             Some(r) => Some(unsafe { MvRecord::from_record(&*r) }),
@@ -77,16 +72,13 @@ pub(crate) fn get<'t, M: Mode>(
     // prefetch found answers only "present" (a present version was never
     // unlinked: only tombstones below the watermark are); an absent one is
     // left unread and looked up again with its leaf.
-    let memo = &mut tx.st.sets.prefetched;
-    if !memo.is_empty() {
-        if let Some(r) = memo.find(table.id, key) {
-            // SAFETY: found by this attempt's prefetch while pinned, so not
-            // freed; records of this database are multi-version.
-            let rec = unsafe { MvRecord::from_record(&*r) };
-            if read_if_present(tx, rec, true)? {
-                tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
-                return Ok(Some(&tx.st.sets.rbuf[..]));
-            }
+    if let Some(r) = tx.st.sets.prefetched.find(table.id, key) {
+        // SAFETY: found by this attempt's prefetch while pinned, so not
+        // freed; records of this database are multi-version.
+        let rec = unsafe { MvRecord::from_record(&*r) };
+        if read_if_present(tx, rec, true)? {
+            tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
+            return Ok(Some(&tx.st.sets.rbuf[..]));
         }
     }
     let (found, leaf, version) = tx.records().lookup_with_leaf(table, key);
@@ -341,9 +333,8 @@ pub(super) fn write<M: Mode>(
             // Under SI, a record a prefetch found (SSN needs the leaf for
             // its node set); one unlinked since refuses the write under its
             // lock (`LATEST`), and the next attempt goes through the index.
-            let memo = &mut tx.st.sets.prefetched;
-            if last.is_none() && attempt == 0 && !M::SSN && !memo.is_empty() {
-                last = memo.find(table.id, key);
+            if last.is_none() && attempt == 0 && !M::SSN {
+                last = tx.st.sets.prefetched.find(table.id, key);
             }
             match last {
                 Some(rec) => rec as u64,
