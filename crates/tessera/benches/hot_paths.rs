@@ -1,7 +1,8 @@
 //! Criterion micro-benchmarks of the hot paths, so that a regression shows
 //! without a full TPC-C or YCSB run:
 //!
-//! * `index/get`, `index/insert`, `index/scan100` on a B+-tree of 1M and 10M
+//! * `index/get`, `index/get_batch10` (ten keys looked up together),
+//!   `index/insert`, `index/scan100` on a B+-tree of 1M and 10M
 //!   random 8-byte keys (`HOT_PATHS_SIZES=1000000,10000000` by default);
 //! * `record/read` of a 16-, 100- and 500-byte value (Silo's record read:
 //!   TID word, value copy, TID re-check);
@@ -69,6 +70,24 @@ fn index(c: &mut Criterion) {
                 };
             })
         });
+        // Ten independent lookups at once (as YCSB's transactions make
+        // them): per key, against `get` above.
+        grp.throughput(Throughput::Elements(10));
+        grp.bench_function(BenchmarkId::new("get_batch10", n), |b| {
+            let g = local.pin();
+            let mut keys = [[0u8; 8]; 10];
+            let mut out = [0u64; 10];
+            b.iter(|| {
+                for k in keys.iter_mut() {
+                    i = i.wrapping_add(0x9E37_79B9) % n as u64;
+                    *k = splitmix(i).to_be_bytes();
+                }
+                let refs: [&[u8]; 10] = std::array::from_fn(|j| &keys[j][..]);
+                tree.get_batch(black_box(&refs), &mut out, &g);
+                assert!(out.iter().all(|&v| v != 0), "a loaded key missing");
+            })
+        });
+        grp.throughput(Throughput::Elements(1));
         // Fresh keys (beyond the loaded ones): the tree grows by at most
         // the number of iterations, small beside n.
         let mut next = n as u64;
