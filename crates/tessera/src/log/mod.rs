@@ -129,6 +129,8 @@ const NONE: u64 = u64::MAX;
 const SOFT_BUFFER: usize = 1 << 20;
 /// A worker buffer at this size makes the worker wait for its logger.
 const HARD_BUFFER: usize = 64 << 20;
+/// Buffers up to this capacity are kept for reuse by the loggers.
+const SPARE_MAX: usize = 8 * SOFT_BUFFER;
 
 /// A worker's log buffer and announcement.
 pub(crate) struct Slot {
@@ -554,6 +556,13 @@ impl Log {
         let mut out: Vec<u8> = Vec::with_capacity(4 << 20);
         let mut taken: Vec<(Vec<u8>, u64, u64)> = Vec::new();
         let mut spare: Vec<Vec<u8>> = Vec::new();
+        // The capacity of the buffers handed to workers: at least twice
+        // `SOFT_BUFFER`, more if a taken buffer had grown (up to `SPARE_MAX`).
+        let mut high = 2 * SOFT_BUFFER;
+        // Enough spares that every slot's buffer can be in flight at once:
+        // reused buffers keep their pages, so a worker does not fault in
+        // fresh memory as it appends.
+        let keep = mine.len() + 4;
         // Largest entry epoch in the current segment.
         let mut seg_max = 0u64;
         loop {
@@ -578,10 +587,23 @@ impl Log {
                 bound = bound.min(p);
             }
             for &i in &mine {
+                // The buffer a worker fills next is sized here, off its
+                // thread and outside its lock: twice the mark that wakes
+                // this logger, or the largest a worker has needed if more.
+                // A commit's append then never grows it (no allocation on
+                // the commit path) unless the logger, once woken, falls a
+                // further `SOFT_BUFFER` behind.
+                let mut fresh = spare.pop().unwrap_or_default();
+                if fresh.capacity() < high {
+                    fresh.reserve_exact(high);
+                }
                 let mut b = self.slots[i].buf.lock();
-                if !b.data.is_empty() {
-                    let fresh = spare.pop().unwrap_or_default();
+                if b.data.is_empty() {
+                    drop(b);
+                    spare.push(fresh);
+                } else {
                     let data = std::mem::replace(&mut b.data, fresh);
+                    high = high.max(data.capacity()).min(SPARE_MAX);
                     taken.push((data, b.max_epoch, b.txns));
                     b.max_epoch = 0;
                     b.txns = 0;
@@ -657,7 +679,7 @@ impl Log {
                 }
                 self.txns.fetch_add(txns, Ordering::Relaxed);
                 for (mut data, _, _) in taken.drain(..) {
-                    if spare.len() < 4 && data.capacity() <= 8 * SOFT_BUFFER {
+                    if spare.len() < keep && data.capacity() <= SPARE_MAX {
                         data.clear();
                         spare.push(data);
                     }
