@@ -121,6 +121,8 @@ fn bad_tpcc_arguments_exit_2_with_a_clear_message() {
         (&["--warehouses", "0"][..], "--warehouses"),
         (&["--remote-item-pct", "101"][..], "--remote-item-pct"),
         (&["--remote-payment-pct", "-1"][..], "--remote-payment-pct"),
+        (&["--prefault", "3GB"][..], "is not a size"),
+        (&["--prefault", "99999999GiB"][..], "too large"),
     ] {
         let mut a = vec!["bench", "tpcc", "--seconds", "0.1", "--quiet"];
         a.extend_from_slice(args);
@@ -130,4 +132,52 @@ fn bad_tpcc_arguments_exit_2_with_a_clear_message() {
         assert!(e.contains(expect), "{args:?}: {e}");
         assert!(o.stdout.is_empty());
     }
+}
+
+/// `--prefault`: the load's rows land in memory faulted in before it, so
+/// the process's resident size hardly grows during the load (it grows by
+/// the whole load without it), and the report says what was pre-faulted.
+#[test]
+fn prefault_makes_the_load_land_in_resident_memory() {
+    let growth = |extra: &[&str]| {
+        let mut a = vec![
+            "bench",
+            "tpcc",
+            "--warehouses",
+            "1",
+            "--txns",
+            "500",
+            "--warmup",
+            "0",
+            "--json",
+            "--quiet",
+        ];
+        a.extend_from_slice(extra);
+        let o = tessera(&a);
+        assert!(o.status.success(), "{a:?} failed: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let Some(g) = v["load"]["resident_growth_bytes"].as_u64() else {
+            return None; // no /proc: nothing to compare
+        };
+        Some((g, v["engine"].clone()))
+    };
+    let Some((plain, engine)) = growth(&[]) else {
+        return;
+    };
+    assert!(engine.get("prefault_bytes").is_none(), "{engine}");
+    let (pre, engine) = growth(&["--prefault", "512MiB"]).unwrap();
+    assert_eq!(engine["prefault_bytes"], 512u64 << 20, "{engine}");
+    assert!(
+        engine["prefault_seconds"].as_f64().unwrap() > 0.0,
+        "{engine}"
+    );
+    // One warehouse is about 170 MB of rows and index.
+    assert!(
+        plain > 100 << 20,
+        "the load grew the process by only {plain} bytes"
+    );
+    assert!(
+        pre < plain / 4,
+        "with --prefault the load grew the process by {pre} bytes (without: {plain})"
+    );
 }
