@@ -112,6 +112,14 @@ impl TableId {
     pub fn as_u32(self) -> u32 {
         self.0
     }
+
+    /// The id whose [`as_u32`](TableId::as_u32) is `n`: for decoding
+    /// logged arguments (`det::Procedure::decode`). Ids are stable across
+    /// recovery; one this database never handed out is refused where it is
+    /// used (`Error::BadTableId`).
+    pub fn from_u32(n: u32) -> TableId {
+        TableId(n)
+    }
 }
 
 /// A table: its name and its primary index.

@@ -52,6 +52,7 @@ mod backoff;
 pub mod catalog;
 pub mod cc;
 pub mod db;
+pub mod det;
 mod engine;
 pub mod epoch;
 pub mod error;

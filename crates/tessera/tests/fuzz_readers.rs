@@ -890,7 +890,7 @@ fn reblock(b: &mut Vec<u8>, block: &Index, header: &[HeaderEdit], payload_edits:
                         payload.clear();
                         BlockKind::EpochMark
                     }
-                    BlockKind::EpochMark => BlockKind::Txns,
+                    BlockKind::EpochMark | BlockKind::Input => BlockKind::Txns,
                 }
             }
             _ => {}

@@ -265,6 +265,13 @@ pub fn read(dir: &Path, name: &str, c: u64) -> Result<Vec<u8>, Error> {
                         b.offset
                     )));
                 }
+                if b.header.kind == BlockKind::Input {
+                    return Err(Error::Corrupt(format!(
+                        "checkpoint {} offset {}: an input-log block in a checkpoint",
+                        path.display(),
+                        b.offset
+                    )));
+                }
                 if b.header.kind == BlockKind::EpochMark {
                     if b.header.epoch != c {
                         return Err(Error::Corrupt(format!(

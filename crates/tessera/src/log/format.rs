@@ -7,7 +7,7 @@
 //! ```text
 //! 0  magic u32          = BLOCK_MAGIC ("TSLG")
 //! 4  format_version u16 = FORMAT_VERSION
-//! 6  kind u8            (BlockKind: 1 = Txns, 2 = EpochMark)
+//! 6  kind u8            (BlockKind: 1 = Txns, 2 = EpochMark, 3 = Input)
 //! 7  reserved u8 = 0
 //! 8  logger u16         (which logger thread wrote it)
 //! 10 reserved u16 = 0
@@ -28,7 +28,8 @@
 //!         new value that differ from the value it overwrote; same length)
 //! ```
 //!
-//! An `EpochMark` payload is empty.
+//! An `EpochMark` payload is empty. An `Input` payload (the input log of a
+//! deterministic database) is described in `det::input`.
 //!
 //! [`BlockReader`] walks the blocks of a segment file and tells a torn tail
 //! (the end of a write that never completed, safe to cut off) from real
@@ -66,6 +67,9 @@ pub enum BlockKind {
     /// An empty block promising that every record of this logger's workers
     /// with an epoch at or below the header's epoch precedes it in the stream.
     EpochMark = 2,
+    /// A batch of sequenced requests of a deterministic database (its
+    /// input log, `det::input`): their procedure ids and arguments.
+    Input = 3,
 }
 
 impl BlockKind {
@@ -73,6 +77,7 @@ impl BlockKind {
         match b {
             1 => Some(BlockKind::Txns),
             2 => Some(BlockKind::EpochMark),
+            3 => Some(BlockKind::Input),
             _ => None,
         }
     }
@@ -277,7 +282,7 @@ pub fn write_block(
 ) {
     let payload_len = u32::try_from(payload.len()).expect("log block: payload over u32::MAX");
     assert!(
-        kind == BlockKind::Txns || payload.is_empty(),
+        kind != BlockKind::EpochMark || payload.is_empty(),
         "log block: an EpochMark has an empty payload"
     );
     let mut h = [0u8; HEADER_LEN];

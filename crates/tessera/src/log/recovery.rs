@@ -473,6 +473,14 @@ impl LogScan {
                             info.blocks += 1;
                             seen_block = true;
                             match b.header.kind {
+                                BlockKind::Input => {
+                                    bad = Some((
+                                        b.offset,
+                                        "an input-log block (a deterministic protocol's log) in a redo log stream".to_string(),
+                                        false,
+                                    ));
+                                    break;
+                                }
                                 BlockKind::EpochMark => info.last_mark = Some(b.header.epoch),
                                 BlockKind::Txns => {
                                     info.max_epoch = info.max_epoch.max(b.header.epoch);

@@ -1,0 +1,420 @@
+//! The sequencer (BOHM's and Calvin's single sequencing thread; digest 3.2,
+//! 6.1): submissions arrive from any number of client threads; one thread
+//! gives each its timestamp, its position in the input log (a local
+//! counter: no shared atomic on the hot path), and cuts the stream into
+//! batches, by size ([`SequencerConfig::batch_size`], 10,000 as the
+//! author's scripts run BOHM) or by time ([`SequencerConfig::batch_time`],
+//! so that a trickle of requests is not held back).
+//!
+//! Each batch is appended to the input log (when there is one), handed to
+//! the protocol's sink, then synced: its execution overlaps the `fdatasync`
+//! (group commit per batch). Its outcomes are released to the submitters
+//! only once the protocol says it has executed *and* the sync has
+//! returned ([`BatchRelease`]), so no client sees the result of a request
+//! that a crash could lose.
+
+use std::any::Any;
+use std::marker::PhantomData;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::input::InputLog;
+use super::{DynProcedure, Outcome, Procedure, MAX_ARGS_LEN};
+use crate::error::Error;
+
+/// How batches are cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SequencerConfig {
+    /// Requests per batch at most (the thesis's authors ran BOHM at 10,000).
+    pub batch_size: usize,
+    /// A batch is cut this long after its first request arrived, full or
+    /// not.
+    pub batch_time: Duration,
+}
+
+impl Default for SequencerConfig {
+    fn default() -> Self {
+        SequencerConfig {
+            batch_size: 10_000,
+            batch_time: Duration::from_millis(2),
+        }
+    }
+}
+
+impl SequencerConfig {
+    /// Check the values (the message names the knob).
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.batch_size == 0 || self.batch_size > 1 << 24 {
+            return Err(Error::InvalidArgument(format!(
+                "batch size {} must be between 1 and {}",
+                self.batch_size,
+                1 << 24
+            )));
+        }
+        if self.batch_time.is_zero() || self.batch_time > Duration::from_secs(10) {
+            return Err(Error::InvalidArgument(format!(
+                "batch time {:?} must be above zero and at most 10 s",
+                self.batch_time
+            )));
+        }
+        Ok(())
+    }
+}
+
+type BoxedOutcome = Result<Outcome<Box<dyn Any + Send>>, Error>;
+
+/// Where one submitter's outcome lands.
+#[derive(Default)]
+struct Cell {
+    slot: Mutex<Option<BoxedOutcome>>,
+    cv: Condvar,
+}
+
+impl Cell {
+    fn set(&self, o: BoxedOutcome) {
+        *self.slot.lock() = Some(o);
+        self.cv.notify_all();
+    }
+}
+
+/// A sequenced request, as the protocol receives it.
+pub struct Submission {
+    /// The request.
+    pub proc: Box<dyn DynProcedure>,
+    /// Its encoded arguments (what the input log holds).
+    pub args: Vec<u8>,
+    cell: Arc<Cell>,
+}
+
+/// A batch: requests with consecutive timestamps from `first_ts`.
+pub struct Batch {
+    /// The batch number (0, 1, ...).
+    pub number: u64,
+    /// The timestamp of `txns[0]`; `txns[i]` has `first_ts + i`.
+    pub first_ts: u64,
+    /// The requests, in timestamp order.
+    pub txns: Vec<Submission>,
+    /// Give the outcomes back here once the batch has executed.
+    pub release: Arc<BatchRelease>,
+}
+
+/// The meeting point of a batch's two conditions for release: executed
+/// (the protocol) and durable (the sequencer's sync).
+pub struct BatchRelease {
+    cells: Vec<Arc<Cell>>,
+    st: Mutex<ReleaseState>,
+}
+
+#[derive(Default)]
+struct ReleaseState {
+    outcomes: Option<Vec<BoxedOutcome>>,
+    durable: Option<Result<(), Error>>,
+    released: bool,
+}
+
+impl BatchRelease {
+    fn new(cells: Vec<Arc<Cell>>) -> BatchRelease {
+        BatchRelease {
+            cells,
+            st: Mutex::new(ReleaseState::default()),
+        }
+    }
+
+    /// The protocol has executed the batch: `outcomes[i]` is request `i`'s.
+    ///
+    /// # Panics
+    /// If the count differs from the batch's, or the batch was executed
+    /// already.
+    pub fn executed(&self, outcomes: Vec<Result<Outcome<Box<dyn Any + Send>>, Error>>) {
+        assert_eq!(outcomes.len(), self.cells.len(), "outcomes of a batch");
+        let mut st = self.st.lock();
+        assert!(
+            st.outcomes.is_none() && !st.released,
+            "a batch executed twice"
+        );
+        st.outcomes = Some(outcomes);
+        self.try_release(&mut st);
+    }
+
+    fn durable(&self, r: Result<(), Error>) {
+        let mut st = self.st.lock();
+        st.durable = Some(r);
+        self.try_release(&mut st);
+    }
+
+    fn try_release(&self, st: &mut ReleaseState) {
+        if st.released {
+            return;
+        }
+        match (&st.durable, &mut st.outcomes) {
+            // Not durable: nothing it computed may be acknowledged.
+            (Some(Err(e)), _) => {
+                for c in &self.cells {
+                    c.set(Err(e.clone()));
+                }
+            }
+            (Some(Ok(())), Some(outs)) => {
+                for (c, o) in self.cells.iter().zip(outs.drain(..)) {
+                    c.set(o);
+                }
+            }
+            _ => return,
+        }
+        st.released = true;
+    }
+}
+
+/// A submitter's handle on its request's outcome.
+pub struct Receipt<T> {
+    cell: Arc<Cell>,
+    _out: PhantomData<fn() -> T>,
+}
+
+impl<T: 'static> Receipt<T> {
+    fn unbox(o: BoxedOutcome) -> Result<Outcome<T>, Error> {
+        match o? {
+            Outcome::Aborted => Ok(Outcome::Aborted),
+            Outcome::Committed(b) => match b.downcast::<T>() {
+                Ok(t) => Ok(Outcome::Committed(*t)),
+                Err(_) => Err(Error::InvalidArgument(
+                    "a procedure's output has another type than its receipt's".into(),
+                )),
+            },
+        }
+    }
+
+    /// Wait until the request's batch is released.
+    pub fn wait(self) -> Result<Outcome<T>, Error> {
+        let mut slot = self.cell.slot.lock();
+        loop {
+            if let Some(o) = slot.take() {
+                return Self::unbox(o);
+            }
+            self.cell.cv.wait(&mut slot);
+        }
+    }
+
+    /// The outcome if the batch has been released; the receipt back if not.
+    pub fn try_wait(self) -> Result<Result<Outcome<T>, Error>, Receipt<T>> {
+        let o = self.cell.slot.lock().take();
+        match o {
+            Some(o) => Ok(Self::unbox(o)),
+            None => Err(self),
+        }
+    }
+}
+
+/// The sink a protocol gives the sequencer: called on the sequencer's
+/// thread with each batch in order.
+pub type BatchSink = Box<dyn FnMut(Batch) + Send>;
+
+/// The sequencing thread and its submission queue.
+pub struct Sequencer {
+    tx: Mutex<Option<mpsc::Sender<Submission>>>,
+    failed: Arc<Mutex<Option<Error>>>,
+    thread: Mutex<Option<JoinHandle<SequencerStats>>>,
+}
+
+/// What the sequencer did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SequencerStats {
+    /// Batches cut.
+    pub batches: u64,
+    /// Requests sequenced.
+    pub requests: u64,
+    /// Bytes written to the input log.
+    pub input_bytes: u64,
+}
+
+impl Sequencer {
+    /// Start the sequencing thread. Timestamps start at `first_ts`, batch
+    /// numbers at `first_batch` (after a recovery: where the log ended).
+    pub fn start(
+        cfg: SequencerConfig,
+        first_batch: u64,
+        first_ts: u64,
+        mut input: Option<InputLog>,
+        mut sink: BatchSink,
+    ) -> Result<Sequencer, Error> {
+        cfg.validate()?;
+        let (tx, rx) = mpsc::channel::<Submission>();
+        let failed: Arc<Mutex<Option<Error>>> = Arc::default();
+        let failed2 = failed.clone();
+        let thread = std::thread::Builder::new()
+            .name("tessera-sequencer".into())
+            .spawn(move || {
+                let mut stats = SequencerStats::default();
+                let mut next_batch = first_batch;
+                let mut next_ts = first_ts;
+                let mut pending: Vec<Submission> = Vec::with_capacity(cfg.batch_size);
+                let mut first_at: Option<Instant> = None;
+                let mut open = true;
+                while open {
+                    let wait = match first_at {
+                        Some(t) => cfg.batch_time.saturating_sub(t.elapsed()),
+                        None => Duration::from_millis(100),
+                    };
+                    match rx.recv_timeout(wait) {
+                        Ok(s) => {
+                            if pending.is_empty() {
+                                first_at = Some(Instant::now());
+                            }
+                            pending.push(s);
+                            // Take what is queued already, up to a batch.
+                            while pending.len() < cfg.batch_size {
+                                match rx.try_recv() {
+                                    Ok(s) => pending.push(s),
+                                    Err(_) => break,
+                                }
+                            }
+                            if pending.len() < cfg.batch_size
+                                && first_at.is_some_and(|t| t.elapsed() < cfg.batch_time)
+                            {
+                                continue;
+                            }
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => open = false,
+                    }
+                    if pending.is_empty() {
+                        continue;
+                    }
+                    first_at = None;
+                    let txns = std::mem::replace(&mut pending, Vec::with_capacity(cfg.batch_size));
+                    let n = txns.len() as u64;
+                    let number = next_batch;
+                    let batch_ts = next_ts;
+                    next_batch += 1;
+                    next_ts += n;
+                    stats.batches += 1;
+                    stats.requests += n;
+                    let release = Arc::new(BatchRelease::new(
+                        txns.iter().map(|s| s.cell.clone()).collect(),
+                    ));
+                    let earlier_failure = failed2.lock().clone();
+                    let logged = match (&earlier_failure, input.as_mut()) {
+                        (Some(e), _) => Err(e.clone()),
+                        (None, None) => Ok(()),
+                        (None, Some(log)) => log
+                            .append(
+                                number,
+                                batch_ts,
+                                txns.iter().map(|s| (s.proc.id(), &s.args[..])),
+                            )
+                            .map_err(|e| {
+                                Error::io(
+                                    format!("cannot write the input log {}", log.path().display()),
+                                    e,
+                                )
+                            }),
+                    };
+                    if let Err(e) = logged {
+                        // Never executed, never acknowledged.
+                        *failed2.lock() = Some(e.clone());
+                        release.durable(Err(e));
+                        continue;
+                    }
+                    let rel = release.clone();
+                    sink(Batch {
+                        number,
+                        first_ts: batch_ts,
+                        txns,
+                        release,
+                    });
+                    let synced = match input.as_mut() {
+                        None => Ok(()),
+                        Some(log) => log.sync().map_err(|e| {
+                            Error::io(
+                                format!("cannot sync the input log {}", log.path().display()),
+                                e,
+                            )
+                        }),
+                    };
+                    if let Err(e) = &synced {
+                        *failed2.lock() = Some(e.clone());
+                    }
+                    rel.durable(synced);
+                }
+                stats.input_bytes = input.as_ref().map_or(0, |l| l.bytes_written());
+                stats
+            })
+            .map_err(|e| Error::io("cannot start the sequencer thread", e))?;
+        Ok(Sequencer {
+            tx: Mutex::new(Some(tx)),
+            failed,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Submit `p`: it gets the next timestamp, and its outcome comes once
+    /// its batch has executed and is durable. Refused (`InvalidArgument`)
+    /// if its encoded arguments exceed [`MAX_ARGS_LEN`]; an I/O error once
+    /// the input log has failed; `InvalidArgument` after shutdown.
+    pub fn submit<P: Procedure>(&self, p: P) -> Result<Receipt<P::Output>, Error>
+    where
+        P::Output: Send + 'static,
+    {
+        let mut args = Vec::new();
+        p.encode(&mut args);
+        self.submit_boxed(Box::new(p), args).map(|cell| Receipt {
+            cell,
+            _out: PhantomData,
+        })
+    }
+
+    fn submit_boxed(&self, proc: Box<dyn DynProcedure>, args: Vec<u8>) -> Result<Arc<Cell>, Error> {
+        if args.len() > MAX_ARGS_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "procedure '{}' encodes {} bytes of arguments, over the {MAX_ARGS_LEN} an input-log entry holds",
+                proc.name(),
+                args.len()
+            )));
+        }
+        if let Some(e) = self.failed.lock().clone() {
+            return Err(e);
+        }
+        let cell = Arc::new(Cell::default());
+        let sub = Submission {
+            proc,
+            args,
+            cell: cell.clone(),
+        };
+        let tx = self.tx.lock();
+        let sent = tx.as_ref().map(|t| t.send(sub).is_ok()).unwrap_or(false);
+        if !sent {
+            return Err(Error::InvalidArgument("the sequencer has shut down".into()));
+        }
+        Ok(cell)
+    }
+
+    /// Submit an already decoded request (replay): its outcome is dropped.
+    pub fn submit_decoded(&self, proc: Box<dyn DynProcedure>, args: Vec<u8>) -> Result<(), Error> {
+        self.submit_boxed(proc, args).map(|_| ())
+    }
+
+    /// Stop taking submissions, cut what is queued as a last batch, and
+    /// wait for the thread; its statistics, or the input log's failure.
+    pub fn shutdown(&self) -> Result<SequencerStats, Error> {
+        drop(self.tx.lock().take());
+        let stats = match self.thread.lock().take() {
+            Some(h) => h
+                .join()
+                .map_err(|_| Error::InvalidArgument("the sequencer thread panicked".into()))?,
+            None => SequencerStats::default(),
+        };
+        match self.failed.lock().clone() {
+            Some(e) => Err(e),
+            None => Ok(stats),
+        }
+    }
+}
+
+impl Drop for Sequencer {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
