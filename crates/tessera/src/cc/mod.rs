@@ -12,6 +12,7 @@
 //! What several protocols share lives here too: the read/write/node sets of
 //! the single-version protocols and the unlinking of deleted records.
 
+pub mod bohm;
 pub mod ermia;
 pub mod nocc;
 pub mod silo;

@@ -1,0 +1,1126 @@
+//! BOHM (Faleiro and Abadi, VLDB 2015; Faleiro's thesis, chapter 5;
+//! digest section 3 and checklist 6.2): serializable multi-version
+//! concurrency control in which reads never block or abort writes and
+//! never write to shared memory.
+//!
+//! The pipeline, on the deterministic substrate (`det`):
+//!
+//! 1. **Sequencer** (`det::Sequencer`): one thread; a request's timestamp is
+//!    its position in the input log; batches.
+//! 2. **Concurrency-control stage**: `cc_threads` threads, each owning the
+//!    keys with `hash(table, key) % cc_threads` equal to its number. Every
+//!    CC thread walks every transaction of a batch in timestamp order and,
+//!    for each declared write key it owns, inserts a **placeholder
+//!    version** `{begin = ts, end = ∞, txn = T, data = unfilled, prev =
+//!    the latest version}` and sets the previous version's `end = ts`. The
+//!    latest-version pointer of a record lives in the CC thread's own map
+//!    (a record is always handled by the same CC thread, so nothing is
+//!    shared between CC threads); the record head that readers start from
+//!    is written by that thread alone. A key no version has yet is put in
+//!    the ordered index by its owner, before any transaction of the batch
+//!    executes. One barrier per batch: the last CC thread to finish it
+//!    hands it to the execution stage, while the CC stage goes on with the
+//!    next batch.
+//! 3. **Execution stage**: `exec_threads` threads; thread `i` is
+//!    responsible for transactions `i, i + n, ...` of a batch. A thread
+//!    claims a transaction by CAS (Unprocessed -> Executing) and runs its
+//!    body. A read takes the version with `begin < ts <= end` (see
+//!    [`visible`]); if that version is still unfilled, the reader runs its
+//!    producer itself (recursively, Listing 5.1), or, if another thread is
+//!    running it, waits for it. Writes go to the transaction's own buffer
+//!    and fill its placeholders when it completes: execution writes only
+//!    the data (and its state word), never the chain or the index.
+//! 4. **Garbage collection** by batch low watermark: each exec thread
+//!    publishes the last batch it finished; versions superseded by a
+//!    version of a batch at or below the minimum are unreachable for every
+//!    later reader, and the owning CC thread cuts them off (memory is freed
+//!    through epochs: a reader may still be walking past them).
+//!
+//! Semantics the thesis leaves open, decided here:
+//! - **Logic abort** (and an error): every placeholder of the transaction
+//!   becomes `Skipped`; readers continue down the chain. A placeholder of a
+//!   committed transaction that did not write its key (a conditional write,
+//!   an `insert` of a key that exists) is `Skipped` too.
+//! - **Delete** fills the placeholder with a tombstone; **insert** of a key
+//!   whose visible version is a value returns `false`.
+//! - **Range scans** see, for every key of the range in the index, the
+//!   version visible at the scan's timestamp; keys inserted by later
+//!   transactions are in the index but show nothing visible, and every key
+//!   an earlier transaction inserted is in the index before the scan's
+//!   batch executes (the CC stage finishes first): no phantoms, without
+//!   range locks or validation.
+//! - Declared writes must be exact keys (a placeholder needs its key). A
+//!   request that declares a write range, declares nothing, or needs a
+//!   reconnaissance gets an `InvalidArgument` outcome (not yet supported).
+//! - A write to a key the request did not declare is an error (the
+//!   transaction aborts with `InvalidArgument` naming the key).
+
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::ops::{Bound, Range};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::catalog::TableId;
+use crate::det::sequencer::{Batch, BatchRelease};
+use crate::det::{DynProcedure, Outcome, Procedure, Receipt, Sequencer, SequencerConfig};
+use crate::epoch::{Epochs, Guard, LocalEpoch, Ticker};
+use crate::error::{Error, TxError, TxResult};
+use crate::index::{BTree, Insert, Lookup, Unobserved};
+use crate::request::{Access, KeySet};
+use crate::txn::{ScanOptions, Txn, TxnOps};
+
+#[cfg(test)]
+mod tests;
+
+/// A transaction's outcome, its output boxed.
+type BoxedOutcome = Result<Outcome<Box<dyn Any + Send>>, Error>;
+/// Keys and values of a table.
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+/// A CC thread's latest-version map: record and newest version per key.
+type LatestMap = HashMap<(TableId, Box<[u8]>), (*const BRecord, *mut Version)>;
+
+/// Version states (the state word beside a version's data).
+const PENDING: u8 = 0;
+const VALUE: u8 = 1;
+const TOMBSTONE: u8 = 2;
+const SKIPPED: u8 = 3;
+
+/// Transaction states (Listing 5.1).
+const UNPROCESSED: u8 = 0;
+const EXECUTING: u8 = 1;
+const COMPLETE: u8 = 2;
+
+/// A version (Fig. 5.3): Begin Timestamp, End Timestamp, Txn Pointer, Data,
+/// Prev Pointer.
+struct Version {
+    /// The producer's timestamp.
+    begin: u64,
+    /// The next version's producer's timestamp (`u64::MAX`: none yet).
+    /// Written by the owning CC thread.
+    end: AtomicU64,
+    /// The producer; dereferenced only while the state is `PENDING` (the
+    /// batch that holds it is then alive: see `Exec::finish_batch`).
+    producer: *const BTxn,
+    /// `PENDING` until the producer completes, then `VALUE`, `TOMBSTONE`
+    /// or `SKIPPED`.
+    state: AtomicU8,
+    /// The value (with `VALUE`), written once by the producer's executor
+    /// before it publishes the state with a release store.
+    data: UnsafeCell<Box<[u8]>>,
+    /// The next older version. Written by the owning CC thread (at insert,
+    /// and by GC to cut the chain).
+    prev: AtomicPtr<Version>,
+}
+
+/// What the index points at: the head of a newest-first chain.
+struct BRecord {
+    head: AtomicPtr<Version>,
+}
+
+/// A sequenced transaction inside its batch.
+struct BTxn {
+    ts: u64,
+    state: AtomicU8,
+    proc: UnsafeCell<Box<dyn DynProcedure>>,
+    /// Declared write keys (exact keys) and their placeholders, one slot
+    /// each, written by the key's owning CC thread.
+    writes: Box<[(TableId, Box<[u8]>)]>,
+    owner: Box<[u16]>,
+    ph: Box<[AtomicPtr<Version>]>,
+    /// Why the request cannot run under BOHM (decided at planning).
+    unusable: Option<Error>,
+    outcome: UnsafeCell<Option<BoxedOutcome>>,
+}
+
+// SAFETY: the cells are written under the protocol's rules: `proc` and
+// `outcome` only by the one thread that won the CAS to `EXECUTING` (and
+// `outcome` read only after `COMPLETE` is published, or by the batch's
+// finisher once every transaction is complete); the rest is immutable or
+// atomic.
+unsafe impl Sync for BTxn {}
+// SAFETY: as above; the raw producer pointers in versions point into
+// batches kept alive as `Exec::finish_batch` explains.
+unsafe impl Send for BTxn {}
+
+/// A batch in the pipeline.
+struct BatchCtx {
+    txns: Box<[BTxn]>,
+    release: Arc<BatchRelease>,
+    /// CC threads still planning it (the per-batch barrier).
+    cc_left: AtomicUsize,
+    /// Exec threads still running their share.
+    exec_left: AtomicUsize,
+}
+
+/// How the stages are sized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BohmConfig {
+    /// Concurrency-control threads (key partitions).
+    pub cc_threads: usize,
+    /// Execution threads.
+    pub exec_threads: usize,
+    /// Batch cutting.
+    pub sequencer: SequencerConfig,
+}
+
+impl Default for BohmConfig {
+    fn default() -> Self {
+        BohmConfig {
+            cc_threads: 1,
+            exec_threads: 1,
+            sequencer: SequencerConfig::default(),
+        }
+    }
+}
+
+/// What the stages did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BohmStats {
+    /// Placeholders inserted by the CC stage.
+    pub placeholders: u64,
+    /// Transactions executed by a thread other than the one responsible
+    /// for them (recursive producer execution and stealing).
+    pub recursive: u64,
+    /// Versions cut off by GC.
+    pub collected: u64,
+    /// Batches executed.
+    pub batches: u64,
+}
+
+struct Shared {
+    tables: Vec<BTree>,
+    names: Vec<String>,
+    epochs: Arc<Epochs>,
+    cfg: BohmConfig,
+    exec_tx: Mutex<Option<Vec<Sender<Arc<BatchCtx>>>>>,
+    /// Per exec thread: the last timestamp of the last batch it finished
+    /// (`u64::MAX`: none yet). The minimum is the low watermark: every
+    /// transaction at or below it is complete.
+    finished: Box<[AtomicU64]>,
+    placeholders: AtomicU64,
+    recursive: AtomicU64,
+    collected: AtomicU64,
+    batches: AtomicU64,
+    stopping: AtomicBool,
+}
+
+/// A BOHM database: tables on the ordered index, the sequencer and the two
+/// stages. Requests are submitted ([`Bohm::submit`]); each outcome comes
+/// back once its batch has executed.
+pub struct Bohm {
+    sh: Arc<Shared>,
+    seq: Option<Sequencer>,
+    cc: Vec<JoinHandle<()>>,
+    exec: Vec<JoinHandle<()>>,
+    ticker: Option<Ticker>,
+    loader: Option<LocalEpoch>,
+}
+
+fn partition(t: TableId, key: &[u8], m: usize) -> u16 {
+    // FNV-1a over the table id and the key: cheap, and spreads the small
+    // sequential integer keys of the benchmarks.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in t.as_u32().to_le_bytes().iter().chain(key) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    ((h >> 32) % m as u64) as u16
+}
+
+impl Bohm {
+    /// Tables `names` (ids 0, 1, ... in order), empty; the threads start
+    /// with [`Bohm::start`], after the load.
+    pub fn new(names: &[&str], cfg: BohmConfig) -> Result<Bohm, Error> {
+        if cfg.cc_threads == 0
+            || cfg.cc_threads > 1024
+            || cfg.exec_threads == 0
+            || cfg.exec_threads > 1024
+        {
+            return Err(Error::InvalidArgument(format!(
+                "BOHM needs 1 to 1024 CC threads and execution threads (got {} and {})",
+                cfg.cc_threads, cfg.exec_threads
+            )));
+        }
+        cfg.sequencer.validate()?;
+        let epochs = Epochs::new(cfg.cc_threads + cfg.exec_threads + 2, 1);
+        let loader = epochs.register_internal();
+        Ok(Bohm {
+            sh: Arc::new(Shared {
+                tables: names.iter().map(|_| BTree::new()).collect(),
+                names: names.iter().map(|s| s.to_string()).collect(),
+                epochs,
+                cfg,
+                exec_tx: Mutex::new(None),
+                finished: (0..cfg.exec_threads)
+                    .map(|_| AtomicU64::new(u64::MAX))
+                    .collect(),
+                placeholders: AtomicU64::new(0),
+                recursive: AtomicU64::new(0),
+                collected: AtomicU64::new(0),
+                batches: AtomicU64::new(0),
+                stopping: AtomicBool::new(false),
+            }),
+            seq: None,
+            cc: Vec::new(),
+            exec: Vec::new(),
+            ticker: None,
+            loader,
+        })
+    }
+
+    /// The id of table `name`.
+    pub fn table(&self, name: &str) -> Result<TableId, Error> {
+        self.sh
+            .names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| TableId::from_u32(i as u32))
+            .ok_or_else(|| Error::NoSuchTable(name.to_string()))
+    }
+
+    /// Load `key -> val` before the start (timestamp 0). Refused once
+    /// started.
+    pub fn load(&self, t: TableId, key: &[u8], val: &[u8]) -> Result<(), Error> {
+        if self.seq.is_some() {
+            return Err(Error::InvalidArgument("BOHM: load before start".into()));
+        }
+        let tree = self.sh.table(t)?;
+        let loader = self.loader.as_ref().expect("loader slot");
+        let g = loader.pin();
+        let v = new_version(0, ptr::null(), VALUE, ptr::null_mut());
+        // SAFETY: fresh, not yet shared.
+        unsafe { *(*v).data.get() = val.into() };
+        let rec = Box::into_raw(Box::new(BRecord {
+            head: AtomicPtr::new(v),
+        }));
+        match tree.insert(key, rec as u64, &g) {
+            Insert::Inserted { .. } => Ok(()),
+            Insert::Exists(old) => {
+                // SAFETY: a loaded record; no thread runs yet.
+                unsafe {
+                    free_record(rec);
+                    let old = &*(old as *const BRecord);
+                    let h = old.head.load(Ordering::Relaxed);
+                    *(*h).data.get() = val.into();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Start the sequencer and the stages.
+    pub fn start(&mut self) -> Result<(), Error> {
+        if self.seq.is_some() {
+            return Ok(());
+        }
+        let cfg = self.sh.cfg;
+        self.ticker = Some(Ticker::start(
+            self.sh.epochs.clone(),
+            Duration::from_millis(1),
+        ));
+        // Execution stage.
+        let mut exec_tx = Vec::new();
+        for i in 0..cfg.exec_threads {
+            let (tx, rx) = mpsc::channel::<Arc<BatchCtx>>();
+            exec_tx.push(tx);
+            let sh = self.sh.clone();
+            let local = sh.epochs.register_internal().ok_or_else(|| {
+                Error::InvalidArgument("BOHM: no epoch slot for an execution thread".into())
+            })?;
+            self.exec.push(
+                std::thread::Builder::new()
+                    .name(format!("bohm-exec-{i}"))
+                    .stack_size(64 << 20)
+                    .spawn(move || exec_main(&sh, i, &local, rx))
+                    .map_err(|e| Error::io("cannot start a BOHM execution thread", e))?,
+            );
+        }
+        *self.sh.exec_tx.lock() = Some(exec_tx);
+        // CC stage.
+        let mut cc_tx = Vec::new();
+        for i in 0..cfg.cc_threads {
+            let (tx, rx) = mpsc::channel::<Arc<BatchCtx>>();
+            cc_tx.push(tx);
+            let sh = self.sh.clone();
+            let local = sh.epochs.register_internal().ok_or_else(|| {
+                Error::InvalidArgument("BOHM: no epoch slot for a CC thread".into())
+            })?;
+            self.cc.push(
+                std::thread::Builder::new()
+                    .name(format!("bohm-cc-{i}"))
+                    .spawn(move || cc_main(&sh, i as u16, &local, rx))
+                    .map_err(|e| Error::io("cannot start a BOHM CC thread", e))?,
+            );
+        }
+        let sink = Box::new(move |b: Batch| {
+            let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads));
+            for tx in &cc_tx {
+                let _ = tx.send(ctx.clone());
+            }
+        });
+        self.seq = Some(Sequencer::start(cfg.sequencer, 0, 1, None, sink)?);
+        Ok(())
+    }
+
+    /// Submit a request.
+    pub fn submit<P: Procedure>(&self, p: P) -> Result<Receipt<P::Output>, Error>
+    where
+        P::Output: Send + 'static,
+    {
+        match &self.seq {
+            Some(s) => s.submit(p),
+            None => Err(Error::InvalidArgument("BOHM: submit after start".into())),
+        }
+    }
+
+    /// Stop: the last batch is cut and executed, the threads end.
+    pub fn shutdown(&mut self) -> Result<BohmStats, Error> {
+        let r = self.seq.take().map(|s| s.shutdown());
+        for h in self.cc.drain(..) {
+            let _ = h.join();
+        }
+        // The CC threads are gone: no more batches for the executors.
+        drop(self.sh.exec_tx.lock().take());
+        for h in self.exec.drain(..) {
+            let _ = h.join();
+        }
+        self.sh.stopping.store(true, Ordering::SeqCst);
+        if let Some(Err(e)) = r {
+            return Err(e);
+        }
+        Ok(self.stats())
+    }
+
+    /// The stages' counters.
+    pub fn stats(&self) -> BohmStats {
+        BohmStats {
+            placeholders: self.sh.placeholders.load(Ordering::Relaxed),
+            recursive: self.sh.recursive.load(Ordering::Relaxed),
+            collected: self.sh.collected.load(Ordering::Relaxed),
+            batches: self.sh.batches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Every key and its latest value of table `t` (a tombstone or no
+    /// version: absent). Only once stopped.
+    pub fn dump(&self, t: TableId) -> Result<Rows, Error> {
+        if self.seq.is_some() {
+            return Err(Error::InvalidArgument(
+                "BOHM: dump only once shut down".into(),
+            ));
+        }
+        let tree = self.sh.table(t)?;
+        let loader = self.loader.as_ref().expect("loader slot");
+        let g = loader.pin();
+        let mut out = Vec::new();
+        tree.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            &g,
+            Unobserved,
+            |k, v| {
+                // SAFETY: records live until the engine is dropped; no thread
+                // runs.
+                let rec = unsafe { &*(v as *const BRecord) };
+                let mut p = rec.head.load(Ordering::Acquire);
+                while !p.is_null() {
+                    // SAFETY: as above.
+                    let ver = unsafe { &*p };
+                    match ver.state.load(Ordering::Acquire) {
+                        VALUE => {
+                            // SAFETY: published with the state.
+                            out.push((k.to_vec(), unsafe { (*ver.data.get()).to_vec() }));
+                            break;
+                        }
+                        TOMBSTONE => break,
+                        _ => p = ver.prev.load(Ordering::Acquire),
+                    }
+                }
+                true
+            },
+        );
+        Ok(out)
+    }
+}
+
+impl Drop for Bohm {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+        drop(self.ticker.take());
+        let Some(loader) = self.loader.as_ref() else {
+            return;
+        };
+        let g = loader.pin();
+        for tree in &self.sh.tables {
+            tree.scan(
+                Bound::Unbounded,
+                Bound::Unbounded,
+                false,
+                &g,
+                Unobserved,
+                |_, v| {
+                    // SAFETY: every thread has stopped; each record is in one
+                    // index entry and freed once.
+                    unsafe { free_record(v as *mut BRecord) };
+                    true
+                },
+            );
+        }
+    }
+}
+
+impl Shared {
+    fn table(&self, t: TableId) -> Result<&BTree, Error> {
+        self.tables
+            .get(t.as_u32() as usize)
+            .ok_or(Error::BadTableId(t.as_u32()))
+    }
+
+    fn watermark(&self) -> Option<u64> {
+        let mut m = u64::MAX;
+        for f in self.finished.iter() {
+            let b = f.load(Ordering::Acquire);
+            if b == u64::MAX {
+                return None;
+            }
+            m = m.min(b);
+        }
+        Some(m)
+    }
+}
+
+fn new_version(begin: u64, producer: *const BTxn, state: u8, prev: *mut Version) -> *mut Version {
+    Box::into_raw(Box::new(Version {
+        begin,
+        end: AtomicU64::new(u64::MAX),
+        producer,
+        state: AtomicU8::new(state),
+        data: UnsafeCell::new(Box::new([])),
+        prev: AtomicPtr::new(prev),
+    }))
+}
+
+/// Free a record and its whole chain.
+///
+/// # Safety
+/// No thread may use the record or its versions any more.
+unsafe fn free_record(r: *mut BRecord) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut p = (*r).head.load(Ordering::Relaxed);
+        while !p.is_null() {
+            let next = (*p).prev.load(Ordering::Relaxed);
+            drop(Box::from_raw(p));
+            p = next;
+        }
+        drop(Box::from_raw(r));
+    }
+}
+
+/// Free a chain cut off by GC (the epoch callback).
+///
+/// # Safety
+/// `p` heads a chain no reader can reach any more and no pinned reader
+/// still walks.
+unsafe fn free_chain(p: *mut u8) {
+    let mut p = p as *mut Version;
+    while !p.is_null() {
+        // SAFETY: the caller's contract; each version is in one chain.
+        unsafe {
+            let next = (*p).prev.load(Ordering::Relaxed);
+            drop(Box::from_raw(p));
+            p = next;
+        }
+    }
+}
+
+/// Planning on the sequencer's thread: each request's declared writes,
+/// their owners, and empty placeholder slots.
+fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
+    let mut keys = KeySet::new();
+    let txns: Box<[BTxn]> = b
+        .txns
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            keys.clear();
+            let mut writes = Vec::new();
+            let unusable = if s.proc.needs_reconnaissance() {
+                Some(Error::InvalidArgument(format!(
+                    "BOHM does not yet run requests that need a reconnaissance ('{}')",
+                    s.proc.name()
+                )))
+            } else if !s.proc.declare(&mut keys) {
+                Some(Error::InvalidArgument(format!(
+                    "'{}' declares no key sets: BOHM needs its write set before it runs",
+                    s.proc.name()
+                )))
+            } else {
+                let mut bad = None;
+                for d in keys.iter() {
+                    if d.access == Access::Write {
+                        if !d.is_key() {
+                            bad = Some(Error::InvalidArgument(format!(
+                                "'{}' declares a write range: BOHM needs exact write keys (a placeholder per key)",
+                                s.proc.name()
+                            )));
+                            break;
+                        }
+                        if !writes.iter().any(|(t, k): &(TableId, Box<[u8]>)| *t == d.table && &k[..] == d.lo) {
+                            writes.push((d.table, Box::<[u8]>::from(d.lo)));
+                        }
+                    }
+                }
+                bad
+            };
+            if unusable.is_some() {
+                writes.clear();
+            }
+            let owner = writes.iter().map(|(t, k)| partition(*t, k, m)).collect();
+            let ph = writes.iter().map(|_| AtomicPtr::new(ptr::null_mut())).collect();
+            BTxn {
+                ts: b.first_ts + i as u64,
+                state: AtomicU8::new(UNPROCESSED),
+                proc: UnsafeCell::new(s.proc),
+                writes: writes.into_boxed_slice(),
+                owner,
+                ph,
+                unusable,
+                outcome: UnsafeCell::new(None),
+            }
+        })
+        .collect();
+    BatchCtx {
+        txns,
+        release: b.release,
+        cc_left: AtomicUsize::new(m),
+        exec_left: AtomicUsize::new(n),
+    }
+}
+
+/// A CC thread: placeholders for its keys, batch after batch.
+fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>) {
+    // The latest version of each record this thread owns (thread-local,
+    // as the thesis keeps it), and the record itself.
+    let mut latest: LatestMap = HashMap::new();
+    // Records whose chains grew, with the batch of the version that
+    // superseded an older one: GC candidates.
+    let mut superseded: std::collections::VecDeque<(u64, *const BRecord)> = Default::default();
+    loop {
+        let ctx = match rx.recv_timeout(Duration::from_millis(2)) {
+            Ok(ctx) => ctx,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // Idle: collect what the executors have finished since.
+                if !superseded.is_empty() {
+                    collect(sh, &mut superseded, &local.pin());
+                }
+                local.collect();
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        {
+            let g = local.pin();
+            for txn in ctx.txns.iter() {
+                for (i, (t, key)) in txn.writes.iter().enumerate() {
+                    if txn.owner[i] != me {
+                        continue;
+                    }
+                    let tree = &sh.tables[t.as_u32() as usize];
+                    let slot = latest.entry((*t, key.clone())).or_insert_with(|| {
+                        match tree.get(key, &g) {
+                            Lookup::Found(v) => {
+                                let rec = v as *const BRecord;
+                                // SAFETY: records are never freed while the
+                                // engine runs.
+                                (rec, unsafe { (*rec).head.load(Ordering::Acquire) })
+                            }
+                            Lookup::Missing { .. } => {
+                                let rec = Box::into_raw(Box::new(BRecord {
+                                    head: AtomicPtr::new(ptr::null_mut()),
+                                }));
+                                match tree.insert(key, rec as u64, &g) {
+                                    Insert::Inserted { .. } => {
+                                        (rec as *const BRecord, ptr::null_mut())
+                                    }
+                                    Insert::Exists(_) => {
+                                        unreachable!("only the owning CC thread inserts a key")
+                                    }
+                                }
+                            }
+                        }
+                    });
+                    let (rec, prev) = *slot;
+                    let v = new_version(txn.ts, txn, PENDING, prev);
+                    if !prev.is_null() {
+                        // SAFETY: the latest version of a record this
+                        // thread owns: alive (GC runs on this thread and
+                        // never frees the newest version).
+                        unsafe { (*prev).end.store(txn.ts, Ordering::Release) };
+                        superseded.push_back((txn.ts, rec));
+                    }
+                    // SAFETY: records live while the engine runs.
+                    unsafe { (*rec).head.store(v, Ordering::Release) };
+                    slot.1 = v;
+                    txn.ph[i].store(v, Ordering::Release);
+                    sh.placeholders.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            collect(sh, &mut superseded, &g);
+        }
+        // The barrier: the last CC thread to finish hands the batch on.
+        if ctx.cc_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Some(txs) = sh.exec_tx.lock().as_ref() {
+                for tx in txs {
+                    let _ = tx.send(ctx.clone());
+                }
+            }
+        }
+        local.collect();
+    }
+}
+
+/// GC by the batch low watermark: for each record superseded by a version
+/// at or below the watermark timestamp, cut the chain behind the newest
+/// version that every later reader stops at.
+fn collect(sh: &Shared, q: &mut std::collections::VecDeque<(u64, *const BRecord)>, g: &Guard<'_>) {
+    let Some(wm) = sh.watermark() else {
+        return;
+    };
+    while let Some(&(ts, rec)) = q.front() {
+        if ts > wm {
+            break;
+        }
+        q.pop_front();
+        // Every transaction with a timestamp <= wm is complete, so every
+        // version it produced has its final state. The newest version with
+        // `begin <= wm` that is a value or a tombstone is where every reader
+        // of a later timestamp stops at the latest (anything newer that it
+        // skips is newer still): nothing behind it is reachable for them.
+        // SAFETY: records live while the engine runs; this thread owns the
+        // record's chain links.
+        let mut p = unsafe { (*rec).head.load(Ordering::Acquire) };
+        while !p.is_null() {
+            // SAFETY: reachable versions are alive while pinned.
+            let v = unsafe { &*p };
+            let st = v.state.load(Ordering::Acquire);
+            if v.begin <= wm && (st == VALUE || st == TOMBSTONE) {
+                let cut = v.prev.swap(ptr::null_mut(), Ordering::AcqRel);
+                if !cut.is_null() {
+                    let mut n = 0;
+                    let mut c = cut;
+                    while !c.is_null() {
+                        n += 1;
+                        // SAFETY: cut versions stay allocated until the
+                        // epoch callback below frees them.
+                        c = unsafe { (*c).prev.load(Ordering::Acquire) };
+                    }
+                    sh.collected.fetch_add(n, Ordering::Relaxed);
+                    // SAFETY: unreachable from now on; pinned readers that
+                    // may still walk it are covered by the epoch.
+                    unsafe { g.retire(cut as *mut u8, free_chain) };
+                }
+                break;
+            }
+            p = v.prev.load(Ordering::Acquire);
+        }
+    }
+}
+
+/// An execution thread.
+fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>) {
+    let n = sh.cfg.exec_threads;
+    let mut aside: Vec<usize> = Vec::new();
+    while let Ok(ctx) = rx.recv() {
+        aside.clear();
+        let mut j = me;
+        while j < ctx.txns.len() {
+            let txn = &ctx.txns[j];
+            if !try_execute(sh, local, txn) && txn.state.load(Ordering::Acquire) != COMPLETE {
+                // Another thread runs it: take other work, come back.
+                aside.push(j);
+            }
+            j += n;
+        }
+        for &j in &aside {
+            wait_complete(&ctx.txns[j]);
+        }
+        if let Some(last) = ctx.txns.last() {
+            sh.finished[me].store(last.ts, Ordering::Release);
+        }
+        if ctx.exec_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            finish_batch(sh, local, ctx);
+        }
+        local.collect();
+    }
+}
+
+/// Claim and run `txn`; false if another thread had claimed it.
+fn try_execute(sh: &Shared, local: &LocalEpoch, txn: &BTxn) -> bool {
+    if txn
+        .state
+        .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return false;
+    }
+    let g = local.pin();
+    execute(sh, local, &g, txn, 0);
+    true
+}
+
+fn wait_complete(txn: &BTxn) {
+    let mut spins = 0u32;
+    while txn.state.load(Ordering::Acquire) != COMPLETE {
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// The deepest recursive execution of producers; below it, a reader waits
+/// for the producer's own thread (which runs its transactions in timestamp
+/// order, so the wait ends: dependencies point to smaller timestamps).
+const MAX_DEPTH: u32 = 256;
+
+/// Run `txn`, which this thread has claimed, and complete it.
+fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u32) {
+    let result = match &txn.unusable {
+        Some(e) => Err(TxError::Error(e.clone())),
+        None => {
+            let mut tx = BohmTx {
+                sh,
+                local,
+                g,
+                txn,
+                depth,
+                writes: Vec::new(),
+            };
+            // SAFETY: this thread won the claim: it alone touches `proc`.
+            let proc = unsafe { &mut *txn.proc.get() };
+            // A panicking body must not take the executor down with it
+            // (the batch would never be released): it aborts, with an error.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut t = Txn::new(&mut tx);
+                proc.run(&mut t)
+            }))
+            .unwrap_or_else(|p| {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(TxError::Error(Error::InvalidArgument(format!(
+                    "procedure '{}' panicked: {msg}",
+                    proc.name()
+                ))))
+            });
+            match r {
+                Ok(out) => {
+                    tx.fill();
+                    Ok(Outcome::Committed(out))
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    let outcome = match result {
+        Ok(o) => Ok(o),
+        Err(e) => {
+            // Nothing of it may be seen: every placeholder is skipped.
+            for p in txn.ph.iter() {
+                let v = p.load(Ordering::Acquire);
+                // SAFETY: placeholders of a planned batch are alive.
+                unsafe { (*v).state.store(SKIPPED, Ordering::Release) };
+            }
+            match e {
+                TxError::UserAbort => Ok(Outcome::Aborted),
+                TxError::Error(e) => Err(e),
+                TxError::Conflict(r) => Err(Error::InvalidArgument(format!(
+                    "a BOHM transaction cannot have a conflict ({r})"
+                ))),
+            }
+        }
+    };
+    // SAFETY: claimed by this thread; read only after COMPLETE.
+    unsafe { *txn.outcome.get() = Some(outcome) };
+    txn.state.store(COMPLETE, Ordering::Release);
+    if depth > 0 {
+        sh.recursive.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Every transaction of the batch is complete: hand the outcomes back, and
+/// publish the batch. The batch itself (its transactions, which pending
+/// versions point at) is dropped through the epoch, after every reader
+/// that could have seen one of its versions pending has unpinned.
+fn finish_batch(sh: &Shared, local: &LocalEpoch, ctx: Arc<BatchCtx>) {
+    let outs = ctx
+        .txns
+        .iter()
+        .map(|t| {
+            // SAFETY: every transaction is complete; the outcome is taken
+            // once, by this finisher.
+            let o = unsafe { (*t.outcome.get()).take() };
+            o.unwrap_or_else(|| {
+                Err(Error::InvalidArgument(
+                    "a BOHM transaction completed without an outcome".into(),
+                ))
+            })
+        })
+        .collect();
+    ctx.release.executed(outs);
+    sh.batches.fetch_add(1, Ordering::Relaxed);
+    let g = local.pin();
+    let holder = Box::into_raw(Box::new(ctx));
+    // SAFETY: a boxed Arc, freed once by the epoch callback.
+    unsafe { g.retire_box(holder) };
+}
+
+/// The transaction a body runs on under BOHM.
+struct BohmTx<'a> {
+    sh: &'a Shared,
+    local: &'a LocalEpoch,
+    g: &'a Guard<'a>,
+    txn: &'a BTxn,
+    depth: u32,
+    /// Own writes, in order (`None`: a delete), by declared slot.
+    writes: Vec<(usize, Option<Box<[u8]>>)>,
+}
+
+impl BohmTx<'_> {
+    /// The declared write slot of `(t, key)`.
+    fn slot(&self, t: TableId, key: &[u8]) -> Option<usize> {
+        self.txn
+            .writes
+            .iter()
+            .position(|(tt, k)| *tt == t && &k[..] == key)
+    }
+
+    fn own(&self, slot: usize) -> Option<&Option<Box<[u8]>>> {
+        self.writes
+            .iter()
+            .rev()
+            .find(|(s, _)| *s == slot)
+            .map(|(_, v)| v)
+    }
+
+    fn record(&self, t: TableId, key: &[u8]) -> Result<Option<&BRecord>, Error> {
+        let tree = self.sh.table(t)?;
+        Ok(match tree.get(key, self.g) {
+            // SAFETY: records live while the engine runs.
+            Lookup::Found(v) => Some(unsafe { &*(v as *const BRecord) }),
+            Lookup::Missing { .. } => None,
+        })
+    }
+
+    /// The value of `(t, key)` visible to this transaction.
+    fn read(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        if let Some(s) = self.slot(t, key) {
+            if let Some(w) = self.own(s) {
+                let w: *const Option<Box<[u8]>> = w;
+                // SAFETY: `writes` is not changed while the slice is out
+                // (the borrow of self lasts as long as it).
+                return Ok(unsafe { (*w).as_deref() });
+            }
+        }
+        let Some(rec) = self.record(t, key)? else {
+            return Ok(None);
+        };
+        match visible(self.sh, self.local, self.g, rec, self.txn.ts, self.depth)? {
+            // SAFETY: a filled version's data is immutable and alive while
+            // pinned.
+            Some(v) => Ok(Some(unsafe { &(*v).data.get().as_ref().unwrap()[..] })),
+            None => Ok(None),
+        }
+    }
+
+    fn write(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()> {
+        let Some(s) = self.slot(t, key) else {
+            return Err(TxError::Error(Error::InvalidArgument(format!(
+                "BOHM: a write to table {} key {key:02x?} that the request did not declare",
+                t.as_u32()
+            ))));
+        };
+        self.writes.push((s, val.map(Box::from)));
+        Ok(())
+    }
+
+    /// Commit: fill every placeholder with the last write to its key, or
+    /// skip it.
+    fn fill(&mut self) {
+        for (s, p) in self.txn.ph.iter().enumerate() {
+            let v = p.load(Ordering::Acquire);
+            // SAFETY: placeholders of a planned batch are alive; this
+            // thread runs their producer.
+            let v = unsafe { &*v };
+            let st = match self.writes.iter().rev().find(|(w, _)| *w == s) {
+                Some((_, Some(val))) => {
+                    // SAFETY: written once, before the state is published.
+                    unsafe { *v.data.get() = val.clone() };
+                    VALUE
+                }
+                Some((_, None)) => TOMBSTONE,
+                None => SKIPPED,
+            };
+            v.state.store(st, Ordering::Release);
+        }
+    }
+}
+
+/// The version of `rec` visible at `ts` (a value; `None` if absent or a
+/// tombstone), executing or waiting for unfilled producers.
+///
+/// The thesis prints the visibility test as `begin <= ts <= end`. Both
+/// bounds inclusive is wrong for a read-modify-write: a transaction would
+/// see its own placeholder (begin = ts). The test here is `begin < ts <=
+/// end` (digest, "Visibility bounds"); a transaction's own writes are read
+/// from its buffer.
+fn visible(
+    sh: &Shared,
+    local: &LocalEpoch,
+    g: &Guard<'_>,
+    rec: &BRecord,
+    ts: u64,
+    depth: u32,
+) -> Result<Option<*const Version>, Error> {
+    let mut p = rec.head.load(Ordering::Acquire);
+    let mut first = true;
+    while !p.is_null() {
+        // SAFETY: reachable versions are alive while pinned.
+        let v = unsafe { &*p };
+        if v.begin >= ts {
+            p = v.prev.load(Ordering::Acquire);
+            continue;
+        }
+        // The first version below ts ends at or after ts; one reached by
+        // passing skipped versions ends where the skipped one begins.
+        debug_assert!(!first || ts <= v.end.load(Ordering::Acquire));
+        first = false;
+        match v.state.load(Ordering::Acquire) {
+            VALUE => return Ok(Some(p)),
+            TOMBSTONE => return Ok(None),
+            SKIPPED => p = v.prev.load(Ordering::Acquire),
+            _ => {
+                // SAFETY: a pending version's producer is alive (see
+                // `finish_batch`).
+                let prod = unsafe { &*v.producer };
+                if depth < MAX_DEPTH
+                    && prod
+                        .state
+                        .compare_exchange(
+                            UNPROCESSED,
+                            EXECUTING,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok()
+                {
+                    execute(sh, local, g, prod, depth + 1);
+                } else {
+                    wait_complete(prod);
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+impl TxnOps for BohmTx<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        self.read(t, key)
+    }
+
+    fn get_slice(&mut self, t: TableId, key: &[u8], at: Range<usize>) -> TxResult<Option<&[u8]>> {
+        Ok(self.read(t, key)?.map(|v| {
+            let end = at.end.min(v.len());
+            &v[at.start.min(end)..end]
+        }))
+    }
+
+    fn prefetch(&mut self, _t: TableId, _keys: &[&[u8]], _value_len: usize) {}
+
+    fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
+        self.write(t, key, Some(val))
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        if self.read(t, key)?.is_some() {
+            return Ok(false);
+        }
+        self.write(t, key, Some(val))?;
+        Ok(true)
+    }
+
+    fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        if self.read(t, key)?.is_none() {
+            return Ok(false);
+        }
+        self.write(t, key, Some(val))?;
+        Ok(true)
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
+        if self.read(t, key)?.is_none() {
+            return Ok(false);
+        }
+        self.write(t, key, None)?;
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<usize> {
+        let tree = self.sh.table(t)?;
+        // Collect the keys first: a read may execute a producer, which
+        // must not happen inside the index's scan callback.
+        let mut keys: Vec<(Vec<u8>, u64)> = Vec::new();
+        tree.scan(lo, hi, opts.reverse, self.g, Unobserved, |k, v| {
+            keys.push((k.to_vec(), v));
+            true
+        });
+        let mut n = 0;
+        for (k, _) in keys {
+            if opts.limit.is_some_and(|l| n >= l) {
+                break;
+            }
+            let Some(v) = self.read(t, &k)? else {
+                continue;
+            };
+            let v: &[u8] = match opts.slice {
+                Some((s, e)) => {
+                    let e = e.min(v.len());
+                    &v[s.min(e)..e]
+                }
+                None => v,
+            };
+            let v = v.to_vec();
+            n += 1;
+            if !f(&k, &v) {
+                break;
+            }
+        }
+        Ok(n)
+    }
+
+    fn is_snapshot(&self) -> bool {
+        false
+    }
+}
