@@ -197,6 +197,74 @@ impl TypedValueParser for ProtocolParser {
     }
 }
 
+/// What `--cc` of `tessera bench` names: an interactive protocol, or
+/// BOHM, the deterministic protocol (`tessera::cc::bohm`), which runs its
+/// own engine until it joins the protocol list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cc {
+    /// A protocol of `tessera::Protocol`.
+    Interactive(Protocol),
+    /// BOHM.
+    Bohm,
+}
+
+impl std::fmt::Display for Cc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cc::Interactive(p) => write!(f, "{p}"),
+            Cc::Bohm => f.write_str("bohm"),
+        }
+    }
+}
+
+impl Cc {
+    /// The interactive protocol; a usage error for BOHM, which runs only
+    /// `bench ycsb` so far.
+    pub fn interactive(self) -> Result<Protocol, Failure> {
+        match self {
+            Cc::Interactive(p) => Ok(p),
+            Cc::Bohm => Err(Failure::usage(
+                "--cc bohm runs `tessera bench ycsb` only so far (the other workloads need \
+                 BOHM in the database's protocol list)",
+            )),
+        }
+    }
+}
+
+/// `--cc` of `tessera bench`: every protocol name, and `bohm`.
+#[derive(Clone)]
+pub(crate) struct BenchCcParser;
+
+impl TypedValueParser for BenchCcParser {
+    type Value = Cc;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<Cc, clap::Error> {
+        if value
+            .to_str()
+            .is_some_and(|s| s.eq_ignore_ascii_case("bohm"))
+        {
+            return Ok(Cc::Bohm);
+        }
+        ProtocolParser
+            .parse_ref(cmd, arg, value)
+            .map(Cc::Interactive)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            Protocol::ALL
+                .into_iter()
+                .map(|p| PossibleValue::new(p.name()))
+                .chain(std::iter::once(PossibleValue::new("bohm"))),
+        ))
+    }
+}
+
 fn parse_ratio(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| "not a number".to_string())?;
     if (0.0..=1.0).contains(&v) {
@@ -241,8 +309,11 @@ pub struct Common {
     /// 2pl-nowait and 2pl-waitdie (strict two-phase locking, DBx1000's
     /// NO_WAIT and WAIT_DIE), nocc (no concurrency control, for measuring
     /// overheads).
-    #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = ProtocolParser)]
-    pub cc: Protocol,
+    /// bohm is Faleiro's deterministic multi-version protocol (BOHM), with
+    /// --cc-threads, --exec-threads and --batch-size; it runs `bench ycsb`
+    /// so far.
+    #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = BenchCcParser)]
+    pub cc: Cc,
     /// Driver threads, each with its own worker (loading uses at least as
     /// many threads as there are cores).
     #[arg(long, value_name = "N", default_value_t = 1,
@@ -299,6 +370,8 @@ pub struct Common {
     pub prefault: u64,
     #[command(flatten)]
     pub durability: DurabilityArgs,
+    #[command(flatten)]
+    pub det: crate::det_bench::DetArgs,
 }
 
 /// A size in bytes, with an optional binary unit: `3GiB`, `512MiB`, `64KiB`,
@@ -666,6 +739,15 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
                     if c.read_latest { ", read latest" } else { "" },
                 );
             }
+            if a.common.cc == Cc::Bohm {
+                return match crate::det_bench::ycsb_bohm(&wl, &a.common) {
+                    Ok(out) => emit(&a.common, Ok(out)),
+                    Err(f) => fail(&a.common, f),
+                };
+            }
+            if let Err(f) = a.common.det.refuse_unless_bohm() {
+                return fail(&a.common, f);
+            }
             match load_and_run(&wl, &a.common) {
                 Ok((db, report)) => {
                     let code = emit(
@@ -724,7 +806,11 @@ fn smallbank(a: &SmallbankArgs) -> ExitCode {
         }
     };
     dispose(db, c);
-    let caps = c.cc.caps();
+    // load_and_run refused anything but an interactive protocol.
+    let caps =
+        c.cc.interactive()
+            .map(|p| p.caps())
+            .unwrap_or(Protocol::DEFAULT.caps());
     let enforced = caps.serializable || caps.snapshot_reads || c.threads == 1;
     let failure = (!cons.passed && enforced).then(|| {
         Failure::new(
@@ -830,7 +916,11 @@ fn run_and_check<W: Workload>(wl: &W, tpcc_cfg: &TpccConfig, c: &Common) -> Exit
     dispose(db, c);
     // Without concurrency control, concurrent terminals race (lost updates
     // of D_NEXT_O_ID, W_YTD, ...): report, but do not fail the run.
-    let caps = c.cc.caps();
+    // load_and_run refused anything but an interactive protocol.
+    let caps =
+        c.cc.interactive()
+            .map(|p| p.caps())
+            .unwrap_or(Protocol::DEFAULT.caps());
     let enforced = caps.serializable || caps.snapshot_reads || c.threads == 1;
     let failure = (!cons.passed && enforced).then(|| {
         Failure::new(
@@ -890,6 +980,8 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
     // Load with every core even when measuring fewer threads.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load_threads = c.threads.max(cores);
+    let cc = c.cc.interactive()?;
+    c.det.refuse_unless_bohm()?;
     let d = &c.durability;
     d.check().map_err(Failure::usage)?;
     let prefault_secs = (c.prefault > 0).then(|| {
@@ -905,7 +997,7 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
     let db = Database::open(
         d.apply(
             Options::in_memory()
-                .protocol(c.cc)
+                .protocol(cc)
                 .workers(load_threads)
                 .epoch_interval(Duration::from_millis(c.epoch_ms)),
         ),

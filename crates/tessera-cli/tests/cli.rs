@@ -408,3 +408,75 @@ fn sweep_fails_on_runs_without_a_report_or_commits() {
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
     assert!(csv.contains("no transaction committed"), "{csv}");
 }
+
+/// `--cc bohm` on YCSB: BOHM's engine runs open loop and reports its
+/// stages; its knobs are refused without it, and it refuses what it does
+/// not run yet.
+#[test]
+fn bohm_runs_ycsb_and_its_knobs_are_checked() {
+    let o = tessera(&[
+        "bench",
+        "ycsb",
+        "--cc",
+        "bohm",
+        "--records",
+        "2000",
+        "--read-ratio",
+        "0",
+        "--rmw",
+        "--theta",
+        "0.9",
+        "--seconds",
+        "0.5",
+        "--warmup",
+        "0.2",
+        "--cc-threads",
+        "2",
+        "--exec-threads",
+        "2",
+        "--batch-size",
+        "200",
+        "--json",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["protocol"], "bohm");
+    assert!(v["committed"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["engine"]["cc_threads"], 2);
+    assert_eq!(v["engine"]["batch_size"], 200);
+    assert!(v["bohm"]["placeholders"].as_u64().unwrap() > 0, "{v}");
+    for (args, expect) in [
+        (
+            &["ycsb", "--records", "100", "--cc-threads", "2"][..],
+            "apply to --cc bohm only",
+        ),
+        (
+            &["tpcc", "--cc", "bohm"][..],
+            "runs `tessera bench ycsb` only",
+        ),
+        (
+            &["ycsb", "--records", "100", "--cc", "bohm", "--txns", "10"][..],
+            "--txns is not supported",
+        ),
+        (
+            &[
+                "ycsb",
+                "--records",
+                "100",
+                "--cc",
+                "bohm",
+                "--batch-size",
+                "0",
+            ][..],
+            "--batch-size",
+        ),
+    ] {
+        let mut a = vec!["bench"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["--seconds", "0.1", "--quiet"]);
+        let o = tessera(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(expect), "{args:?}: {}", stderr(&o));
+    }
+}

@@ -635,7 +635,143 @@ impl Request for YcsbRequest<'_> {
     }
 }
 
+/// One YCSB transaction as an owned, loggable request (a
+/// `tessera::det::Procedure`) for the deterministic protocols: the drawn
+/// operations and the value they write, taken from a thread's current
+/// transaction by [`Ycsb::procedure`]. Its body is the interactive
+/// request's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct YcsbProc {
+    t: TableId,
+    rmw: bool,
+    ops: Vec<Op>,
+    value: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl Request for YcsbProc {
+    type Output = ();
+    fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<()> {
+        YcsbRequest {
+            t: self.t,
+            rmw: self.rmw,
+            ops: &self.ops,
+            value: &self.value,
+            buf: &mut self.buf,
+        }
+        .run(tx)
+    }
+
+    fn declare(&self, keys: &mut KeySet) -> bool {
+        let mut buf = Vec::new();
+        YcsbRequest {
+            t: self.t,
+            rmw: self.rmw,
+            ops: &self.ops,
+            value: &self.value,
+            buf: &mut buf,
+        }
+        .declare(keys)
+    }
+}
+
+impl YcsbProc {
+    const READ: u8 = 0;
+    const UPDATE: u8 = 1;
+    const SCAN: u8 = 2;
+    const INSERT: u8 = 3;
+}
+
+/// Encoding: `table u32 | rmw u8 | nops u32 | nops x (kind u8 | record u64
+/// [| scan length u32]) | value_len u32 | value`.
+impl tessera::det::Procedure for YcsbProc {
+    const ID: tessera::det::ProcId = 0x0100;
+    const NAME: &'static str = "ycsb";
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.t.as_u32().to_le_bytes());
+        out.push(u8::from(self.rmw));
+        out.extend_from_slice(&(self.ops.len() as u32).to_le_bytes());
+        for op in &self.ops {
+            let (kind, r) = match *op {
+                Op::Read(r) => (Self::READ, r),
+                Op::Update(r) => (Self::UPDATE, r),
+                Op::Scan(r, _) => (Self::SCAN, r),
+                Op::Insert(r) => (Self::INSERT, r),
+            };
+            out.push(kind);
+            out.extend_from_slice(&r.to_le_bytes());
+            if let Op::Scan(_, len) = *op {
+                out.extend_from_slice(&(len as u32).to_le_bytes());
+            }
+        }
+        out.extend_from_slice(&(self.value.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.value);
+    }
+
+    fn decode(b: &[u8]) -> Result<Self, String> {
+        let mut at = 0usize;
+        let mut take = |n: usize| -> Result<&[u8], String> {
+            let s = b
+                .get(at..at + n)
+                .ok_or_else(|| format!("ycsb arguments end at byte {at} of {}", b.len()))?;
+            at += n;
+            Ok(s)
+        };
+        let u32_of = |s: &[u8]| u32::from_le_bytes(s.try_into().unwrap());
+        let t = TableId::from_u32(u32_of(take(4)?));
+        let rmw = match take(1)?[0] {
+            0 => false,
+            1 => true,
+            x => return Err(format!("ycsb rmw flag {x}")),
+        };
+        let n = u32_of(take(4)?) as usize;
+        if n > b.len() / 9 {
+            return Err(format!(
+                "ycsb arguments claim {n} operations in {} bytes",
+                b.len()
+            ));
+        }
+        let mut ops = Vec::with_capacity(n);
+        for _ in 0..n {
+            let kind = take(1)?[0];
+            let r = u64::from_le_bytes(take(8)?.try_into().unwrap());
+            ops.push(match kind {
+                Self::READ => Op::Read(r),
+                Self::UPDATE => Op::Update(r),
+                Self::SCAN => Op::Scan(r, u32_of(take(4)?) as usize),
+                Self::INSERT => Op::Insert(r),
+                x => return Err(format!("ycsb operation kind {x}")),
+            });
+        }
+        let len = u32_of(take(4)?) as usize;
+        let value = take(len)?.to_vec();
+        if at != b.len() {
+            return Err(format!("{} bytes after the ycsb arguments", b.len() - at));
+        }
+        Ok(YcsbProc {
+            t,
+            rmw,
+            ops,
+            value,
+            buf: Vec::new(),
+        })
+    }
+}
+
 impl Ycsb {
+    /// The current transaction of `st` (drawn by `Workload::next`) as an
+    /// owned, loggable request.
+    pub fn procedure(&self, st: &YcsbThread) -> YcsbProc {
+        YcsbProc {
+            t: self.table(),
+            rmw: self.cfg.rmw,
+            ops: st.ops.clone(),
+            value: st.value.clone(),
+            buf: Vec::new(),
+        }
+    }
+
     /// The workload for these knobs (validated).
     pub fn new(cfg: YcsbConfig) -> Result<Ycsb, String> {
         cfg.validate()?;

@@ -221,7 +221,9 @@ pub struct Bohm {
     cc: Vec<JoinHandle<()>>,
     exec: Vec<JoinHandle<()>>,
     ticker: Option<Ticker>,
-    loader: Option<LocalEpoch>,
+    /// The epoch slot of loads, dumps and teardown (behind a lock so that
+    /// clients on several threads can share the engine to submit).
+    loader: Mutex<Option<LocalEpoch>>,
 }
 
 fn partition(t: TableId, key: &[u8], m: usize) -> u16 {
@@ -272,7 +274,7 @@ impl Bohm {
             cc: Vec::new(),
             exec: Vec::new(),
             ticker: None,
-            loader,
+            loader: Mutex::new(loader),
         })
     }
 
@@ -293,8 +295,8 @@ impl Bohm {
             return Err(Error::InvalidArgument("BOHM: load before start".into()));
         }
         let tree = self.sh.table(t)?;
-        let loader = self.loader.as_ref().expect("loader slot");
-        let g = loader.pin();
+        let loader = self.loader.lock();
+        let g = loader.as_ref().expect("loader slot").pin();
         let v = new_version(0, ptr::null(), VALUE, ptr::null_mut());
         // SAFETY: fresh, not yet shared.
         unsafe { *(*v).data.get() = val.into() };
@@ -418,8 +420,8 @@ impl Bohm {
             ));
         }
         let tree = self.sh.table(t)?;
-        let loader = self.loader.as_ref().expect("loader slot");
-        let g = loader.pin();
+        let loader = self.loader.lock();
+        let g = loader.as_ref().expect("loader slot").pin();
         let mut out = Vec::new();
         tree.scan(
             Bound::Unbounded,
@@ -456,7 +458,8 @@ impl Drop for Bohm {
     fn drop(&mut self) {
         let _ = self.shutdown();
         drop(self.ticker.take());
-        let Some(loader) = self.loader.as_ref() else {
+        let loader = self.loader.lock();
+        let Some(loader) = loader.as_ref() else {
             return;
         };
         let g = loader.pin();

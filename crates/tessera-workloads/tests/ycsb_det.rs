@@ -1,0 +1,123 @@
+//! YCSB as a loggable procedure (`YcsbProc`, for the deterministic
+//! protocols): its encoding round-trips and refuses damage, and BOHM runs
+//! a stream of YCSB transactions (10 read-modify-writes, skewed) to the
+//! state a serial execution in the same order reaches.
+
+use std::ops::Bound;
+use std::time::Duration;
+
+use tessera::cc::bohm::{Bohm, BohmConfig};
+use tessera::det::{serial, Outcome, Procedure, SequencerConfig};
+use tessera::{Database, Options, ScanOptions};
+use tessera_workloads::driver::Workload;
+use tessera_workloads::ycsb::{Ycsb, YcsbConfig, YcsbProc};
+
+fn workload(theta: f64, read_ratio: f64) -> Ycsb {
+    Ycsb::new(YcsbConfig {
+        records: 5_000,
+        value_size: 16,
+        ops_per_txn: 10,
+        read_ratio,
+        rmw: true,
+        theta,
+        ..YcsbConfig::default()
+    })
+    .unwrap()
+}
+
+fn loaded(wl: &Ycsb) -> Database {
+    let db = Database::open(Options::in_memory().workers(8)).unwrap();
+    wl.load(&db, 2, &|_| {}).unwrap();
+    db
+}
+
+#[test]
+fn ycsb_procedures_round_trip_and_refuse_damage() {
+    let wl = workload(0.9, 0.2);
+    let _db = loaded(&wl);
+    let mut st = wl.thread_state(0, 1, 5);
+    for _ in 0..200 {
+        wl.next(&mut st);
+        let p = wl.procedure(&st);
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        assert_eq!(YcsbProc::decode(&b).unwrap(), p);
+        for cut in [0, 1, 5, b.len() / 2, b.len() - 1] {
+            assert!(YcsbProc::decode(&b[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut more = b.clone();
+        more.push(0);
+        assert!(YcsbProc::decode(&more).is_err());
+    }
+}
+
+#[test]
+fn bohm_runs_ycsb_to_the_serial_state() {
+    for (theta, m, n) in [(0.9, 2, 2), (0.0, 1, 3)] {
+        let wl = workload(theta, 0.0);
+        let db = loaded(&wl);
+        let t = db.table(tessera_workloads::ycsb::TABLE).unwrap();
+        let mut w = db.worker().unwrap();
+        let rows = w
+            .run(|tx| {
+                tx.scan_collect(
+                    t,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    ScanOptions::default(),
+                )
+            })
+            .unwrap();
+        let mut bohm = Bohm::new(
+            &[tessera_workloads::ycsb::TABLE],
+            BohmConfig {
+                cc_threads: m,
+                exec_threads: n,
+                sequencer: SequencerConfig {
+                    batch_size: 500,
+                    batch_time: Duration::from_millis(1),
+                },
+            },
+        )
+        .unwrap();
+        assert_eq!(bohm.table(tessera_workloads::ycsb::TABLE).unwrap(), t);
+        for (k, v) in &rows {
+            bohm.load(t, k, v).unwrap();
+        }
+        bohm.start().unwrap();
+        let mut st = wl.thread_state(0, 1, 9);
+        let procs: Vec<YcsbProc> = (0..4_000)
+            .map(|_| {
+                wl.next(&mut st);
+                wl.procedure(&st)
+            })
+            .collect();
+        let receipts: Vec<_> = procs
+            .iter()
+            .map(|p| bohm.submit(p.clone()).unwrap())
+            .collect();
+        for r in receipts {
+            assert_eq!(r.wait().unwrap(), Outcome::Committed(()));
+        }
+        bohm.shutdown().unwrap();
+        for p in &procs {
+            let mut p = p.clone();
+            serial::run_one(&mut w, &mut p).unwrap();
+        }
+        let want = w
+            .run(|tx| {
+                tx.scan_collect(
+                    t,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    ScanOptions::default(),
+                )
+            })
+            .unwrap();
+        assert_eq!(
+            bohm.dump(t).unwrap(),
+            want,
+            "theta {theta}, {m} CC, {n} exec"
+        );
+    }
+}
