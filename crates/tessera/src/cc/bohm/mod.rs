@@ -84,8 +84,9 @@ mod tests;
 type BoxedOutcome = Result<Outcome<Box<dyn Any + Send>>, Error>;
 /// Keys and values of a table.
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
-/// A CC thread's latest-version map: record and newest version per key.
-type LatestMap = HashMap<(TableId, Box<[u8]>), (*const BRecord, *mut Version)>;
+/// A CC thread's latest-version map: record and newest version per key,
+/// one map per table (looked up by `&[u8]`, so without allocating).
+type LatestMap = Vec<HashMap<Box<[u8]>, (*const BRecord, *mut Version)>>;
 
 /// Version states (the state word beside a version's data).
 const PENDING: u8 = 0;
@@ -135,6 +136,15 @@ struct BTxn {
     writes: Box<[(TableId, Box<[u8]>)]>,
     owner: Box<[u16]>,
     ph: Box<[AtomicPtr<Version>]>,
+    /// Declared read keys (exact keys, not also written) and the read-set
+    /// annotation (§5.3.2): the owning CC thread stores there the
+    /// record's latest version as of its progress, which is the latest
+    /// before `ts` since it handles transactions in timestamp order (null:
+    /// no version before `ts`). A read then starts there instead of
+    /// walking the chain from its newest version.
+    reads: Box<[(TableId, Box<[u8]>)]>,
+    read_owner: Box<[u16]>,
+    annot: Box<[AtomicPtr<Version>]>,
     /// Why the request cannot run under BOHM (decided at planning).
     unusable: Option<Error>,
     outcome: UnsafeCell<Option<BoxedOutcome>>,
@@ -557,6 +567,7 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
         .map(|(i, s)| {
             keys.clear();
             let mut writes = Vec::new();
+            let mut reads: Vec<(TableId, Box<[u8]>)> = Vec::new();
             let unusable = if s.proc.needs_reconnaissance() {
                 Some(Error::InvalidArgument(format!(
                     "BOHM does not yet run requests that need a reconnaissance ('{}')",
@@ -570,6 +581,9 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
             } else {
                 let mut bad = None;
                 for d in keys.iter() {
+                    if d.access == Access::Read && d.is_key() {
+                        reads.push((d.table, Box::<[u8]>::from(d.lo)));
+                    }
                     if d.access == Access::Write {
                         if !d.is_key() {
                             bad = Some(Error::InvalidArgument(format!(
@@ -587,9 +601,16 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
             };
             if unusable.is_some() {
                 writes.clear();
+                reads.clear();
             }
+            // A key both read and written is read through its placeholder.
+            reads.retain(|r| !writes.contains(r));
+            reads.sort_unstable();
+            reads.dedup();
             let owner = writes.iter().map(|(t, k)| partition(*t, k, m)).collect();
             let ph = writes.iter().map(|_| AtomicPtr::new(ptr::null_mut())).collect();
+            let read_owner = reads.iter().map(|(t, k)| partition(*t, k, m)).collect();
+            let annot = reads.iter().map(|_| AtomicPtr::new(ptr::null_mut())).collect();
             BTxn {
                 ts: b.first_ts + i as u64,
                 state: AtomicU8::new(UNPROCESSED),
@@ -597,6 +618,9 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
                 writes: writes.into_boxed_slice(),
                 owner,
                 ph,
+                reads: reads.into_boxed_slice(),
+                read_owner,
+                annot,
                 unusable,
                 outcome: UnsafeCell::new(None),
             }
@@ -614,7 +638,7 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
 fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>) {
     // The latest version of each record this thread owns (thread-local,
     // as the thesis keeps it), and the record itself.
-    let mut latest: LatestMap = HashMap::new();
+    let mut latest: LatestMap = sh.tables.iter().map(|_| HashMap::new()).collect();
     // Records whose chains grew, with the batch of the version that
     // superseded an older one: GC candidates.
     let mut superseded: std::collections::VecDeque<(u64, *const BRecord)> = Default::default();
@@ -634,34 +658,61 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
         {
             let g = local.pin();
             for txn in ctx.txns.iter() {
+                for (i, (t, key)) in txn.reads.iter().enumerate() {
+                    if txn.read_owner[i] != me {
+                        continue;
+                    }
+                    let tree = &sh.tables[t.as_u32() as usize];
+                    let map = &mut latest[t.as_u32() as usize];
+                    let v = match map.get(&key[..]) {
+                        Some(&(_, v)) => v,
+                        None => match tree.get(key, &g) {
+                            Lookup::Found(r) => {
+                                let rec = r as *const BRecord;
+                                // SAFETY: records are never freed while the
+                                // engine runs.
+                                let v = unsafe { (*rec).head.load(Ordering::Acquire) };
+                                map.insert(key.clone(), (rec, v));
+                                v
+                            }
+                            Lookup::Missing { .. } => ptr::null_mut(),
+                        },
+                    };
+                    txn.annot[i].store(v, Ordering::Release);
+                }
                 for (i, (t, key)) in txn.writes.iter().enumerate() {
                     if txn.owner[i] != me {
                         continue;
                     }
                     let tree = &sh.tables[t.as_u32() as usize];
-                    let slot = latest.entry((*t, key.clone())).or_insert_with(|| {
-                        match tree.get(key, &g) {
-                            Lookup::Found(v) => {
-                                let rec = v as *const BRecord;
-                                // SAFETY: records are never freed while the
-                                // engine runs.
-                                (rec, unsafe { (*rec).head.load(Ordering::Acquire) })
-                            }
-                            Lookup::Missing { .. } => {
-                                let rec = Box::into_raw(Box::new(BRecord {
-                                    head: AtomicPtr::new(ptr::null_mut()),
-                                }));
-                                match tree.insert(key, rec as u64, &g) {
-                                    Insert::Inserted { .. } => {
-                                        (rec as *const BRecord, ptr::null_mut())
-                                    }
-                                    Insert::Exists(_) => {
-                                        unreachable!("only the owning CC thread inserts a key")
+                    let map = &mut latest[t.as_u32() as usize];
+                    if !map.contains_key(&key[..]) {
+                        let e = {
+                            match tree.get(key, &g) {
+                                Lookup::Found(v) => {
+                                    let rec = v as *const BRecord;
+                                    // SAFETY: records are never freed while the
+                                    // engine runs.
+                                    (rec, unsafe { (*rec).head.load(Ordering::Acquire) })
+                                }
+                                Lookup::Missing { .. } => {
+                                    let rec = Box::into_raw(Box::new(BRecord {
+                                        head: AtomicPtr::new(ptr::null_mut()),
+                                    }));
+                                    match tree.insert(key, rec as u64, &g) {
+                                        Insert::Inserted { .. } => {
+                                            (rec as *const BRecord, ptr::null_mut())
+                                        }
+                                        Insert::Exists(_) => {
+                                            unreachable!("only the owning CC thread inserts a key")
+                                        }
                                     }
                                 }
                             }
-                        }
-                    });
+                        };
+                        map.insert(key.clone(), e);
+                    }
+                    let slot = map.get_mut(&key[..]).expect("just inserted");
                     let (rec, prev) = *slot;
                     let v = new_version(txn.ts, txn, PENDING, prev);
                     if !prev.is_null() {
@@ -931,18 +982,34 @@ impl BohmTx<'_> {
 
     /// The value of `(t, key)` visible to this transaction.
     fn read(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
-        if let Some(s) = self.slot(t, key) {
+        let start = if let Some(s) = self.slot(t, key) {
             if let Some(w) = self.own(s) {
                 let w: *const Option<Box<[u8]>> = w;
                 // SAFETY: `writes` is not changed while the slice is out
                 // (the borrow of self lasts as long as it).
                 return Ok(unsafe { (*w).as_deref() });
             }
-        }
-        let Some(rec) = self.record(t, key)? else {
-            return Ok(None);
+            // A declared write: the version before this transaction's own
+            // placeholder is the one to read (a read-modify-write reads
+            // the previous version), with no walk past later placeholders.
+            let ph = self.txn.ph[s].load(Ordering::Acquire);
+            // SAFETY: the placeholders of a planned batch are alive.
+            unsafe { (*ph).prev.load(Ordering::Acquire) }
+        } else if let Some(r) = self
+            .txn
+            .reads
+            .iter()
+            .position(|(tt, k)| *tt == t && &k[..] == key)
+        {
+            // The read-set annotation.
+            self.txn.annot[r].load(Ordering::Acquire)
+        } else {
+            match self.record(t, key)? {
+                Some(rec) => rec.head.load(Ordering::Acquire),
+                None => return Ok(None),
+            }
         };
-        match visible(self.sh, self.local, self.g, rec, self.txn.ts, self.depth)? {
+        match visible(self.sh, self.local, self.g, start, self.txn.ts, self.depth)? {
             // SAFETY: a filled version's data is immutable and alive while
             // pinned.
             Some(v) => Ok(Some(unsafe { &(*v).data.get().as_ref().unwrap()[..] })),
@@ -983,8 +1050,10 @@ impl BohmTx<'_> {
     }
 }
 
-/// The version of `rec` visible at `ts` (a value; `None` if absent or a
-/// tombstone), executing or waiting for unfilled producers.
+/// The version visible at `ts` of the chain that `start` is in (the
+/// record's newest version, a placeholder's predecessor, or a read-set
+/// annotation): a value, or `None` if absent or a tombstone; executing or
+/// waiting for unfilled producers.
 ///
 /// The thesis prints the visibility test as `begin <= ts <= end`. Both
 /// bounds inclusive is wrong for a read-modify-write: a transaction would
@@ -995,11 +1064,11 @@ fn visible(
     sh: &Shared,
     local: &LocalEpoch,
     g: &Guard<'_>,
-    rec: &BRecord,
+    start: *mut Version,
     ts: u64,
     depth: u32,
 ) -> Result<Option<*const Version>, Error> {
-    let mut p = rec.head.load(Ordering::Acquire);
+    let mut p = start;
     let mut first = true;
     while !p.is_null() {
         // SAFETY: reachable versions are alive while pinned.

@@ -35,6 +35,9 @@ enum Op {
     Scan { lo: u64, hi: u64 },
     /// Writes a key it does not declare.
     Rogue { key: u64 },
+    /// Read exact keys (declared reads: the read-set annotation); output
+    /// the sum of their values.
+    Read { keys: Vec<u64> },
 }
 
 #[derive(Clone, Debug)]
@@ -87,6 +90,13 @@ impl Request for P {
                 tx.put(t, &k(*key + 1), b"12345678")?;
                 Ok(0)
             }
+            Op::Read { keys } => {
+                let mut sum = 0;
+                for &key in keys {
+                    sum += val(tx.get(t, &k(key))?);
+                }
+                Ok(sum)
+            }
         }
     }
     fn declare(&self, keys: &mut KeySet) -> bool {
@@ -94,6 +104,7 @@ impl Request for P {
             Op::Rmw { keys: ks, .. } => ks.iter().for_each(|&x| keys.write(self.t, &k(x))),
             Op::InsDel { key, .. } | Op::Rogue { key } => keys.write(self.t, &k(*key)),
             Op::Scan { lo, hi } => keys.read_range(self.t, &k(*lo), &k(*hi)),
+            Op::Read { keys: ks } => ks.iter().for_each(|&x| keys.read(self.t, &k(x))),
         }
         true
     }
@@ -125,13 +136,18 @@ fn gen(rng: &mut SmallRng, t: TableId, keys: u64) -> P {
             key: rng.gen_range(0..keys * 2),
             insert: rng.gen_bool(0.6),
         },
-        85..=97 => {
+        85..=92 => {
             let lo = rng.gen_range(0..keys * 2);
             Op::Scan {
                 lo,
                 hi: lo + rng.gen_range(0..10),
             }
         }
+        93..=98 => Op::Read {
+            keys: (0..rng.gen_range(1..=5))
+                .map(|_| rng.gen_range(0..keys * 2))
+                .collect(),
+        },
         _ => Op::Rogue {
             key: rng.gen_range(0..keys),
         },
