@@ -135,6 +135,8 @@ struct BTxn {
     /// each, written by the key's owning CC thread.
     writes: Box<[(TableId, Box<[u8]>)]>,
     owner: Box<[u16]>,
+    /// The first 8 bytes of each write key, as a word (a fast filter).
+    wword: Box<[u64]>,
     ph: Box<[AtomicPtr<Version>]>,
     /// Declared read keys (exact keys, not also written) and the read-set
     /// annotation (§5.3.2): the owning CC thread stores there the
@@ -511,6 +513,15 @@ impl Shared {
     }
 }
 
+/// The first 8 bytes of `key` (zero-padded) as a word.
+#[inline]
+fn key_word(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_le_bytes(b)
+}
+
 fn new_version(begin: u64, producer: *const BTxn, state: u8, prev: *mut Version) -> *mut Version {
     Box::into_raw(Box::new(Version {
         begin,
@@ -608,6 +619,7 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
             reads.sort_unstable();
             reads.dedup();
             let owner = writes.iter().map(|(t, k)| partition(*t, k, m)).collect();
+            let wword = writes.iter().map(|(_, k)| key_word(k)).collect();
             let ph = writes.iter().map(|_| AtomicPtr::new(ptr::null_mut())).collect();
             let read_owner = reads.iter().map(|(t, k)| partition(*t, k, m)).collect();
             let annot = reads.iter().map(|_| AtomicPtr::new(ptr::null_mut())).collect();
@@ -617,6 +629,7 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
                 proc: UnsafeCell::new(s.proc),
                 writes: writes.into_boxed_slice(),
                 owner,
+                wword,
                 ph,
                 reads: reads.into_boxed_slice(),
                 read_owner,
@@ -957,10 +970,14 @@ struct BohmTx<'a> {
 impl BohmTx<'_> {
     /// The declared write slot of `(t, key)`.
     fn slot(&self, t: TableId, key: &[u8]) -> Option<usize> {
+        // Compare a word of each key first: most declared keys differ in
+        // their first 8 bytes, and a byte comparison is a library call.
+        let w = key_word(key);
         self.txn
             .writes
             .iter()
-            .position(|(tt, k)| *tt == t && &k[..] == key)
+            .zip(self.txn.wword.iter())
+            .position(|((tt, k), &kw)| kw == w && *tt == t && &k[..] == key)
     }
 
     fn own(&self, slot: usize) -> Option<&Option<Box<[u8]>>> {
@@ -1031,18 +1048,25 @@ impl BohmTx<'_> {
     /// Commit: fill every placeholder with the last write to its key, or
     /// skip it.
     fn fill(&mut self) {
-        for (s, p) in self.txn.ph.iter().enumerate() {
+        // The last write to each slot wins; its value moves into the
+        // version (no copy).
+        let mut last: Vec<Option<Option<Box<[u8]>>>> =
+            (0..self.txn.ph.len()).map(|_| None).collect();
+        for (s, val) in self.writes.drain(..) {
+            last[s] = Some(val);
+        }
+        for (p, w) in self.txn.ph.iter().zip(last) {
             let v = p.load(Ordering::Acquire);
             // SAFETY: placeholders of a planned batch are alive; this
             // thread runs their producer.
             let v = unsafe { &*v };
-            let st = match self.writes.iter().rev().find(|(w, _)| *w == s) {
-                Some((_, Some(val))) => {
+            let st = match w {
+                Some(Some(val)) => {
                     // SAFETY: written once, before the state is published.
-                    unsafe { *v.data.get() = val.clone() };
+                    unsafe { *v.data.get() = val };
                     VALUE
                 }
-                Some((_, None)) => TOMBSTONE,
+                Some(None) => TOMBSTONE,
                 None => SKIPPED,
             };
             v.state.store(st, Ordering::Release);
