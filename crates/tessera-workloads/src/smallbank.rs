@@ -177,6 +177,80 @@ struct SbRequest {
     t: Tables,
 }
 
+/// One SmallBank transaction as an owned, loggable request (a
+/// `tessera::det::Procedure`) for the deterministic protocols: the drawn
+/// inputs, taken by [`SmallBank::procedure`]; its body and declared sets
+/// are the interactive request's. Its output is the money it moved in.
+#[derive(Clone, Copy, Debug)]
+pub struct SbProc(SbRequest);
+
+impl PartialEq for SbProc {
+    fn eq(&self, o: &Self) -> bool {
+        let (a, b) = (&self.0, &o.0);
+        a.kind == b.kind
+            && a.a == b.a
+            && a.b == b.b
+            && a.amount == b.amount
+            && a.spin == b.spin
+            && (a.t.customer, a.t.savings, a.t.checking)
+                == (b.t.customer, b.t.savings, b.t.checking)
+    }
+}
+
+impl Request for SbProc {
+    type Output = i64;
+    fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<i64> {
+        self.0.run(tx)
+    }
+    fn declare(&self, keys: &mut KeySet) -> bool {
+        self.0.declare(keys)
+    }
+}
+
+/// Encoding: `kind u8 | a u64 | b u64 | amount i64 | spin_ns u64 |
+/// customer, savings, checking u32` (45 bytes).
+impl tessera::det::Procedure for SbProc {
+    const ID: tessera::det::ProcId = 0x0200;
+    const NAME: &'static str = "smallbank";
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        let r = &self.0;
+        let kind = SbTxn::ALL.iter().position(|&k| k == r.kind).unwrap_or(0) as u8;
+        out.push(kind);
+        out.extend_from_slice(&r.a.to_le_bytes());
+        out.extend_from_slice(&r.b.to_le_bytes());
+        out.extend_from_slice(&r.amount.to_le_bytes());
+        out.extend_from_slice(&(r.spin.as_nanos() as u64).to_le_bytes());
+        for t in [r.t.customer, r.t.savings, r.t.checking] {
+            out.extend_from_slice(&t.as_u32().to_le_bytes());
+        }
+    }
+
+    fn decode(b: &[u8]) -> Result<Self, String> {
+        let b: &[u8; 45] = b
+            .try_into()
+            .map_err(|_| format!("smallbank arguments of {} bytes, not 45", b.len()))?;
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        let t_at =
+            |i: usize| TableId::from_u32(u32::from_le_bytes(b[i..i + 4].try_into().unwrap()));
+        let kind = *SbTxn::ALL
+            .get(b[0] as usize)
+            .ok_or_else(|| format!("smallbank transaction kind {}", b[0]))?;
+        Ok(SbProc(SbRequest {
+            kind,
+            a: u64_at(1),
+            b: u64_at(9),
+            amount: u64_at(17) as i64,
+            spin: Duration::from_nanos(u64_at(25)),
+            t: Tables {
+                customer: t_at(33),
+                savings: t_at(37),
+                checking: t_at(41),
+            },
+        }))
+    }
+}
+
 fn id_key(id: u64) -> [u8; 8] {
     id.to_be_bytes()
 }
@@ -346,6 +420,12 @@ impl Conservation {
 }
 
 impl SmallBank {
+    /// The current transaction of `st` (drawn by `Workload::next`) as an
+    /// owned, loggable request.
+    pub fn procedure(&self, st: &SmallBankThread) -> SbProc {
+        SbProc(st.req)
+    }
+
     /// The workload for these knobs (validated).
     pub fn new(cfg: SmallBankConfig) -> Result<SmallBank, String> {
         cfg.validate()?;

@@ -1,7 +1,8 @@
-//! YCSB as a loggable procedure (`YcsbProc`, for the deterministic
-//! protocols): its encoding round-trips and refuses damage, and BOHM runs
-//! a stream of YCSB transactions (10 read-modify-writes, skewed) to the
-//! state a serial execution in the same order reaches.
+//! The workloads as loggable procedures (`YcsbProc`, `SbProc`, for the
+//! deterministic protocols): their encodings round-trip and refuse damage,
+//! and BOHM runs a stream of them (YCSB's 10 read-modify-writes, skewed;
+//! SmallBank at high contention, with its logic aborts) to the outcomes
+//! and the state a serial execution in the same order reaches.
 
 use std::ops::Bound;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use tessera::cc::bohm::{Bohm, BohmConfig};
 use tessera::det::{serial, Outcome, Procedure, SequencerConfig};
 use tessera::{Database, Options, ScanOptions};
 use tessera_workloads::driver::Workload;
+use tessera_workloads::smallbank::{SbProc, SmallBank, SmallBankConfig};
 use tessera_workloads::ycsb::{Ycsb, YcsbConfig, YcsbProc};
 
 fn workload(theta: f64, read_ratio: f64) -> Ycsb {
@@ -119,5 +121,90 @@ fn bohm_runs_ycsb_to_the_serial_state() {
             want,
             "theta {theta}, {m} CC, {n} exec"
         );
+    }
+}
+
+#[test]
+fn bohm_runs_smallbank_to_the_serial_outcomes_and_state() {
+    let wl = SmallBank::new(SmallBankConfig {
+        customers: 50,
+        spin_us: 0,
+        mix: [20, 20, 20, 20, 20],
+    })
+    .unwrap();
+    let db = Database::open(Options::in_memory().workers(8)).unwrap();
+    wl.load(&db, 2, &|_| {}).unwrap();
+    let mut w = db.worker().unwrap();
+    // BOHM's tables in the database's id order.
+    let names = ["customer", "savings", "checking"];
+    let mut by_id: Vec<(u32, &str)> = names
+        .iter()
+        .map(|n| (db.table(n).unwrap().as_u32(), *n))
+        .collect();
+    by_id.sort_unstable();
+    assert_eq!(by_id.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let order: Vec<&str> = by_id.iter().map(|x| x.1).collect();
+    let mut bohm = Bohm::new(
+        &order,
+        BohmConfig {
+            cc_threads: 2,
+            exec_threads: 2,
+            sequencer: SequencerConfig {
+                batch_size: 300,
+                batch_time: Duration::from_millis(1),
+            },
+        },
+    )
+    .unwrap();
+    let dump = |w: &mut tessera::Worker, t| {
+        w.run(|tx| {
+            tx.scan_collect(
+                t,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                ScanOptions::default(),
+            )
+        })
+        .unwrap()
+    };
+    for n in &order {
+        let t = db.table(n).unwrap();
+        for (k, v) in dump(&mut w, t) {
+            bohm.load(t, &k, &v).unwrap();
+        }
+    }
+    bohm.start().unwrap();
+    let mut st = wl.thread_state(0, 1, 3);
+    let procs: Vec<SbProc> = (0..3_000)
+        .map(|_| {
+            wl.next(&mut st);
+            wl.procedure(&st)
+        })
+        .collect();
+    for p in procs.iter().take(20) {
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        assert_eq!(SbProc::decode(&b).unwrap(), *p);
+        assert!(SbProc::decode(&b[..b.len() - 1]).is_err());
+    }
+    let receipts: Vec<_> = procs.iter().map(|p| bohm.submit(*p).unwrap()).collect();
+    let got: Vec<_> = receipts.into_iter().map(|r| r.wait().unwrap()).collect();
+    bohm.shutdown().unwrap();
+    let mut aborted = 0;
+    for (i, p) in procs.iter().enumerate() {
+        let mut p = *p;
+        let want = match serial::run_one(&mut w, &mut p).unwrap() {
+            Outcome::Committed(b) => Outcome::Committed(*b.downcast::<i64>().unwrap()),
+            Outcome::Aborted => {
+                aborted += 1;
+                Outcome::Aborted
+            }
+        };
+        assert_eq!(got[i], want, "request {i}");
+    }
+    assert!(aborted > 0, "no transact_saving rolled back");
+    for n in &order {
+        let t = db.table(n).unwrap();
+        assert_eq!(bohm.dump(t).unwrap(), dump(&mut w, t), "table {n}");
     }
 }
