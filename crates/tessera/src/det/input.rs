@@ -217,8 +217,15 @@ pub fn read_input_log(dir: &Path) -> Result<InputScan, Error> {
         return Ok(scan);
     };
     let mut last_seq: Option<u64> = None;
+    // A torn tail is allowed at the end of the stream: in the last segment
+    // that holds anything (a restart opens a new, possibly empty, segment
+    // after cutting it, and a run may end before writing to its segment).
+    let last_nonempty = segs
+        .iter()
+        .rposition(|(_, p)| std::fs::metadata(p).map_or(true, |m| m.len() > 0))
+        .unwrap_or(0);
     for (i, (segno, path)) in segs.iter().enumerate() {
-        let last_file = i + 1 == segs.len();
+        let last_file = i >= last_nonempty;
         let bytes = segment::read_segment(path)
             .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
         let corrupt = |off: u64, why: String| {

@@ -102,6 +102,68 @@ pub struct Batch {
     pub release: Arc<BatchRelease>,
 }
 
+impl Batch {
+    /// A batch read back from the input log, for replay through a
+    /// protocol's normal path: already durable, its outcomes kept only
+    /// for the returned [`Replayed`] handle to wait on.
+    pub fn replayed(
+        number: u64,
+        first_ts: u64,
+        procs: Vec<Box<dyn DynProcedure>>,
+    ) -> (Batch, Replayed) {
+        let cells: Vec<Arc<Cell>> = procs.iter().map(|_| Arc::default()).collect();
+        let release = Arc::new(BatchRelease::new(cells.clone()));
+        release.durable(Ok(()));
+        let txns = procs
+            .into_iter()
+            .zip(cells.iter().cloned())
+            .map(|(proc, cell)| Submission {
+                proc,
+                args: Vec::new(),
+                cell,
+            })
+            .collect();
+        (
+            Batch {
+                number,
+                first_ts,
+                txns,
+                release,
+            },
+            Replayed { cells },
+        )
+    }
+}
+
+/// Waits for a replayed batch to execute.
+pub struct Replayed {
+    cells: Vec<Arc<Cell>>,
+}
+
+impl Replayed {
+    /// Wait until the batch has executed: how many of its requests
+    /// committed, and how many did not (a logic abort, or an error: either
+    /// happened when the request first ran too, deterministically).
+    pub fn wait(self) -> (u64, u64) {
+        let (mut committed, mut aborted) = (0, 0);
+        for c in self.cells {
+            let mut slot = c.slot.lock();
+            let o = loop {
+                if let Some(o) = slot.take() {
+                    break o;
+                }
+                c.cv.wait(&mut slot);
+            };
+            match o {
+                Ok(Outcome::Committed(_)) => committed += 1,
+                Ok(Outcome::Aborted) => aborted += 1,
+                Err(_) => aborted += 1,
+            }
+        }
+        (committed, aborted)
+    }
+}
+
 /// The meeting point of a batch's two conditions for release: executed
 /// (the protocol) and durable (the sequencer's sync).
 pub struct BatchRelease {

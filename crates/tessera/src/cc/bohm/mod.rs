@@ -69,11 +69,15 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::catalog::TableId;
+use crate::det::input::{read_input_log, InputLog};
 use crate::det::sequencer::{Batch, BatchRelease};
-use crate::det::{DynProcedure, Outcome, Procedure, Receipt, Sequencer, SequencerConfig};
+use crate::det::{
+    DynProcedure, Outcome, Procedure, Procedures, Receipt, Sequencer, SequencerConfig,
+};
 use crate::epoch::{Epochs, Guard, LocalEpoch, Ticker};
 use crate::error::{Error, TxError, TxResult};
 use crate::index::{BTree, Insert, Lookup, Unobserved};
+use crate::log::segment;
 use crate::request::{Access, KeySet};
 use crate::txn::{ScanOptions, Txn, TxnOps};
 
@@ -193,6 +197,20 @@ impl Default for BohmConfig {
     }
 }
 
+/// What [`Bohm::start`] replayed from the input log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplayStats {
+    /// Batches replayed.
+    pub batches: u64,
+    /// Requests that committed.
+    pub committed: u64,
+    /// Requests that did not (their logic aborted, or they failed: as
+    /// when they first ran).
+    pub not_committed: u64,
+    /// Whether a torn tail (a batch never acknowledged) was cut.
+    pub cut_torn_tail: bool,
+}
+
 /// What the stages did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BohmStats {
@@ -233,6 +251,10 @@ pub struct Bohm {
     cc: Vec<JoinHandle<()>>,
     exec: Vec<JoinHandle<()>>,
     ticker: Option<Ticker>,
+    /// The input log's directory and the procedures it may name.
+    input: Option<(std::path::PathBuf, Procedures)>,
+    /// What `start` replayed from the input log.
+    replayed: ReplayStats,
     /// The epoch slot of loads, dumps and teardown (behind a lock so that
     /// clients on several threads can share the engine to submit).
     loader: Mutex<Option<LocalEpoch>>,
@@ -286,8 +308,26 @@ impl Bohm {
             cc: Vec::new(),
             exec: Vec::new(),
             ticker: None,
+            input: None,
+            replayed: ReplayStats::default(),
             loader: Mutex::new(loader),
         })
+    }
+
+    /// Log every batch to the input log in `dir` (synced per batch before
+    /// its outcomes are released), and at [`Bohm::start`] first replay the
+    /// batches already there, through the stages, after cutting a torn
+    /// tail (never acknowledged). The state after the replay is the one
+    /// the logged batches produced over the same load: BOHM is
+    /// deterministic. `procs` decodes the logged requests.
+    pub fn with_input_log(mut self, dir: &std::path::Path, procs: Procedures) -> Bohm {
+        self.input = Some((dir.to_path_buf(), procs));
+        self
+    }
+
+    /// What [`Bohm::start`] replayed.
+    pub fn replayed(&self) -> ReplayStats {
+        self.replayed
     }
 
     /// The id of table `name`.
@@ -374,13 +414,60 @@ impl Bohm {
                     .map_err(|e| Error::io("cannot start a BOHM CC thread", e))?,
             );
         }
+        // The input log: replay what it holds, then continue it.
+        let (mut first_batch, mut first_ts, mut log) = (0, 1, None);
+        if let Some((dir, procs)) = &self.input {
+            let scan = read_input_log(dir)?;
+            if let Some((path, off, _)) = &scan.torn {
+                segment::truncate_file(path, *off).map_err(|e| {
+                    Error::io(format!("cannot cut the torn tail of {}", path.display()), e)
+                })?;
+            }
+            let mut waits = Vec::new();
+            for lb in &scan.batches {
+                let mut ps = Vec::with_capacity(lb.entries.len());
+                for (id, args) in &lb.entries {
+                    ps.push(procs.decode(*id, args)?);
+                }
+                let (b, w) = Batch::replayed(lb.number, lb.first_ts, ps);
+                let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads));
+                for tx in &cc_tx {
+                    let _ = tx.send(ctx.clone());
+                }
+                waits.push(w);
+                first_batch = lb.number + 1;
+                first_ts = lb.first_ts + lb.entries.len() as u64;
+            }
+            for w in waits {
+                let (c, a) = w.wait();
+                self.replayed.committed += c;
+                self.replayed.not_committed += a;
+                self.replayed.batches += 1;
+            }
+            self.replayed.cut_torn_tail = scan.torn.is_some();
+            let segno = scan.last_segno.map_or(1, |s| s + 1);
+            log = Some(
+                InputLog::create(dir, segno, scan.next_seq, 64 << 20).map_err(|e| {
+                    Error::io(
+                        format!("cannot start the input log in {}", dir.display()),
+                        e,
+                    )
+                })?,
+            );
+        }
         let sink = Box::new(move |b: Batch| {
             let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads));
             for tx in &cc_tx {
                 let _ = tx.send(ctx.clone());
             }
         });
-        self.seq = Some(Sequencer::start(cfg.sequencer, 0, 1, None, sink)?);
+        self.seq = Some(Sequencer::start(
+            cfg.sequencer,
+            first_batch,
+            first_ts,
+            log,
+            sink,
+        )?);
         Ok(())
     }
 
