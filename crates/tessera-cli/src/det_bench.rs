@@ -82,10 +82,30 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
             "--txns is not supported with --cc bohm yet: use --seconds",
         ));
     }
-    if c.durability.data_dir.is_some() || c.durability.durability != tessera::Durability::None {
+    c.durability.check().map_err(Failure::usage)?;
+    if c.durability.durability == tessera::Durability::Async {
         return Err(Failure::usage(
-            "--cc bohm runs in memory so far (its input log is not wired to --data-dir yet)",
+            "--cc bohm releases a batch's outcomes only once its input is durable: use \
+             --durability sync (or none)",
         ));
+    }
+    if c.durability.checkpoint_secs.is_some() {
+        return Err(Failure::usage(
+            "--checkpoint-secs is not supported with --cc bohm yet",
+        ));
+    }
+    // The input log: a fresh directory (the benchmark loads fresh data).
+    let input_dir = c.durability.data_dir.clone();
+    if let Some(dir) = &input_dir {
+        let used = std::fs::read_dir(dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false);
+        if used {
+            return Err(Failure::usage(format!(
+                "--data-dir {} is not empty; --cc bohm writes its input log to a new or empty directory",
+                dir.display()
+            )));
+        }
     }
     if c.declared {
         return Err(Failure::usage(
@@ -101,6 +121,12 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
     // BOHM's table at timestamp 0.
     let t0 = Instant::now();
     let mut bohm = Bohm::new(&[TABLE], cfg).map_err(|e| Failure::from_error("BOHM: ", &e))?;
+    if let Some(dir) = &input_dir {
+        let procs = tessera::det::Procedures::new()
+            .register::<tessera_workloads::ycsb::YcsbProc>()
+            .map_err(|e| Failure::from_error("", &e))?;
+        bohm = bohm.with_input_log(dir, procs);
+    }
     {
         let db = Database::open(Options::in_memory().workers(cores.max(2)))
             .map_err(|e| Failure::from_error("cannot open the loading database: ", &e))?;
@@ -248,7 +274,10 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
             "batch_us": cfg.sequencer.batch_time.as_micros() as u64,
             "client_window": window,
             "prefault_bytes": c.prefault,
+            "durability": c.durability.durability.name(),
+            "data_dir": input_dir.as_ref().map(|d| d.display().to_string()),
         },
+        "input_log_bytes": stats.input_bytes,
         "bohm": {
             "batches": stats.batches,
             "placeholders": stats.placeholders,

@@ -446,6 +446,32 @@ fn bohm_runs_ycsb_and_its_knobs_are_checked() {
     assert_eq!(v["engine"]["cc_threads"], 2);
     assert_eq!(v["engine"]["batch_size"], 200);
     assert!(v["bohm"]["placeholders"].as_u64().unwrap() > 0, "{v}");
+    // Durable: the input log is written to the data directory.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("bohm");
+    let o = tessera(&[
+        "bench",
+        "ycsb",
+        "--cc",
+        "bohm",
+        "--records",
+        "2000",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0",
+        "--durability",
+        "sync",
+        "--data-dir",
+        d.to_str().unwrap(),
+        "--json",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["input_log_bytes"].as_u64().unwrap() > 0, "{v}");
+    let seg = d.join("log-000-00000001.tlog");
+    assert!(std::fs::metadata(&seg).unwrap().len() > 0);
     for (args, expect) in [
         (
             &["ycsb", "--records", "100", "--cc-threads", "2"][..],
@@ -470,6 +496,20 @@ fn bohm_runs_ycsb_and_its_knobs_are_checked() {
                 "0",
             ][..],
             "--batch-size",
+        ),
+        (
+            &[
+                "ycsb",
+                "--records",
+                "100",
+                "--cc",
+                "bohm",
+                "--durability",
+                "async",
+                "--data-dir",
+                "/nonexistent/x",
+            ][..],
+            "--durability sync",
         ),
     ] {
         let mut a = vec!["bench"];

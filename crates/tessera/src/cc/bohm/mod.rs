@@ -223,6 +223,8 @@ pub struct BohmStats {
     pub collected: u64,
     /// Batches executed.
     pub batches: u64,
+    /// Bytes written to the input log (after `shutdown`).
+    pub input_bytes: u64,
 }
 
 struct Shared {
@@ -255,6 +257,8 @@ pub struct Bohm {
     input: Option<(std::path::PathBuf, Procedures)>,
     /// What `start` replayed from the input log.
     replayed: ReplayStats,
+    /// Bytes the sequencer wrote to the input log.
+    input_bytes: u64,
     /// The epoch slot of loads, dumps and teardown (behind a lock so that
     /// clients on several threads can share the engine to submit).
     loader: Mutex<Option<LocalEpoch>>,
@@ -310,6 +314,7 @@ impl Bohm {
             ticker: None,
             input: None,
             replayed: ReplayStats::default(),
+            input_bytes: 0,
             loader: Mutex::new(loader),
         })
     }
@@ -494,9 +499,12 @@ impl Bohm {
             let _ = h.join();
         }
         self.sh.stopping.store(true, Ordering::SeqCst);
-        if let Some(Err(e)) = r {
-            return Err(e);
-        }
+        let input_bytes = match r {
+            Some(Err(e)) => return Err(e),
+            Some(Ok(s)) => s.input_bytes,
+            None => 0,
+        };
+        self.input_bytes = self.input_bytes.max(input_bytes);
         Ok(self.stats())
     }
 
@@ -507,6 +515,7 @@ impl Bohm {
             recursive: self.sh.recursive.load(Ordering::Relaxed),
             collected: self.sh.collected.load(Ordering::Relaxed),
             batches: self.sh.batches.load(Ordering::Relaxed),
+            input_bytes: self.input_bytes,
         }
     }
 
