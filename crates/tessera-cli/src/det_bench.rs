@@ -185,6 +185,13 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
             s.spawn(move || {
                 let mut st = wl.thread_state(i, c.threads, c.seed);
                 let mut inflight = VecDeque::with_capacity(window + 1);
+                let give_up = |e: tessera::Error| {
+                    failure
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(e);
+                    stop.store(true, Ordering::Relaxed);
+                };
                 let settle = |r: tessera::det::Receipt<()>| match r.wait() {
                     Ok(o) => {
                         if measuring.load(Ordering::Relaxed) {
@@ -194,24 +201,14 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
                             };
                         }
                     }
-                    Err(e) => {
-                        failure
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(e);
-                        stop.store(true, Ordering::Relaxed);
-                    }
+                    Err(e) => give_up(e),
                 };
                 while !stop.load(Ordering::Relaxed) {
                     wl.next(&mut st);
                     match bohm.submit(wl.procedure(&st)) {
                         Ok(r) => inflight.push_back(r),
                         Err(e) => {
-                            failure
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .get_or_insert(e);
-                            stop.store(true, Ordering::Relaxed);
+                            give_up(e);
                             break;
                         }
                     }

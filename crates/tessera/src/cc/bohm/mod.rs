@@ -385,39 +385,26 @@ impl Bohm {
             self.sh.epochs.clone(),
             Duration::from_millis(1),
         ));
-        // Execution stage.
+        // Execution stage, then the CC stage that feeds it.
         let mut exec_tx = Vec::new();
         for i in 0..cfg.exec_threads {
             let (tx, rx) = mpsc::channel::<Arc<BatchCtx>>();
             exec_tx.push(tx);
-            let sh = self.sh.clone();
-            let local = sh.epochs.register_internal().ok_or_else(|| {
-                Error::InvalidArgument("BOHM: no epoch slot for an execution thread".into())
+            // Deep recursion into producers needs a large stack.
+            let h = self.spawn_stage(format!("bohm-exec-{i}"), 64 << 20, move |sh, local| {
+                exec_main(sh, i, local, rx)
             })?;
-            self.exec.push(
-                std::thread::Builder::new()
-                    .name(format!("bohm-exec-{i}"))
-                    .stack_size(64 << 20)
-                    .spawn(move || exec_main(&sh, i, &local, rx))
-                    .map_err(|e| Error::io("cannot start a BOHM execution thread", e))?,
-            );
+            self.exec.push(h);
         }
         *self.sh.exec_tx.lock() = Some(exec_tx);
-        // CC stage.
         let mut cc_tx = Vec::new();
         for i in 0..cfg.cc_threads {
             let (tx, rx) = mpsc::channel::<Arc<BatchCtx>>();
             cc_tx.push(tx);
-            let sh = self.sh.clone();
-            let local = sh.epochs.register_internal().ok_or_else(|| {
-                Error::InvalidArgument("BOHM: no epoch slot for a CC thread".into())
+            let h = self.spawn_stage(format!("bohm-cc-{i}"), 2 << 20, move |sh, local| {
+                cc_main(sh, i as u16, local, rx)
             })?;
-            self.cc.push(
-                std::thread::Builder::new()
-                    .name(format!("bohm-cc-{i}"))
-                    .spawn(move || cc_main(&sh, i as u16, &local, rx))
-                    .map_err(|e| Error::io("cannot start a BOHM CC thread", e))?,
-            );
+            self.cc.push(h);
         }
         // The input log: replay what it holds, then continue it.
         let (mut first_batch, mut first_ts, mut log) = (0, 1, None);
@@ -474,6 +461,25 @@ impl Bohm {
             sink,
         )?);
         Ok(())
+    }
+
+    /// Start one stage thread with its own epoch slot.
+    fn spawn_stage(
+        &self,
+        name: String,
+        stack: usize,
+        f: impl FnOnce(&Shared, &LocalEpoch) + Send + 'static,
+    ) -> Result<JoinHandle<()>, Error> {
+        let sh = self.sh.clone();
+        let local = sh
+            .epochs
+            .register_internal()
+            .ok_or_else(|| Error::InvalidArgument(format!("BOHM: no epoch slot for {name}")))?;
+        std::thread::Builder::new()
+            .name(name.clone())
+            .stack_size(stack)
+            .spawn(move || f(&sh, &local))
+            .map_err(|e| Error::io(format!("cannot start the BOHM thread {name}"), e))
     }
 
     /// Submit a request.
