@@ -280,6 +280,15 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
             "placeholders": stats.placeholders,
             "recursive_executions": stats.recursive,
             "versions_collected": stats.collected,
+            "cc_busy_seconds": stats.cc_busy_ns as f64 / 1e9,
+            "exec_busy_seconds": stats.exec_busy_ns as f64 / 1e9,
+            // The CC stage alone: placeholders (one per declared write, an
+            // RMW each in YCSB) per second of a CC thread's busy time.
+            "cc_stage_placeholders_per_busy_s_per_thread": if stats.cc_busy_ns > 0 {
+                stats.placeholders as f64 / (stats.cc_busy_ns as f64 / 1e9)
+            } else {
+                0.0
+            },
         },
         "load": { "seconds": load_secs },
         "config": wl.config(),
@@ -295,7 +304,8 @@ fn table(r: &Value) -> String {
     format!(
         "bohm on ycsb: {} client thread(s), {} CC, {} exec\n\
          committed {} in {:.2} s: {:.0} txn/s ({} aborted by their logic)\n\
-         batches {}, placeholders {}, producers run by readers {}, versions collected {}\n",
+         batches {}, placeholders {}, producers run by readers {}, versions collected {}\n\
+         CC stage alone: {:.0} placeholders per busy second per CC thread\n",
         r["threads"],
         r["engine"]["cc_threads"],
         r["engine"]["exec_threads"],
@@ -307,5 +317,8 @@ fn table(r: &Value) -> String {
         r["bohm"]["placeholders"],
         r["bohm"]["recursive_executions"],
         r["bohm"]["versions_collected"],
+        r["bohm"]["cc_stage_placeholders_per_busy_s_per_thread"]
+            .as_f64()
+            .unwrap_or(0.0),
     )
 }

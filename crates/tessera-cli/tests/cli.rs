@@ -446,6 +446,13 @@ fn bohm_runs_ycsb_and_its_knobs_are_checked() {
     assert_eq!(v["engine"]["cc_threads"], 2);
     assert_eq!(v["engine"]["batch_size"], 200);
     assert!(v["bohm"]["placeholders"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        v["bohm"]["cc_stage_placeholders_per_busy_s_per_thread"]
+            .as_f64()
+            .unwrap()
+            > 0.0,
+        "{v}"
+    );
     // Durable: the input log is written to the data directory.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("bohm");

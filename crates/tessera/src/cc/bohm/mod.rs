@@ -225,6 +225,13 @@ pub struct BohmStats {
     pub batches: u64,
     /// Bytes written to the input log (after `shutdown`).
     pub input_bytes: u64,
+    /// Nanoseconds the CC threads spent planning batches (all of them
+    /// together; idle waits excluded): placeholders per busy second per
+    /// thread is the CC stage's own throughput.
+    pub cc_busy_ns: u64,
+    /// Nanoseconds the execution threads spent on batches, waits for
+    /// other threads' transactions included.
+    pub exec_busy_ns: u64,
 }
 
 struct Shared {
@@ -241,6 +248,8 @@ struct Shared {
     recursive: AtomicU64,
     collected: AtomicU64,
     batches: AtomicU64,
+    cc_busy_ns: AtomicU64,
+    exec_busy_ns: AtomicU64,
     stopping: AtomicBool,
 }
 
@@ -306,6 +315,8 @@ impl Bohm {
                 recursive: AtomicU64::new(0),
                 collected: AtomicU64::new(0),
                 batches: AtomicU64::new(0),
+                cc_busy_ns: AtomicU64::new(0),
+                exec_busy_ns: AtomicU64::new(0),
                 stopping: AtomicBool::new(false),
             }),
             seq: None,
@@ -522,6 +533,8 @@ impl Bohm {
             collected: self.sh.collected.load(Ordering::Relaxed),
             batches: self.sh.batches.load(Ordering::Relaxed),
             input_bytes: self.input_bytes,
+            cc_busy_ns: self.sh.cc_busy_ns.load(Ordering::Relaxed),
+            exec_busy_ns: self.sh.exec_busy_ns.load(Ordering::Relaxed),
         }
     }
 
@@ -770,6 +783,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
+        let busy = std::time::Instant::now();
         {
             let g = local.pin();
             for txn in ctx.txns.iter() {
@@ -846,6 +860,8 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
             }
             collect(sh, &mut superseded, &g);
         }
+        sh.cc_busy_ns
+            .fetch_add(busy.elapsed().as_nanos() as u64, Ordering::Relaxed);
         // The barrier: the last CC thread to finish hands the batch on.
         if ctx.cc_left.fetch_sub(1, Ordering::AcqRel) == 1 {
             if let Some(txs) = sh.exec_tx.lock().as_ref() {
@@ -910,6 +926,7 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
     let n = sh.cfg.exec_threads;
     let mut aside: Vec<usize> = Vec::new();
     while let Ok(ctx) = rx.recv() {
+        let busy = std::time::Instant::now();
         aside.clear();
         let mut j = me;
         while j < ctx.txns.len() {
@@ -926,6 +943,8 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
         if let Some(last) = ctx.txns.last() {
             sh.finished[me].store(last.ts, Ordering::Release);
         }
+        sh.exec_busy_ns
+            .fetch_add(busy.elapsed().as_nanos() as u64, Ordering::Relaxed);
         if ctx.exec_left.fetch_sub(1, Ordering::AcqRel) == 1 {
             finish_batch(sh, local, ctx);
         }
