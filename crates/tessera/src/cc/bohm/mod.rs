@@ -90,7 +90,48 @@ type BoxedOutcome = Result<Outcome<Box<dyn Any + Send>>, Error>;
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 /// A CC thread's latest-version map: record and newest version per key,
 /// one map per table (looked up by `&[u8]`, so without allocating).
-type LatestMap = Vec<HashMap<Box<[u8]>, (*const BRecord, *mut Version)>>;
+type LatestMap = Vec<HashMap<Box<[u8]>, (*const BRecord, *mut Version), KeyHash>>;
+
+/// A fast hash for the CC threads' key maps (FxHash's scheme: rotate, xor
+/// a word, multiply), instead of the default SipHash: keys are not chosen
+/// by an adversary here, and the map is on the CC stage's hot path.
+#[derive(Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap()));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+}
+
+impl KeyHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7cc1_b727_220a_95);
+    }
+}
+
+type KeyHash = std::hash::BuildHasherDefault<KeyHasher>;
 
 /// Version states (the state word beside a version's data).
 const PENDING: u8 = 0;
@@ -766,7 +807,7 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
 fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>) {
     // The latest version of each record this thread owns (thread-local,
     // as the thesis keeps it), and the record itself.
-    let mut latest: LatestMap = sh.tables.iter().map(|_| HashMap::new()).collect();
+    let mut latest: LatestMap = sh.tables.iter().map(|_| HashMap::default()).collect();
     // Records whose chains grew, with the batch of the version that
     // superseded an older one: GC candidates.
     let mut superseded: std::collections::VecDeque<(u64, *const BRecord)> = Default::default();
