@@ -217,7 +217,26 @@ impl std::fmt::Display for Cc {
     }
 }
 
+impl std::str::FromStr for Cc {
+    type Err = tessera::Error;
+    fn from_str(s: &str) -> Result<Cc, tessera::Error> {
+        if s.eq_ignore_ascii_case("bohm") {
+            Ok(Cc::Bohm)
+        } else {
+            s.parse().map(Cc::Interactive)
+        }
+    }
+}
+
 impl Cc {
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cc::Interactive(p) => p.name(),
+            Cc::Bohm => "bohm",
+        }
+    }
+
     /// The interactive protocol; a usage error for BOHM, which runs only
     /// `bench ycsb` so far.
     pub fn interactive(self) -> Result<Protocol, Failure> {

@@ -254,6 +254,13 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
     }
     let secs = (run_end - run_start).as_secs_f64();
     let n = committed.load(Ordering::Relaxed);
+    // Logic aborts only: BOHM has no other kind.
+    let a = aborted.load(Ordering::Relaxed);
+    let abort_rate = if n + a > 0 {
+        a as f64 / (n + a) as f64
+    } else {
+        0.0
+    };
     let report = json!({
         "protocol": "bohm",
         "workload": "ycsb",
@@ -262,6 +269,7 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
         "warmup_seconds": c.warmup,
         "committed": n,
         "aborted": aborted.load(Ordering::Relaxed),
+        "abort_rate": abort_rate,
         "throughput_txn_per_s": n as f64 / secs,
         "seed": c.seed,
         "engine": {

@@ -14,9 +14,8 @@ use std::time::Instant;
 use clap::Args;
 use plotters::prelude::*;
 use serde_json::{json, Value};
-use tessera::Protocol;
 
-use crate::bench::ProtocolParser;
+use crate::bench::{BenchCcParser, Cc};
 use crate::failure::Failure;
 
 const SWEEP_HELP: &str = "\
@@ -45,10 +44,10 @@ pub struct SweepArgs {
     #[arg(long, value_name = "WORKLOAD", required_unless_present = "replot",
           value_parser = ["ycsb", "tpcc", "tpcc-hybrid", "smallbank"])]
     pub workload: Option<String>,
-    /// Protocols, comma-separated.
+    /// Protocols, comma-separated (bohm too, for `--workload ycsb`).
     #[arg(long = "cc", value_name = "P1,P2,...", value_delimiter = ',',
-          required_unless_present = "replot", value_parser = ProtocolParser)]
-    pub cc: Vec<Protocol>,
+          required_unless_present = "replot", value_parser = BenchCcParser)]
+    pub cc: Vec<Cc>,
     /// The varied knob and its values: NAME=V1,V2,...
     #[arg(long, value_name = "NAME=V1,V2,...", required_unless_present = "replot", value_parser = parse_vary)]
     pub vary: Option<(String, Vec<String>)>,
@@ -95,7 +94,7 @@ fn parse_vary(s: &str) -> Result<(String, Vec<String>), String> {
 
 /// One finished run.
 struct Run {
-    cc: Protocol,
+    cc: Cc,
     value: String,
     round: u32,
     /// The report (`None`: the run failed).
@@ -271,7 +270,7 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
 type Point = (String, Option<f64>, Option<f64>);
 
 /// Per protocol, its points in the order of the values.
-type Medians = Vec<(Protocol, Vec<Point>)>;
+type Medians = Vec<(Cc, Vec<Point>)>;
 
 fn medians(a: &SweepArgs, values: &[String], runs: &[Run]) -> Medians {
     a.cc.iter()
@@ -323,7 +322,7 @@ fn replot(a: &SweepArgs) -> Result<(), Failure> {
     let knob = doc["knob"].as_str().ok_or_else(|| bad("no knob"))?;
     let mut meds: Medians = Vec::new();
     for m in doc["medians"].as_array().ok_or_else(|| bad("no medians"))? {
-        let cc: Protocol = m["protocol"]
+        let cc: Cc = m["protocol"]
             .as_str()
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| bad("a median without a known protocol"))?;
@@ -454,7 +453,7 @@ fn plot(
     path: &Path,
     title: &str,
     knob: &str,
-    meds: &[(Protocol, Vec<Point>)],
+    meds: &[(Cc, Vec<Point>)],
 ) -> Result<(), Box<dyn std::error::Error>> {
     let values: Vec<String> = meds
         .first()

@@ -810,7 +810,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
     let mut latest: LatestMap = sh.tables.iter().map(|_| HashMap::default()).collect();
     // Records whose chains grew, with the batch of the version that
     // superseded an older one: GC candidates.
-    let mut superseded: std::collections::VecDeque<(u64, *const BRecord)> = Default::default();
+    let mut superseded: std::collections::VecDeque<(u64, *mut Version)> = Default::default();
     loop {
         let ctx = match rx.recv_timeout(Duration::from_millis(2)) {
             Ok(ctx) => ctx,
@@ -890,7 +890,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                         // thread owns: alive (GC runs on this thread and
                         // never frees the newest version).
                         unsafe { (*prev).end.store(txn.ts, Ordering::Release) };
-                        superseded.push_back((txn.ts, rec));
+                        superseded.push_back((txn.ts, v));
                     }
                     // SAFETY: records live while the engine runs.
                     unsafe { (*rec).head.store(v, Ordering::Release) };
@@ -915,26 +915,33 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
     }
 }
 
-/// GC by the batch low watermark: for each record superseded by a version
-/// at or below the watermark timestamp, cut the chain behind the newest
-/// version that every later reader stops at.
-fn collect(sh: &Shared, q: &mut std::collections::VecDeque<(u64, *const BRecord)>, g: &Guard<'_>) {
+/// GC by the batch low watermark: for each version that superseded an
+/// older one at a timestamp at or below the watermark, cut the chain behind
+/// the first value or tombstone at or below it, which every later reader
+/// stops at.
+///
+/// The walk starts at the superseding version, not at the record's newest
+/// one: a hot key's chain holds many newer placeholders (of later
+/// transactions and batches), and walking past them for every entry made a
+/// batch's GC quadratic in the key's updates. The superseding version is
+/// still in the chain: only this thread cuts it, behind versions of larger
+/// timestamps, whose entries come later in the queue.
+fn collect(sh: &Shared, q: &mut std::collections::VecDeque<(u64, *mut Version)>, g: &Guard<'_>) {
     let Some(wm) = sh.watermark() else {
         return;
     };
-    while let Some(&(ts, rec)) = q.front() {
+    while let Some(&(ts, from)) = q.front() {
         if ts > wm {
             break;
         }
         q.pop_front();
         // Every transaction with a timestamp <= wm is complete, so every
-        // version it produced has its final state. The newest version with
-        // `begin <= wm` that is a value or a tombstone is where every reader
-        // of a later timestamp stops at the latest (anything newer that it
-        // skips is newer still): nothing behind it is reachable for them.
-        // SAFETY: records live while the engine runs; this thread owns the
-        // record's chain links.
-        let mut p = unsafe { (*rec).head.load(Ordering::Acquire) };
+        // version it produced has its final state. The first value or
+        // tombstone at or below `from` (whose begin is <= wm) is where every
+        // reader of a later timestamp stops at the latest (anything newer
+        // that it skips is newer still): nothing behind it is reachable for
+        // them.
+        let mut p = from;
         while !p.is_null() {
             // SAFETY: reachable versions are alive while pinned.
             let v = unsafe { &*p };
