@@ -80,8 +80,10 @@ unsafe impl GlobalAlloc for Mimalloc {
 /// backs with transparent huge pages where the kernel allows), and the
 /// records, versions and index nodes of a run are carved from it: no page
 /// fault, and no 2 MiB zeroing, on a worker's insert. Returns the time the
-/// faulting took.
-pub fn prefault(bytes: usize) -> std::time::Duration {
+/// faulting took, or an error if the memory could not all be allocated (a
+/// run that asked for pre-faulted memory must not go on without it
+/// unsaid).
+pub fn prefault(bytes: usize) -> Result<std::time::Duration, String> {
     const BLOCK: usize = 1 << 20;
     let start = std::time::Instant::now();
     // SAFETY: setting an option is always allowed; -1 is "never purge".
@@ -94,6 +96,17 @@ pub fn prefault(bytes: usize) -> std::time::Duration {
         })
         .filter(|&p| p != 0)
         .collect();
+    if blocks.len() < n {
+        for &b in &blocks {
+            // SAFETY: each block came from `mi_malloc` above, freed once.
+            unsafe { mi::mi_free(b as *mut _) };
+        }
+        return Err(format!(
+            "could allocate only {} of the {} MiB to pre-fault",
+            blocks.len() * (BLOCK >> 20),
+            n * (BLOCK >> 20)
+        ));
+    }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     std::thread::scope(|s| {
         for part in blocks.chunks(blocks.len().div_ceil(threads).max(1)) {
@@ -114,7 +127,7 @@ pub fn prefault(bytes: usize) -> std::time::Duration {
         // SAFETY: each block came from `mi_malloc` above and is freed once.
         unsafe { mi::mi_free(b as *mut _) };
     }
-    start.elapsed()
+    Ok(start.elapsed())
 }
 
 /// `mi_option_purge_delay` in mimalloc 3's `mi_option_e`.

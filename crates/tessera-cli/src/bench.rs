@@ -994,6 +994,23 @@ fn dispose(db: Database, c: &Common) {
     }
 }
 
+/// `--prefault`: fault the memory in (with progress lines); the seconds it
+/// took, `None` without the flag, a failure if the memory is not there.
+pub(crate) fn prefault(c: &Common) -> Result<Option<f64>, Failure> {
+    if c.prefault == 0 {
+        return Ok(None);
+    }
+    if !c.quiet {
+        eprintln!("pre-faulting {} MiB ...", c.prefault >> 20);
+    }
+    let t = crate::alloc::prefault(usize::try_from(c.prefault).unwrap_or(usize::MAX))
+        .map_err(|e| Failure::run(format!("--prefault: {e}")))?;
+    if !c.quiet {
+        eprintln!("pre-faulted in {:.2} s", t.as_secs_f64());
+    }
+    Ok(Some(t.as_secs_f64()))
+}
+
 /// Open the database, load, run. Shared by every workload.
 fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), Failure> {
     // Load with every core even when measuring fewer threads.
@@ -1003,16 +1020,7 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
     c.det.refuse_unless_bohm()?;
     let d = &c.durability;
     d.check().map_err(Failure::usage)?;
-    let prefault_secs = (c.prefault > 0).then(|| {
-        if !c.quiet {
-            eprintln!("pre-faulting {} MiB ...", c.prefault >> 20);
-        }
-        let t = crate::alloc::prefault(usize::try_from(c.prefault).unwrap_or(usize::MAX));
-        if !c.quiet {
-            eprintln!("pre-faulted in {:.2} s", t.as_secs_f64());
-        }
-        t.as_secs_f64()
-    });
+    let prefault_secs = prefault(c)?;
     let db = Database::open(
         d.apply(
             Options::in_memory()

@@ -114,9 +114,7 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
     }
     let cfg = c.det.config();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if c.prefault > 0 {
-        crate::alloc::prefault(usize::try_from(c.prefault).unwrap_or(usize::MAX));
-    }
+    let prefault_secs = crate::bench::prefault(c)?;
     // The YCSB loader writes through a database; its rows are copied into
     // BOHM's table at timestamp 0.
     let t0 = Instant::now();
@@ -279,6 +277,7 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
             "batch_us": cfg.sequencer.batch_time.as_micros() as u64,
             "client_window": window,
             "prefault_bytes": c.prefault,
+            "prefault_seconds": prefault_secs,
             "durability": c.durability.durability.name(),
             "data_dir": input_dir.as_ref().map(|d| d.display().to_string()),
         },

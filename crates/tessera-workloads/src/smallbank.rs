@@ -133,7 +133,7 @@ impl SmallBankConfig {
 }
 
 /// The tables.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Tables {
     customer: TableId,
     savings: TableId,
@@ -167,7 +167,7 @@ impl Drop for SmallBankThread {
 }
 
 /// One drawn transaction: the request the worker executes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct SbRequest {
     kind: SbTxn,
     a: u64,
@@ -181,21 +181,8 @@ struct SbRequest {
 /// `tessera::det::Procedure`) for the deterministic protocols: the drawn
 /// inputs, taken by [`SmallBank::procedure`]; its body and declared sets
 /// are the interactive request's. Its output is the money it moved in.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SbProc(SbRequest);
-
-impl PartialEq for SbProc {
-    fn eq(&self, o: &Self) -> bool {
-        let (a, b) = (&self.0, &o.0);
-        a.kind == b.kind
-            && a.a == b.a
-            && a.b == b.b
-            && a.amount == b.amount
-            && a.spin == b.spin
-            && (a.t.customer, a.t.savings, a.t.checking)
-                == (b.t.customer, b.t.savings, b.t.checking)
-    }
-}
 
 impl Request for SbProc {
     type Output = i64;

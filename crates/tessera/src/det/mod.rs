@@ -29,7 +29,6 @@ pub mod serial;
 use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
 
 use crate::error::{Error, TxResult};
 use crate::request::{KeySet, Request};
@@ -221,7 +220,7 @@ impl Procedures {
     pub fn decode(&self, id: ProcId, bytes: &[u8]) -> Result<Box<dyn DynProcedure>, Error> {
         let (name, dec) = self.decoders.get(&id).ok_or_else(|| {
             Error::Corrupt(format!(
-                "the input log names procedure id {id}, which is not registered (Options::procedures)"
+                "the input log names procedure id {id}, which is not registered (Procedures::register)"
             ))
         })?;
         dec(bytes).map_err(|e| {
@@ -231,9 +230,6 @@ impl Procedures {
         })
     }
 }
-
-/// A shareable registry (what `Options` keeps).
-pub type SharedProcedures = Arc<Procedures>;
 
 #[cfg(test)]
 mod tests;

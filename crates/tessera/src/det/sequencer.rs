@@ -453,11 +453,6 @@ impl Sequencer {
         Ok(cell)
     }
 
-    /// Submit an already decoded request (replay): its outcome is dropped.
-    pub fn submit_decoded(&self, proc: Box<dyn DynProcedure>, args: Vec<u8>) -> Result<(), Error> {
-        self.submit_boxed(proc, args).map(|_| ())
-    }
-
     /// Stop taking submissions, cut what is queued as a last batch, and
     /// wait for the thread; its statistics, or the input log's failure.
     pub fn shutdown(&self) -> Result<SequencerStats, Error> {

@@ -60,7 +60,7 @@ use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ops::{Bound, Range};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -291,7 +291,6 @@ struct Shared {
     batches: AtomicU64,
     cc_busy_ns: AtomicU64,
     exec_busy_ns: AtomicU64,
-    stopping: AtomicBool,
 }
 
 /// A BOHM database: tables on the ordered index, the sequencer and the two
@@ -358,7 +357,6 @@ impl Bohm {
                 batches: AtomicU64::new(0),
                 cc_busy_ns: AtomicU64::new(0),
                 exec_busy_ns: AtomicU64::new(0),
-                stopping: AtomicBool::new(false),
             }),
             seq: None,
             cc: Vec::new(),
@@ -548,15 +546,22 @@ impl Bohm {
     /// Stop: the last batch is cut and executed, the threads end.
     pub fn shutdown(&mut self) -> Result<BohmStats, Error> {
         let r = self.seq.take().map(|s| s.shutdown());
+        let mut panicked = 0;
         for h in self.cc.drain(..) {
-            let _ = h.join();
+            panicked += usize::from(h.join().is_err());
         }
         // The CC threads are gone: no more batches for the executors.
         drop(self.sh.exec_tx.lock().take());
         for h in self.exec.drain(..) {
-            let _ = h.join();
+            panicked += usize::from(h.join().is_err());
         }
-        self.sh.stopping.store(true, Ordering::SeqCst);
+        if panicked > 0 {
+            // A bug, not a body's panic (those are caught): say so rather
+            // than return statistics as if the run had been whole.
+            return Err(Error::InvalidArgument(format!(
+                "BOHM: {panicked} stage thread(s) panicked"
+            )));
+        }
         let input_bytes = match r {
             Some(Err(e)) => return Err(e),
             Some(Ok(s)) => s.input_bytes,
@@ -696,12 +701,7 @@ fn new_version(begin: u64, producer: *const BTxn, state: u8, prev: *mut Version)
 unsafe fn free_record(r: *mut BRecord) {
     // SAFETY: the caller's contract.
     unsafe {
-        let mut p = (*r).head.load(Ordering::Relaxed);
-        while !p.is_null() {
-            let next = (*p).prev.load(Ordering::Relaxed);
-            drop(Box::from_raw(p));
-            p = next;
-        }
+        free_chain((*r).head.load(Ordering::Relaxed) as *mut u8);
         drop(Box::from_raw(r));
     }
 }
@@ -915,7 +915,12 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
     }
 }
 
-/// GC by the batch low watermark: for each version that superseded an
+/// GC by the batch low watermark. The thesis has one designated execution
+/// thread compute `min` over the executors' published batches; here each CC
+/// thread reads those counters itself when it collects (a few loads), which
+/// gives the same minimum without a thread or a shared watermark word.
+///
+/// For each version that superseded an
 /// older one at a timestamp at or below the watermark, cut the chain behind
 /// the first value or tombstone at or below it, which every later reader
 /// stops at.
@@ -1042,7 +1047,7 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
                 g,
                 txn,
                 depth,
-                writes: Vec::new(),
+                writes: Vec::with_capacity(txn.ph.len()),
             };
             // SAFETY: this thread won the claim: it alone touches `proc`.
             let proc = unsafe { &mut *txn.proc.get() };
@@ -1132,7 +1137,7 @@ struct BohmTx<'a> {
     g: &'a Guard<'a>,
     txn: &'a BTxn,
     depth: u32,
-    /// Own writes, in order (`None`: a delete), by declared slot.
+    /// Own writes (`None`: a delete), one entry per declared slot written.
     writes: Vec<(usize, Option<Box<[u8]>>)>,
 }
 
@@ -1150,11 +1155,7 @@ impl BohmTx<'_> {
     }
 
     fn own(&self, slot: usize) -> Option<&Option<Box<[u8]>>> {
-        self.writes
-            .iter()
-            .rev()
-            .find(|(s, _)| *s == slot)
-            .map(|(_, v)| v)
+        self.writes.iter().find(|(s, _)| *s == slot).map(|(_, v)| v)
     }
 
     fn record(&self, t: TableId, key: &[u8]) -> Result<Option<&BRecord>, Error> {
@@ -1168,6 +1169,17 @@ impl BohmTx<'_> {
 
     /// The value of `(t, key)` visible to this transaction.
     fn read(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        self.read_known(t, key, None)
+    }
+
+    /// [`BohmTx::read`], with the key's record when the caller has it (a
+    /// scan found it in the index): no second descent.
+    fn read_known(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        known: Option<&BRecord>,
+    ) -> TxResult<Option<&[u8]>> {
         let start = if let Some(s) = self.slot(t, key) {
             if let Some(w) = self.own(s) {
                 let w: *const Option<Box<[u8]>> = w;
@@ -1190,7 +1202,11 @@ impl BohmTx<'_> {
             // The read-set annotation.
             self.txn.annot[r].load(Ordering::Acquire)
         } else {
-            match self.record(t, key)? {
+            let rec = match known {
+                Some(r) => Some(r),
+                None => self.record(t, key)?,
+            };
+            match rec {
                 Some(rec) => rec.head.load(Ordering::Acquire),
                 None => return Ok(None),
             }
@@ -1210,35 +1226,40 @@ impl BohmTx<'_> {
                 t.as_u32()
             ))));
         };
-        self.writes.push((s, val.map(Box::from)));
+        let val = val.map(Box::from);
+        match self.writes.iter_mut().find(|(w, _)| *w == s) {
+            Some(w) => w.1 = val,
+            None => self.writes.push((s, val)),
+        }
         Ok(())
     }
 
     /// Commit: fill every placeholder with the last write to its key, or
     /// skip it.
     fn fill(&mut self) {
-        // The last write to each slot wins; its value moves into the
-        // version (no copy).
-        let mut last: Vec<Option<Option<Box<[u8]>>>> =
-            (0..self.txn.ph.len()).map(|_| None).collect();
+        // One entry per written slot (`write` replaces): its value moves
+        // into the version (no copy).
         for (s, val) in self.writes.drain(..) {
-            last[s] = Some(val);
-        }
-        for (p, w) in self.txn.ph.iter().zip(last) {
-            let v = p.load(Ordering::Acquire);
             // SAFETY: placeholders of a planned batch are alive; this
             // thread runs their producer.
-            let v = unsafe { &*v };
-            let st = match w {
-                Some(Some(val)) => {
+            let v = unsafe { &*self.txn.ph[s].load(Ordering::Acquire) };
+            let st = match val {
+                Some(val) => {
                     // SAFETY: written once, before the state is published.
                     unsafe { *v.data.get() = val };
                     VALUE
                 }
-                Some(None) => TOMBSTONE,
-                None => SKIPPED,
+                None => TOMBSTONE,
             };
             v.state.store(st, Ordering::Release);
+        }
+        // Declared but not written: skipped.
+        for p in self.txn.ph.iter() {
+            // SAFETY: as above; only this producer sets the state.
+            let v = unsafe { &*p.load(Ordering::Acquire) };
+            if v.state.load(Ordering::Relaxed) == PENDING {
+                v.state.store(SKIPPED, Ordering::Release);
+            }
         }
     }
 }
@@ -1362,11 +1383,13 @@ impl TxnOps for BohmTx<'_> {
             true
         });
         let mut n = 0;
-        for (k, _) in keys {
+        for (k, r) in keys {
             if opts.limit.is_some_and(|l| n >= l) {
                 break;
             }
-            let Some(v) = self.read(t, &k)? else {
+            // SAFETY: records live while the engine runs.
+            let rec = unsafe { &*(r as *const BRecord) };
+            let Some(v) = self.read_known(t, &k, Some(rec))? else {
                 continue;
             };
             let v: &[u8] = match opts.slice {
@@ -1376,9 +1399,8 @@ impl TxnOps for BohmTx<'_> {
                 }
                 None => v,
             };
-            let v = v.to_vec();
             n += 1;
-            if !f(&k, &v) {
+            if !f(&k, v) {
                 break;
             }
         }
