@@ -88,9 +88,21 @@ mod tests;
 type BoxedOutcome = Result<Outcome<Box<dyn Any + Send>>, Error>;
 /// Keys and values of a table.
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+/// What a CC thread knows of a record it owns: the record, its newest
+/// version (BOHM), and, under `2pl-ordered`, the record's lock sequence:
+/// `n` accesses handed out so far and `w`, the number handed out up to and
+/// including the last write.
+#[derive(Clone, Copy)]
+struct Latest {
+    rec: *const BRecord,
+    v: *mut Version,
+    n: u64,
+    w: u64,
+}
+
 /// A CC thread's latest-version map: record and newest version per key,
 /// one map per table (looked up by `&[u8]`, so without allocating).
-type LatestMap = Vec<HashMap<Box<[u8]>, (*const BRecord, *mut Version), KeyHash>>;
+type LatestMap = Vec<HashMap<Box<[u8]>, Latest, KeyHash>>;
 
 /// A fast hash for the CC threads' key maps (FxHash's scheme: rotate, xor
 /// a word, multiply), instead of the default SipHash: keys are not chosen
@@ -167,8 +179,23 @@ struct Version {
 }
 
 /// What the index points at: the head of a newest-first chain.
+///
+/// Under `2pl-ordered` the chain is one version, updated in place under the
+/// record's lock, and `released` is the lock: the CC stage hands each
+/// access to the record a ticket (see [`Latest`]) and an access holds the
+/// lock once `released` reaches its ticket; completing it adds one.
 struct BRecord {
     head: AtomicPtr<Version>,
+    released: AtomicU64,
+}
+
+impl BRecord {
+    fn new(head: *mut Version) -> *mut BRecord {
+        Box::into_raw(Box::new(BRecord {
+            head: AtomicPtr::new(head),
+            released: AtomicU64::new(0),
+        }))
+    }
 }
 
 /// A sequenced transaction inside its batch.
@@ -192,6 +219,15 @@ struct BTxn {
     reads: Box<[(TableId, Box<[u8]>)]>,
     read_owner: Box<[u16]>,
     annot: Box<[AtomicPtr<Version>]>,
+    /// `2pl-ordered` only (empty under BOHM): one lock per declared key,
+    /// the writes' slots first, then the reads'. The record (set by the
+    /// key's owning CC thread; its single version is in `ph` or `annot`)
+    /// and the ticket the access waits for.
+    lrec: Box<[AtomicPtr<BRecord>]>,
+    lwait: Box<[AtomicU64]>,
+    /// The locks in lexicographic (table, key) order: the order they are
+    /// taken in.
+    lorder: Box<[u32]>,
     /// Why the request cannot run under BOHM (decided at planning).
     unusable: Option<Error>,
     outcome: UnsafeCell<Option<BoxedOutcome>>,
@@ -217,6 +253,36 @@ struct BatchCtx {
     exec_left: AtomicUsize,
 }
 
+/// Which deterministic protocol the stages run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DetProtocol {
+    /// BOHM: placeholders, multi-version reads, recursive producers.
+    #[default]
+    Bohm,
+    /// The thesis's 2PL baseline (§5.4, "2PL"): one version per record,
+    /// updated in place, under locks on the declared keys. The CC stage
+    /// hands out the locks in timestamp order (the lock-table entries are
+    /// made before execution, as the thesis preallocates them); an
+    /// execution thread takes a transaction's locks in lexicographic key
+    /// order, and a transaction whose next lock is held is set aside
+    /// while the thread takes other work (the thesis's non-blocking thread
+    /// model). Deadlock-free, since the oldest unfinished transaction
+    /// can always take every lock, and deterministic, since each lock is
+    /// granted in timestamp order. Same sequencer, batches and threads as
+    /// BOHM: the comparison isolates multi-versioning.
+    TwoPlOrdered,
+}
+
+impl DetProtocol {
+    /// The name `--cc` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            DetProtocol::Bohm => "bohm",
+            DetProtocol::TwoPlOrdered => "2pl-ordered",
+        }
+    }
+}
+
 /// How the stages are sized.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BohmConfig {
@@ -226,6 +292,8 @@ pub struct BohmConfig {
     pub exec_threads: usize,
     /// Batch cutting.
     pub sequencer: SequencerConfig,
+    /// BOHM or its 2PL baseline.
+    pub protocol: DetProtocol,
 }
 
 impl Default for BohmConfig {
@@ -234,6 +302,7 @@ impl Default for BohmConfig {
             cc_threads: 1,
             exec_threads: 1,
             sequencer: SequencerConfig::default(),
+            protocol: DetProtocol::Bohm,
         }
     }
 }
@@ -407,9 +476,7 @@ impl Bohm {
         let v = new_version(0, ptr::null(), VALUE, ptr::null_mut());
         // SAFETY: fresh, not yet shared.
         unsafe { *(*v).data.get() = val.into() };
-        let rec = Box::into_raw(Box::new(BRecord {
-            head: AtomicPtr::new(v),
-        }));
+        let rec = BRecord::new(v);
         match tree.insert(key, rec as u64, &g) {
             Insert::Inserted { .. } => Ok(()),
             Insert::Exists(old) => {
@@ -472,7 +539,7 @@ impl Bohm {
                     ps.push(procs.decode(*id, args)?);
                 }
                 let (b, w) = Batch::replayed(lb.number, lb.first_ts, ps);
-                let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads));
+                let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol));
                 for tx in &cc_tx {
                     let _ = tx.send(ctx.clone());
                 }
@@ -498,7 +565,7 @@ impl Bohm {
             );
         }
         let sink = Box::new(move |b: Batch| {
-            let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads));
+            let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol));
             for tx in &cc_tx {
                 let _ = tx.send(ctx.clone());
             }
@@ -694,6 +761,12 @@ fn new_version(begin: u64, producer: *const BTxn, state: u8, prev: *mut Version)
     }))
 }
 
+/// The one version of a record `2pl-ordered` creates for a key that has
+/// none: absent until a write fills it.
+fn absent_version() -> *mut Version {
+    new_version(0, ptr::null(), TOMBSTONE, ptr::null_mut())
+}
+
 /// Free a record and its whole chain.
 ///
 /// # Safety
@@ -725,7 +798,8 @@ unsafe fn free_chain(p: *mut u8) {
 
 /// Planning on the sequencer's thread: each request's declared writes,
 /// their owners, and empty placeholder slots.
-fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
+fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
+    let locking = protocol == DetProtocol::TwoPlOrdered;
     let mut keys = KeySet::new();
     let txns: Box<[BTxn]> = b
         .txns
@@ -750,6 +824,14 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
                 for d in keys.iter() {
                     if d.access == Access::Read && d.is_key() {
                         reads.push((d.table, Box::<[u8]>::from(d.lo)));
+                    }
+                    if locking && !d.is_key() {
+                        bad = Some(Error::InvalidArgument(format!(
+                            "'{}' declares a key range: 2pl-ordered locks exact keys only (the \
+                             thesis's 2PL runs on hash tables, with no range locks)",
+                            s.proc.name()
+                        )));
+                        break;
                     }
                     if d.access == Access::Write {
                         if !d.is_key() {
@@ -779,6 +861,27 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
             let ph = writes.iter().map(|_| AtomicPtr::new(ptr::null_mut())).collect();
             let read_owner = reads.iter().map(|(t, k)| partition(*t, k, m)).collect();
             let annot = reads.iter().map(|_| AtomicPtr::new(ptr::null_mut())).collect();
+            let (lrec, lwait, lorder) = if locking {
+                let nl = writes.len() + reads.len();
+                let mut order: Vec<u32> = (0..nl as u32).collect();
+                let key = |i: &u32| {
+                    let i = *i as usize;
+                    let (t, k) = if i < writes.len() {
+                        &writes[i]
+                    } else {
+                        &reads[i - writes.len()]
+                    };
+                    (*t, &k[..])
+                };
+                order.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
+                (
+                    (0..nl).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+                    (0..nl).map(|_| AtomicU64::new(0)).collect(),
+                    order.into_boxed_slice(),
+                )
+            } else {
+                Default::default()
+            };
             BTxn {
                 ts: b.first_ts + i as u64,
                 state: AtomicU8::new(UNPROCESSED),
@@ -790,6 +893,9 @@ fn plan(b: Batch, m: usize, n: usize) -> BatchCtx {
                 reads: reads.into_boxed_slice(),
                 read_owner,
                 annot,
+                lrec,
+                lwait,
+                lorder,
                 unusable,
                 outcome: UnsafeCell::new(None),
             }
@@ -811,6 +917,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
     // Records whose chains grew, with the batch of the version that
     // superseded an older one: GC candidates.
     let mut superseded: std::collections::VecDeque<(u64, *mut Version)> = Default::default();
+    let locking = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
     loop {
         let ctx = match rx.recv_timeout(Duration::from_millis(2)) {
             Ok(ctx) => ctx,
@@ -828,25 +935,18 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
         {
             let g = local.pin();
             for txn in ctx.txns.iter() {
+                if locking {
+                    lock_entries(sh, me, &mut latest, txn, &g);
+                    continue;
+                }
                 for (i, (t, key)) in txn.reads.iter().enumerate() {
                     if txn.read_owner[i] != me {
                         continue;
                     }
-                    let tree = &sh.tables[t.as_u32() as usize];
                     let map = &mut latest[t.as_u32() as usize];
-                    let v = match map.get(&key[..]) {
-                        Some(&(_, v)) => v,
-                        None => match tree.get(key, &g) {
-                            Lookup::Found(r) => {
-                                let rec = r as *const BRecord;
-                                // SAFETY: records are never freed while the
-                                // engine runs.
-                                let v = unsafe { (*rec).head.load(Ordering::Acquire) };
-                                map.insert(key.clone(), (rec, v));
-                                v
-                            }
-                            Lookup::Missing { .. } => ptr::null_mut(),
-                        },
+                    let v = match entry(sh, map, *t, key, &g, None) {
+                        Some(e) => e.v,
+                        None => ptr::null_mut(),
                     };
                     txn.annot[i].store(v, Ordering::Release);
                 }
@@ -854,36 +954,10 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     if txn.owner[i] != me {
                         continue;
                     }
-                    let tree = &sh.tables[t.as_u32() as usize];
                     let map = &mut latest[t.as_u32() as usize];
-                    if !map.contains_key(&key[..]) {
-                        let e = {
-                            match tree.get(key, &g) {
-                                Lookup::Found(v) => {
-                                    let rec = v as *const BRecord;
-                                    // SAFETY: records are never freed while the
-                                    // engine runs.
-                                    (rec, unsafe { (*rec).head.load(Ordering::Acquire) })
-                                }
-                                Lookup::Missing { .. } => {
-                                    let rec = Box::into_raw(Box::new(BRecord {
-                                        head: AtomicPtr::new(ptr::null_mut()),
-                                    }));
-                                    match tree.insert(key, rec as u64, &g) {
-                                        Insert::Inserted { .. } => {
-                                            (rec as *const BRecord, ptr::null_mut())
-                                        }
-                                        Insert::Exists(_) => {
-                                            unreachable!("only the owning CC thread inserts a key")
-                                        }
-                                    }
-                                }
-                            }
-                        };
-                        map.insert(key.clone(), e);
-                    }
-                    let slot = map.get_mut(&key[..]).expect("just inserted");
-                    let (rec, prev) = *slot;
+                    let slot = entry(sh, map, *t, key, &g, Some(ptr::null_mut))
+                        .expect("created when absent");
+                    let prev = slot.v;
                     let v = new_version(txn.ts, txn, PENDING, prev);
                     if !prev.is_null() {
                         // SAFETY: the latest version of a record this
@@ -893,8 +967,8 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                         superseded.push_back((txn.ts, v));
                     }
                     // SAFETY: records live while the engine runs.
-                    unsafe { (*rec).head.store(v, Ordering::Release) };
-                    slot.1 = v;
+                    unsafe { (*slot.rec).head.store(v, Ordering::Release) };
+                    slot.v = v;
                     txn.ph[i].store(v, Ordering::Release);
                     sh.placeholders.fetch_add(1, Ordering::Relaxed);
                 }
@@ -912,6 +986,80 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
             }
         }
         local.collect();
+    }
+}
+
+/// A CC thread's entry for `(t, key)`, a key it owns: from its own map,
+/// else from the index. An absent key is `None`, or, with `born = Some(f)`,
+/// a new record with head `f()` put in the index (BOHM: no version yet, the
+/// placeholder goes on top; 2pl-ordered: a tombstone, the one version).
+fn entry<'m>(
+    sh: &Shared,
+    map: &'m mut HashMap<Box<[u8]>, Latest, KeyHash>,
+    t: TableId,
+    key: &[u8],
+    g: &Guard<'_>,
+    born: Option<fn() -> *mut Version>,
+) -> Option<&'m mut Latest> {
+    if !map.contains_key(key) {
+        let tree = &sh.tables[t.as_u32() as usize];
+        let (rec, v) = match tree.get(key, g) {
+            Lookup::Found(r) => {
+                let rec = r as *const BRecord;
+                // SAFETY: records are never freed while the engine runs.
+                (rec, unsafe { (*rec).head.load(Ordering::Acquire) })
+            }
+            Lookup::Missing { .. } => {
+                let v = born?();
+                let rec = BRecord::new(v);
+                match tree.insert(key, rec as u64, g) {
+                    Insert::Inserted { .. } => (rec as *const BRecord, v),
+                    Insert::Exists(_) => unreachable!("only the owning CC thread inserts a key"),
+                }
+            }
+        };
+        map.insert(key.into(), Latest { rec, v, n: 0, w: 0 });
+    }
+    map.get_mut(key)
+}
+
+/// `2pl-ordered`'s CC work for one transaction: a lock ticket for each
+/// declared key this thread owns, in timestamp order (the thread walks the
+/// batch in order). A write waits for every earlier access to the record
+/// to complete; a read, for every access up to the last earlier write, so
+/// that consecutive reads share the lock. A key no record has yet gets one
+/// (a tombstone) so that every access, a read of an absent key included,
+/// is locked.
+fn lock_entries(sh: &Shared, me: u16, latest: &mut LatestMap, txn: &BTxn, g: &Guard<'_>) {
+    let nw = txn.writes.len();
+    for i in 0..nw + txn.reads.len() {
+        let ((t, key), owner) = if i < nw {
+            (&txn.writes[i], txn.owner[i])
+        } else {
+            (&txn.reads[i - nw], txn.read_owner[i - nw])
+        };
+        if owner != me {
+            continue;
+        }
+        let map = &mut latest[t.as_u32() as usize];
+        let e = entry(sh, map, *t, key, g, Some(absent_version)).expect("created when absent");
+        let ticket = if i < nw {
+            let t = e.n;
+            e.n += 1;
+            e.w = e.n;
+            t
+        } else {
+            e.n += 1;
+            e.w
+        };
+        if i < nw {
+            txn.ph[i].store(e.v, Ordering::Release);
+        } else {
+            txn.annot[i - nw].store(e.v, Ordering::Release);
+        }
+        txn.lrec[i].store(e.rec as *mut BRecord, Ordering::Release);
+        txn.lwait[i].store(ticket, Ordering::Release);
+        sh.placeholders.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -977,11 +1125,17 @@ fn collect(sh: &Shared, q: &mut std::collections::VecDeque<(u64, *mut Version)>,
 /// An execution thread.
 fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>) {
     let n = sh.cfg.exec_threads;
+    let locking = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
     let mut aside: Vec<usize> = Vec::new();
+    let mut blocked: Vec<(usize, usize)> = Vec::new();
     while let Ok(ctx) = rx.recv() {
         let busy = std::time::Instant::now();
         aside.clear();
         let mut j = me;
+        if locking {
+            run_locked(sh, local, &ctx, me, &mut blocked);
+            j = ctx.txns.len();
+        }
         while j < ctx.txns.len() {
             let txn = &ctx.txns[j];
             if !try_execute(sh, local, txn) && txn.state.load(Ordering::Acquire) != COMPLETE {
@@ -1002,6 +1156,103 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
             finish_batch(sh, local, ctx);
         }
         local.collect();
+    }
+}
+
+/// `2pl-ordered`: run this thread's share of the batch (`me`, `me + n`,
+/// ...). A transaction takes its locks in lexicographic key order; when the
+/// next one is held, the transaction is set aside with the locks it has,
+/// and the thread goes on with its other transactions, coming back to the
+/// set-aside ones (the thesis's non-blocking thread model: no OS wait).
+/// Locks are granted in timestamp order, so the oldest unfinished
+/// transaction anywhere can always take all of its locks: progress.
+fn run_locked(
+    sh: &Shared,
+    local: &LocalEpoch,
+    ctx: &BatchCtx,
+    me: usize,
+    blocked: &mut Vec<(usize, usize)>,
+) {
+    let n = sh.cfg.exec_threads;
+    blocked.clear();
+    let mut j = me;
+    while j < ctx.txns.len() {
+        let mut held = 0;
+        if take_locks(&ctx.txns[j], &mut held) {
+            run_claimed(sh, local, &ctx.txns[j]);
+        } else {
+            blocked.push((j, held));
+        }
+        j += n;
+        // Come back to the oldest set-aside transaction now and then:
+        // its locks are the likeliest to have been released.
+        if let Some(&mut (b, ref mut held)) = blocked.first_mut() {
+            if take_locks(&ctx.txns[b], held) {
+                run_claimed(sh, local, &ctx.txns[b]);
+                blocked.remove(0);
+            }
+        }
+    }
+    let mut idle = 0u32;
+    while !blocked.is_empty() {
+        let before = blocked.len();
+        blocked.retain_mut(|(b, held)| {
+            if take_locks(&ctx.txns[*b], held) {
+                run_claimed(sh, local, &ctx.txns[*b]);
+                false
+            } else {
+                true
+            }
+        });
+        if blocked.len() == before {
+            // Every one waits for another thread's transaction.
+            idle += 1;
+            if idle < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        } else {
+            idle = 0;
+        }
+    }
+}
+
+/// Take `txn`'s locks in lexicographic order, from the `held`-th on; true
+/// once it holds them all. A lock is held once every access its ticket
+/// waits for has completed; nobody else can take it then (tickets are
+/// handed out once), so a lock taken stays taken.
+fn take_locks(txn: &BTxn, held: &mut usize) -> bool {
+    while let Some(&i) = txn.lorder.get(*held) {
+        let i = i as usize;
+        let rec = txn.lrec[i].load(Ordering::Acquire);
+        // SAFETY: records live while the engine runs; the CC stage set
+        // every lock before handing the batch on.
+        if unsafe { (*rec).released.load(Ordering::Acquire) } < txn.lwait[i].load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        *held += 1;
+    }
+    true
+}
+
+/// Claim (nobody else runs a `2pl-ordered` transaction) and run `txn`,
+/// whose locks are held; then release them.
+fn run_claimed(sh: &Shared, local: &LocalEpoch, txn: &BTxn) {
+    let claimed = try_execute(sh, local, txn);
+    debug_assert!(
+        claimed,
+        "2pl-ordered transactions are run by their own thread only"
+    );
+    for r in txn.lrec.iter() {
+        // SAFETY: as in `take_locks`. The release store publishes this
+        // transaction's in-place writes to the next holder.
+        unsafe {
+            (*r.load(Ordering::Relaxed))
+                .released
+                .fetch_add(1, Ordering::Release)
+        };
     }
 }
 
@@ -1080,8 +1331,14 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
     let outcome = match result {
         Ok(o) => Ok(o),
         Err(e) => {
-            // Nothing of it may be seen: every placeholder is skipped.
-            for p in txn.ph.iter() {
+            // Nothing of it may be seen: every placeholder is skipped
+            // (2pl-ordered: its writes were never applied; its `ph` are the
+            // records' own versions, left as they are).
+            for p in txn
+                .ph
+                .iter()
+                .filter(|_| sh.cfg.protocol == DetProtocol::Bohm)
+            {
                 let v = p.load(Ordering::Acquire);
                 // SAFETY: placeholders of a planned batch are alive.
                 unsafe { (*v).state.store(SKIPPED, Ordering::Release) };
@@ -1180,6 +1437,9 @@ impl BohmTx<'_> {
         key: &[u8],
         known: Option<&BRecord>,
     ) -> TxResult<Option<&[u8]>> {
+        if self.sh.cfg.protocol == DetProtocol::TwoPlOrdered {
+            return self.read_locked(t, key);
+        }
         let start = if let Some(s) = self.slot(t, key) {
             if let Some(w) = self.own(s) {
                 let w: *const Option<Box<[u8]>> = w;
@@ -1219,6 +1479,41 @@ impl BohmTx<'_> {
         }
     }
 
+    /// `2pl-ordered`: the transaction holds the lock of every key it
+    /// declared; the record's one version is read in place.
+    fn read_locked(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        let v = if let Some(s) = self.slot(t, key) {
+            if let Some(w) = self.own(s) {
+                let w: *const Option<Box<[u8]>> = w;
+                // SAFETY: as in `read_known`.
+                return Ok(unsafe { (*w).as_deref() });
+            }
+            self.txn.ph[s].load(Ordering::Acquire)
+        } else if let Some(r) = self
+            .txn
+            .reads
+            .iter()
+            .position(|(tt, k)| *tt == t && &k[..] == key)
+        {
+            self.txn.annot[r].load(Ordering::Acquire)
+        } else {
+            return Err(TxError::Error(Error::InvalidArgument(format!(
+                "2pl-ordered: a read of table {} key {key:02x?} that the request did not declare \
+                 (it would hold no lock)",
+                t.as_u32()
+            ))));
+        };
+        // SAFETY: the record's one version; this transaction holds its lock,
+        // so no writer replaces the data while the slice is out (the
+        // transaction releases its locks only after its body returns).
+        let v = unsafe { &*v };
+        Ok(match v.state.load(Ordering::Acquire) {
+            // SAFETY: as above.
+            VALUE => Some(unsafe { &(&*v.data.get())[..] }),
+            _ => None,
+        })
+    }
+
     fn write(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()> {
         let Some(s) = self.slot(t, key) else {
             return Err(TxError::Error(Error::InvalidArgument(format!(
@@ -1237,6 +1532,28 @@ impl BohmTx<'_> {
     /// Commit: fill every placeholder with the last write to its key, or
     /// skip it.
     fn fill(&mut self) {
+        if self.sh.cfg.protocol == DetProtocol::TwoPlOrdered {
+            // In place, under the write lock: no reader or writer holds
+            // the record (the old value is dropped here).
+            for (s, val) in self.writes.drain(..) {
+                // SAFETY: the record's one version, locked by this
+                // transaction.
+                let v = unsafe { &*self.txn.ph[s].load(Ordering::Acquire) };
+                match val {
+                    Some(val) => {
+                        // SAFETY: as above.
+                        unsafe { *v.data.get() = val };
+                        v.state.store(VALUE, Ordering::Release);
+                    }
+                    None => {
+                        // SAFETY: as above.
+                        unsafe { *v.data.get() = Box::new([]) };
+                        v.state.store(TOMBSTONE, Ordering::Release);
+                    }
+                }
+            }
+            return;
+        }
         // One entry per written slot (`write` replaces): its value moves
         // into the version (no copy).
         for (s, val) in self.writes.drain(..) {
@@ -1374,6 +1691,13 @@ impl TxnOps for BohmTx<'_> {
         opts: ScanOptions,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> TxResult<usize> {
+        if self.sh.cfg.protocol == DetProtocol::TwoPlOrdered {
+            return Err(TxError::Error(Error::InvalidArgument(
+                "2pl-ordered does not run scans: it locks exact keys only (the thesis's 2PL runs \
+                 on hash tables, with no range locks)"
+                    .into(),
+            )));
+        }
         let tree = self.sh.table(t)?;
         // Collect the keys first: a read may execute a producer, which
         // must not happen inside the index's scan callback.
