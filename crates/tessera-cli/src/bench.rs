@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Subcommand, ValueEnum};
 use serde_json::Value;
+use tessera::cc::bohm::DetProtocol;
 use tessera::{Database, Durability, Options, Protocol};
 use tessera_workloads::driver::{self, Report, RunConfig, Workload};
 use tessera_workloads::smallbank::{SmallBank, SmallBankConfig};
@@ -197,33 +198,32 @@ impl TypedValueParser for ProtocolParser {
     }
 }
 
-/// What `--cc` of `tessera bench` names: an interactive protocol, or
-/// BOHM, the deterministic protocol (`tessera::cc::bohm`), which runs its
-/// own engine until it joins the protocol list.
+/// What `--cc` of `tessera bench` names: an interactive protocol, or a
+/// deterministic one (`bohm`, `2pl-ordered`: `tessera::cc::bohm`), which
+/// runs its own engine until it joins the protocol list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cc {
     /// A protocol of `tessera::Protocol`.
     Interactive(Protocol),
-    /// BOHM.
-    Bohm,
+    /// BOHM or its deterministic 2PL baseline.
+    Det(DetProtocol),
 }
+
+/// The deterministic protocols `--cc` takes.
+pub const DET: [DetProtocol; 2] = [DetProtocol::Bohm, DetProtocol::TwoPlOrdered];
 
 impl std::fmt::Display for Cc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Cc::Interactive(p) => write!(f, "{p}"),
-            Cc::Bohm => f.write_str("bohm"),
-        }
+        f.write_str(self.name())
     }
 }
 
 impl std::str::FromStr for Cc {
     type Err = tessera::Error;
     fn from_str(s: &str) -> Result<Cc, tessera::Error> {
-        if s.eq_ignore_ascii_case("bohm") {
-            Ok(Cc::Bohm)
-        } else {
-            s.parse().map(Cc::Interactive)
+        match DET.into_iter().find(|d| s.eq_ignore_ascii_case(d.name())) {
+            Some(d) => Ok(Cc::Det(d)),
+            None => s.parse().map(Cc::Interactive),
         }
     }
 }
@@ -233,19 +233,20 @@ impl Cc {
     pub fn name(self) -> &'static str {
         match self {
             Cc::Interactive(p) => p.name(),
-            Cc::Bohm => "bohm",
+            Cc::Det(d) => d.name(),
         }
     }
 
-    /// The interactive protocol; a usage error for BOHM, which runs only
-    /// `bench ycsb` so far.
+    /// The interactive protocol; a usage error for a deterministic one,
+    /// which runs `bench ycsb` and `bench smallbank` only so far.
     pub fn interactive(self) -> Result<Protocol, Failure> {
         match self {
             Cc::Interactive(p) => Ok(p),
-            Cc::Bohm => Err(Failure::usage(
-                "--cc bohm runs `tessera bench ycsb` only so far (the other workloads need \
-                 BOHM in the database's protocol list)",
-            )),
+            Cc::Det(d) => Err(Failure::usage(format!(
+                "--cc {} runs `tessera bench ycsb` and `tessera bench smallbank` only so far \
+                 (TPC-C needs reconnaissance and exact insert keys)",
+                d.name()
+            ))),
         }
     }
 }
@@ -263,11 +264,11 @@ impl TypedValueParser for BenchCcParser {
         arg: Option<&clap::Arg>,
         value: &OsStr,
     ) -> Result<Cc, clap::Error> {
-        if value
+        if let Some(d) = value
             .to_str()
-            .is_some_and(|s| s.eq_ignore_ascii_case("bohm"))
+            .and_then(|s| DET.into_iter().find(|d| s.eq_ignore_ascii_case(d.name())))
         {
-            return Ok(Cc::Bohm);
+            return Ok(Cc::Det(d));
         }
         ProtocolParser
             .parse_ref(cmd, arg, value)
@@ -279,7 +280,7 @@ impl TypedValueParser for BenchCcParser {
             Protocol::ALL
                 .into_iter()
                 .map(|p| PossibleValue::new(p.name()))
-                .chain(std::iter::once(PossibleValue::new("bohm"))),
+                .chain(DET.into_iter().map(|d| PossibleValue::new(d.name()))),
         ))
     }
 }
@@ -758,13 +759,13 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
                     if c.read_latest { ", read latest" } else { "" },
                 );
             }
-            if a.common.cc == Cc::Bohm {
-                return match crate::det_bench::ycsb_bohm(&wl, &a.common) {
+            if let Cc::Det(d) = a.common.cc {
+                return match crate::det_bench::run(&wl, d, &a.common) {
                     Ok(out) => emit(&a.common, Ok(out)),
                     Err(f) => fail(&a.common, f),
                 };
             }
-            if let Err(f) = a.common.det.refuse_unless_bohm() {
+            if let Err(f) = a.common.det.refuse_unless_det() {
                 return fail(&a.common, f);
             }
             match load_and_run(&wl, &a.common) {
@@ -789,6 +790,36 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
     }
 }
 
+/// SmallBank's conservation check on a stopped deterministic engine: the
+/// balances it holds against the money its committed outcomes moved.
+fn det_conservation(
+    wl: &SmallBank,
+    run: &crate::det_bench::DetRun<'_>,
+) -> Result<Option<(Value, String)>, Failure> {
+    let dump = |name: &str| -> Result<Vec<Vec<u8>>, Failure> {
+        let e = run.engine;
+        let t = e.table(name).map_err(|e| Failure::from_error("", &e))?;
+        Ok(e.dump(t)
+            .map_err(|e| Failure::from_error("", &e))?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect())
+    };
+    let cons = wl
+        .conservation(&dump("savings")?, &dump("checking")?, run.tally)
+        .map_err(|e| Failure::run(format!("the conservation check could not run: {e}")))?;
+    if !cons.passed {
+        return Err(Failure::new(
+            1,
+            "inconsistent",
+            format!("money is not conserved after the run: {}", cons.summary()),
+        ));
+    }
+    let mut v = serde_json::to_value(&cons).unwrap_or(Value::Null);
+    v["enforced"] = Value::Bool(true);
+    Ok(Some((v, cons.summary())))
+}
+
 /// `tessera bench smallbank`: load, run, check conservation, print.
 fn smallbank(a: &SmallbankArgs) -> ExitCode {
     let c = &a.common;
@@ -810,6 +841,12 @@ fn smallbank(a: &SmallbankArgs) -> ExitCode {
             a.spin_us,
             a.mix.map(|x| x.to_string()).join("/"),
         );
+    }
+    if let Cc::Det(d) = c.cc {
+        return match crate::det_bench::run_checked(&wl, d, c, |run| det_conservation(&wl, run)) {
+            Ok(out) => emit(c, Ok(out)),
+            Err(f) => fail(c, f),
+        };
     }
     let (db, report) = match load_and_run(&wl, c) {
         Ok(r) => r,
@@ -1017,7 +1054,7 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load_threads = c.threads.max(cores);
     let cc = c.cc.interactive()?;
-    c.det.refuse_unless_bohm()?;
+    c.det.refuse_unless_det()?;
     let d = &c.durability;
     d.check().map_err(Failure::usage)?;
     let prefault_secs = prefault(c)?;

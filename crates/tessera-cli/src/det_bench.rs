@@ -1,10 +1,11 @@
-//! `tessera bench ycsb --cc bohm`: the deterministic protocol, driven open
-//! loop. Client threads (`--threads`) draw YCSB transactions, submit them
-//! as procedures and keep a window of receipts in flight (two batches'
-//! worth across the clients), as the thesis's harness feeds BOHM a stream
-//! of pre-generated transactions; a transaction counts once its batch is
-//! released. The data is loaded through an in-memory database (the YCSB
-//! loader) and copied into BOHM's tables at timestamp 0.
+//! `tessera bench ycsb|smallbank --cc bohm|2pl-ordered`: the deterministic
+//! protocols, driven open loop. Client threads (`--threads`) draw the
+//! workload's transactions, submit them as procedures and keep a window of
+//! receipts in flight (two batches' worth across the clients), as the
+//! thesis's harness feeds BOHM a stream of pre-generated transactions; a
+//! transaction counts once its batch is released. The data is loaded
+//! through an in-memory database (the workload's own loader) and copied
+//! into the engine's tables at timestamp 0.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,16 +13,51 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
-use tessera::cc::bohm::{Bohm, BohmConfig};
-use tessera::det::{Outcome, SequencerConfig};
-use tessera::{Database, Options, ScanOptions};
+use tessera::cc::bohm::{Bohm, BohmConfig, DetProtocol};
+use tessera::det::{Outcome, Procedure, SequencerConfig};
+use tessera::{Database, Options, Request, ScanOptions, TableId};
 use tessera_workloads::driver::Workload;
-use tessera_workloads::ycsb::{Ycsb, TABLE};
+use tessera_workloads::smallbank::{SbProc, SmallBank};
+use tessera_workloads::ycsb::{Ycsb, YcsbProc};
 
-use crate::bench::{Cc, Common};
+use crate::bench::Common;
 use crate::failure::Failure;
 
-/// Options of the deterministic protocols (`--cc bohm`).
+/// A workload the deterministic engines run: its transactions as loggable
+/// procedures, and what a committed one adds to the run's tally (SmallBank:
+/// the money it moved in, for the conservation check).
+pub trait DetWorkload: Workload
+where
+    <Self::Proc as Request>::Output: Send + 'static,
+{
+    /// The procedure of one drawn transaction.
+    type Proc: Procedure;
+    /// The current transaction of `st` (drawn by `Workload::next`).
+    fn proc(&self, st: &Self::Thread) -> Self::Proc;
+    /// A committed outcome's contribution to the tally.
+    fn tally(_out: &<Self::Proc as Request>::Output) -> i64 {
+        0
+    }
+}
+
+impl DetWorkload for Ycsb {
+    type Proc = YcsbProc;
+    fn proc(&self, st: &Self::Thread) -> YcsbProc {
+        self.procedure(st)
+    }
+}
+
+impl DetWorkload for SmallBank {
+    type Proc = SbProc;
+    fn proc(&self, st: &Self::Thread) -> SbProc {
+        self.procedure(st)
+    }
+    fn tally(out: &i64) -> i64 {
+        *out
+    }
+}
+
+/// Options of the deterministic protocols (`--cc bohm|2pl-ordered`).
 #[derive(Args, Debug, Clone, Copy)]
 pub struct DetArgs {
     /// BOHM's concurrency-control threads, each owning a hash partition of
@@ -29,10 +65,16 @@ pub struct DetArgs {
     #[arg(long = "cc-threads", value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub cc_threads: Option<usize>,
-    /// BOHM's execution threads [default: 1].
+    /// Execution threads [default: --threads, so that one `tessera sweep
+    /// --vary threads=...` compares them with the interactive protocols'
+    /// worker threads].
     #[arg(long = "exec-threads", value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub exec_threads: Option<usize>,
+    /// Client threads that draw and submit the requests (open loop) [default: 1].
+    #[arg(long = "clients", value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub clients: Option<usize>,
     /// Requests per batch (the thesis's authors ran 10,000) [default: 10000].
     #[arg(long = "batch-size", value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 24))]
@@ -48,51 +90,76 @@ impl DetArgs {
     fn given(&self) -> bool {
         self.cc_threads.is_some()
             || self.exec_threads.is_some()
+            || self.clients.is_some()
             || self.batch_size.is_some()
             || self.batch_us.is_some()
     }
 
-    /// A usage error if a deterministic knob is given without `--cc bohm`.
-    pub fn refuse_unless_bohm(&self) -> Result<(), Failure> {
+    /// A usage error if a deterministic knob is given with an interactive
+    /// protocol.
+    pub fn refuse_unless_det(&self) -> Result<(), Failure> {
         if self.given() {
             return Err(Failure::usage(
-                "--cc-threads, --exec-threads, --batch-size and --batch-us apply to --cc bohm only",
+                "--cc-threads, --exec-threads, --clients, --batch-size and --batch-us apply to --cc bohm \
+                 and --cc 2pl-ordered only",
             ));
         }
         Ok(())
     }
 
-    fn config(&self) -> BohmConfig {
+    fn config(&self, protocol: DetProtocol, threads: usize) -> BohmConfig {
         BohmConfig {
             cc_threads: self.cc_threads.unwrap_or(1),
-            exec_threads: self.exec_threads.unwrap_or(1),
+            exec_threads: self.exec_threads.unwrap_or(threads),
             sequencer: SequencerConfig {
                 batch_size: self.batch_size.unwrap_or(10_000),
                 batch_time: Duration::from_micros(self.batch_us.unwrap_or(2_000)),
             },
+            protocol,
         }
     }
 }
 
+/// What a run leaves for the workload's consistency check: the engine,
+/// stopped (its tables can be dumped), and the tally of committed outputs.
+pub struct DetRun<'a> {
+    /// The stopped engine.
+    pub engine: &'a Bohm,
+    /// The sum of [`DetWorkload::tally`] over committed outcomes (the
+    /// measured ones and the rest).
+    pub tally: i64,
+}
+
 /// Load, run open loop, report (one JSON object, or a few lines).
-pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
-    debug_assert_eq!(c.cc, Cc::Bohm);
+pub fn run<W: DetWorkload>(wl: &W, protocol: DetProtocol, c: &Common) -> Result<String, Failure> {
+    run_checked(wl, protocol, c, |_| Ok(None))
+}
+
+/// [`run`], then `check` the stopped engine: its JSON goes into the report
+/// (`consistency`), and an error fails the run.
+pub fn run_checked<W: DetWorkload>(
+    wl: &W,
+    protocol: DetProtocol,
+    c: &Common,
+    check: impl FnOnce(&DetRun<'_>) -> Result<Option<(Value, String)>, Failure>,
+) -> Result<String, Failure> {
+    let name = protocol.name();
     if c.txns.is_some() {
-        return Err(Failure::usage(
-            "--txns is not supported with --cc bohm yet: use --seconds",
-        ));
+        return Err(Failure::usage(format!(
+            "--txns is not supported with --cc {name} yet: use --seconds"
+        )));
     }
     c.durability.check().map_err(Failure::usage)?;
     if c.durability.durability == tessera::Durability::Async {
-        return Err(Failure::usage(
-            "--cc bohm releases a batch's outcomes only once its input is durable: use \
-             --durability sync (or none)",
-        ));
+        return Err(Failure::usage(format!(
+            "--cc {name} releases a batch's outcomes only once its input is durable: use \
+             --durability sync (or none)"
+        )));
     }
     if c.durability.checkpoint_secs.is_some() {
-        return Err(Failure::usage(
-            "--checkpoint-secs is not supported with --cc bohm yet",
-        ));
+        return Err(Failure::usage(format!(
+            "--checkpoint-secs is not supported with --cc {name} yet"
+        )));
     }
     // The input log: a fresh directory (the benchmark loads fresh data).
     let input_dir = c.durability.data_dir.clone();
@@ -102,66 +169,55 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
             .unwrap_or(false);
         if used {
             return Err(Failure::usage(format!(
-                "--data-dir {} is not empty; --cc bohm writes its input log to a new or empty directory",
+                "--data-dir {} is not empty; --cc {name} writes its input log to a new or empty directory",
                 dir.display()
             )));
         }
     }
     if c.declared {
-        return Err(Failure::usage(
-            "--declared is implied by --cc bohm: every request declares its sets",
-        ));
+        return Err(Failure::usage(format!(
+            "--declared is implied by --cc {name}: every request declares its sets"
+        )));
     }
-    let cfg = c.det.config();
+    let cfg = c.det.config(protocol, c.threads);
+    let clients = c.det.clients.unwrap_or(1);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let prefault_secs = crate::bench::prefault(c)?;
-    // The YCSB loader writes through a database; its rows are copied into
-    // BOHM's table at timestamp 0.
+    // The workload's loader writes through a database; its rows are copied
+    // into the engine's tables (same names, same ids) at timestamp 0.
     let t0 = Instant::now();
-    let mut bohm = Bohm::new(&[TABLE], cfg).map_err(|e| Failure::from_error("BOHM: ", &e))?;
+    let db = Database::open(Options::in_memory().workers(cores.max(2)))
+        .map_err(|e| Failure::from_error("cannot open the loading database: ", &e))?;
+    wl.load(&db, cores, &|_| {})
+        .map_err(|e| Failure::from_error(&format!("cannot load {}: ", wl.name()), &e))?;
+    let names = db.table_names();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut bohm =
+        Bohm::new(&refs, cfg).map_err(|e| Failure::from_error(&format!("{name}: "), &e))?;
     if let Some(dir) = &input_dir {
         let procs = tessera::det::Procedures::new()
-            .register::<tessera_workloads::ycsb::YcsbProc>()
+            .register::<W::Proc>()
             .map_err(|e| Failure::from_error("", &e))?;
         bohm = bohm.with_input_log(dir, procs);
     }
     {
-        let db = Database::open(Options::in_memory().workers(cores.max(2)))
-            .map_err(|e| Failure::from_error("cannot open the loading database: ", &e))?;
-        wl.load(&db, cores, &|_| {})
-            .map_err(|e| Failure::from_error("cannot load YCSB: ", &e))?;
-        let t = db.table(TABLE).map_err(|e| Failure::from_error("", &e))?;
-        if bohm.table(TABLE).ok() != Some(t) {
-            return Err(Failure::run("BOHM's table id differs from the loader's"));
-        }
         let mut w = db.worker().map_err(|e| Failure::from_error("", &e))?;
-        let mut err = None;
-        w.run(|tx| {
-            tx.scan(
-                t,
-                std::ops::Bound::Unbounded,
-                std::ops::Bound::Unbounded,
-                ScanOptions::default(),
-                |k, v| match bohm.load(t, k, v) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        err = Some(e);
-                        false
-                    }
-                },
-            )
-            .map(|_| ())
-        })
-        .map_err(|e| Failure::from_error("cannot copy the loaded rows: ", &e))?;
-        if let Some(e) = err {
-            return Err(Failure::from_error("cannot load BOHM: ", &e));
+        for n in &names {
+            let t = db.table(n).map_err(|e| Failure::from_error("", &e))?;
+            if bohm.table(n).ok() != Some(t) {
+                return Err(Failure::run(format!(
+                    "table {n}: the engine's id differs from the loader's"
+                )));
+            }
+            copy_table(&mut w, &bohm, t)?;
         }
+        drop(w);
         std::mem::forget(db); // freed with the process, as `bench` does
     }
     let load_secs = t0.elapsed().as_secs_f64();
     if !c.quiet {
         eprintln!(
-            "loaded in {load_secs:.2} s; bohm: {} CC thread(s), {} execution thread(s), batches of {} or {} us",
+            "loaded in {load_secs:.2} s; {name}: {} CC thread(s), {} execution thread(s), batches of {} or {} us",
             cfg.cc_threads,
             cfg.exec_threads,
             cfg.sequencer.batch_size,
@@ -169,19 +225,25 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
         );
     }
     bohm.start()
-        .map_err(|e| Failure::from_error("cannot start BOHM: ", &e))?;
+        .map_err(|e| Failure::from_error(&format!("cannot start {name}: "), &e))?;
     let measuring = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
     let committed = AtomicU64::new(0);
     let aborted = AtomicU64::new(0);
-    let window = (2 * cfg.sequencer.batch_size / c.threads).max(1);
+    let tally = std::sync::atomic::AtomicI64::new(0);
+    let window = (2 * cfg.sequencer.batch_size / clients).max(1);
     let failure: std::sync::Mutex<Option<tessera::Error>> = std::sync::Mutex::new(None);
     let (run_start, run_end) = std::thread::scope(|s| {
-        for i in 0..c.threads {
-            let (bohm, measuring, stop, committed, aborted, failure) =
-                (&bohm, &measuring, &stop, &committed, &aborted, &failure);
+        for i in 0..clients {
+            let (bohm, measuring, stop, committed, aborted, failure, tally) = (
+                &bohm, &measuring, &stop, &committed, &aborted, &failure, &tally,
+            );
             s.spawn(move || {
-                let mut st = wl.thread_state(i, c.threads, c.seed);
+                let mut st = wl.thread_state(
+                    i,
+                    clients,
+                    tessera_workloads::driver::thread_seed(c.seed, i),
+                );
                 let mut inflight = VecDeque::with_capacity(window + 1);
                 let give_up = |e: tessera::Error| {
                     failure
@@ -190,20 +252,30 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
                         .get_or_insert(e);
                     stop.store(true, Ordering::Relaxed);
                 };
-                let settle = |r: tessera::det::Receipt<()>| match r.wait() {
-                    Ok(o) => {
-                        if measuring.load(Ordering::Relaxed) {
+                let mut my_tally = 0i64;
+                let mut settle =
+                    |r: tessera::det::Receipt<<W::Proc as Request>::Output>| match r.wait() {
+                        Ok(o) => {
+                            let measured = measuring.load(Ordering::Relaxed);
                             match o {
-                                Outcome::Committed(()) => committed.fetch_add(1, Ordering::Relaxed),
-                                Outcome::Aborted => aborted.fetch_add(1, Ordering::Relaxed),
-                            };
+                                Outcome::Committed(out) => {
+                                    my_tally += W::tally(&out);
+                                    if measured {
+                                        committed.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                }
+                                Outcome::Aborted => {
+                                    if measured {
+                                        aborted.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                }
+                            }
                         }
-                    }
-                    Err(e) => give_up(e),
-                };
+                        Err(e) => give_up(e),
+                    };
                 while !stop.load(Ordering::Relaxed) {
                     wl.next(&mut st);
-                    match bohm.submit(wl.procedure(&st)) {
+                    match bohm.submit(wl.proc(&st)) {
                         Ok(r) => inflight.push_back(r),
                         Err(e) => {
                             give_up(e);
@@ -217,6 +289,7 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
                 for r in inflight {
                     settle(r);
                 }
+                tally.fetch_add(my_tally, Ordering::Relaxed);
             });
         }
         std::thread::sleep(Duration::from_secs_f64(c.warmup));
@@ -246,10 +319,17 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
     });
     let stats = bohm
         .shutdown()
-        .map_err(|e| Failure::from_error("BOHM: ", &e))?;
+        .map_err(|e| Failure::from_error(&format!("{name}: "), &e))?;
     if let Some(e) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        return Err(Failure::from_error("a BOHM request failed: ", &e));
+        return Err(Failure::from_error(
+            &format!("a {name} request failed: "),
+            &e,
+        ));
     }
+    let checked = check(&DetRun {
+        engine: &bohm,
+        tally: tally.load(Ordering::Relaxed),
+    })?;
     let secs = (run_end - run_start).as_secs_f64();
     let n = committed.load(Ordering::Relaxed);
     // Logic aborts only: BOHM has no other kind.
@@ -259,10 +339,11 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
     } else {
         0.0
     };
-    let report = json!({
-        "protocol": "bohm",
-        "workload": "ycsb",
-        "threads": c.threads,
+    let mut report = json!({
+        "protocol": name,
+        "workload": wl.name(),
+        "threads": cfg.exec_threads,
+        "clients": clients,
         "seconds": secs,
         "warmup_seconds": c.warmup,
         "committed": n,
@@ -282,16 +363,19 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
             "data_dir": input_dir.as_ref().map(|d| d.display().to_string()),
         },
         "input_log_bytes": stats.input_bytes,
-        "bohm": {
+        "stages": {
             "batches": stats.batches,
-            "placeholders": stats.placeholders,
+            // BOHM: one placeholder per declared write; 2pl-ordered: one
+            // lock entry per declared key.
+            "cc_entry": if protocol == DetProtocol::Bohm { "placeholder" } else { "lock" },
+            "cc_entries": stats.placeholders,
             "recursive_executions": stats.recursive,
             "versions_collected": stats.collected,
             "cc_busy_seconds": stats.cc_busy_ns as f64 / 1e9,
             "exec_busy_seconds": stats.exec_busy_ns as f64 / 1e9,
-            // The CC stage alone: placeholders (one per declared write, an
-            // RMW each in YCSB) per second of a CC thread's busy time.
-            "cc_stage_placeholders_per_busy_s_per_thread": if stats.cc_busy_ns > 0 {
+            // The CC stage alone: entries (a placeholder per declared write,
+            // an RMW each in YCSB) per second of a CC thread's busy time.
+            "cc_stage_entries_per_busy_s_per_thread": if stats.cc_busy_ns > 0 {
                 stats.placeholders as f64 / (stats.cc_busy_ns as f64 / 1e9)
             } else {
                 0.0
@@ -300,31 +384,70 @@ pub fn ycsb_bohm(wl: &Ycsb, c: &Common) -> Result<String, Failure> {
         "load": { "seconds": load_secs },
         "config": wl.config(),
     });
+    let mut line = None;
+    if let Some((v, l)) = checked {
+        report["consistency"] = v;
+        line = Some(l);
+    }
     if c.json {
         Ok(serde_json::to_string_pretty(&report).map_err(Failure::run)? + "\n")
     } else {
-        Ok(table(&report))
+        let mut out = table(&report);
+        if let Some(l) = line {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        Ok(out)
+    }
+}
+
+/// Copy every row of `t` from the loading database into the engine.
+fn copy_table(w: &mut tessera::Worker, bohm: &Bohm, t: TableId) -> Result<(), Failure> {
+    let mut err = None;
+    w.run(|tx| {
+        tx.scan(
+            t,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            ScanOptions::default(),
+            |k, v| match bohm.load(t, k, v) {
+                Ok(()) => true,
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            },
+        )
+        .map(|_| ())
+    })
+    .map_err(|e| Failure::from_error("cannot copy the loaded rows: ", &e))?;
+    match err {
+        Some(e) => Err(Failure::from_error("cannot load the engine: ", &e)),
+        None => Ok(()),
     }
 }
 
 fn table(r: &Value) -> String {
     format!(
-        "bohm on ycsb: {} client thread(s), {} CC, {} exec\n\
+        "{} on {}: {} client thread(s), {} CC, {} exec\n\
          committed {} in {:.2} s: {:.0} txn/s ({} aborted by their logic)\n\
-         batches {}, placeholders {}, producers run by readers {}, versions collected {}\n\
-         CC stage alone: {:.0} placeholders per busy second per CC thread\n",
-        r["threads"],
+         batches {}, CC entries ({}s) {}, producers run by readers {}, versions collected {}\n\
+         CC stage alone: {:.0} entries per busy second per CC thread\n",
+        r["protocol"].as_str().unwrap_or(""),
+        r["workload"].as_str().unwrap_or(""),
+        r["clients"],
         r["engine"]["cc_threads"],
         r["engine"]["exec_threads"],
         r["committed"],
         r["seconds"].as_f64().unwrap_or(0.0),
         r["throughput_txn_per_s"].as_f64().unwrap_or(0.0),
         r["aborted"],
-        r["bohm"]["batches"],
-        r["bohm"]["placeholders"],
-        r["bohm"]["recursive_executions"],
-        r["bohm"]["versions_collected"],
-        r["bohm"]["cc_stage_placeholders_per_busy_s_per_thread"]
+        r["stages"]["batches"],
+        r["stages"]["cc_entry"].as_str().unwrap_or(""),
+        r["stages"]["cc_entries"],
+        r["stages"]["recursive_executions"],
+        r["stages"]["versions_collected"],
+        r["stages"]["cc_stage_entries_per_busy_s_per_thread"]
             .as_f64()
             .unwrap_or(0.0),
     )

@@ -44,7 +44,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "WORKLOAD", required_unless_present = "replot",
           value_parser = ["ycsb", "tpcc", "tpcc-hybrid", "smallbank"])]
     pub workload: Option<String>,
-    /// Protocols, comma-separated (bohm too, for `--workload ycsb`).
+    /// Protocols, comma-separated (bohm and 2pl-ordered too, for ycsb and smallbank).
     #[arg(long = "cc", value_name = "P1,P2,...", value_delimiter = ',',
           required_unless_present = "replot", value_parser = BenchCcParser)]
     pub cc: Vec<Cc>,

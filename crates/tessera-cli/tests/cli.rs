@@ -445,9 +445,10 @@ fn bohm_runs_ycsb_and_its_knobs_are_checked() {
     assert!(v["committed"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["engine"]["cc_threads"], 2);
     assert_eq!(v["engine"]["batch_size"], 200);
-    assert!(v["bohm"]["placeholders"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["stages"]["cc_entry"], "placeholder");
+    assert!(v["stages"]["cc_entries"].as_u64().unwrap() > 0, "{v}");
     assert!(
-        v["bohm"]["cc_stage_placeholders_per_busy_s_per_thread"]
+        v["stages"]["cc_stage_entries_per_busy_s_per_thread"]
             .as_f64()
             .unwrap()
             > 0.0,
@@ -482,11 +483,11 @@ fn bohm_runs_ycsb_and_its_knobs_are_checked() {
     for (args, expect) in [
         (
             &["ycsb", "--records", "100", "--cc-threads", "2"][..],
-            "apply to --cc bohm only",
+            "apply to --cc bohm and --cc 2pl-ordered only",
         ),
         (
             &["tpcc", "--cc", "bohm"][..],
-            "runs `tessera bench ycsb` only",
+            "runs `tessera bench ycsb` and `tessera bench smallbank` only",
         ),
         (
             &["ycsb", "--records", "100", "--cc", "bohm", "--txns", "10"][..],
@@ -526,4 +527,61 @@ fn bohm_runs_ycsb_and_its_knobs_are_checked() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(expect), "{args:?}: {}", stderr(&o));
     }
+}
+
+/// SmallBank under both deterministic protocols: money is conserved (the
+/// engine's balances against its committed outcomes), and 2pl-ordered
+/// reports lock entries; YCSB's scans are refused by 2pl-ordered.
+#[test]
+fn deterministic_protocols_run_smallbank_and_conserve_money() {
+    for (cc, entry) in [("bohm", "placeholder"), ("2pl-ordered", "lock")] {
+        let o = tessera(&[
+            "bench",
+            "smallbank",
+            "--cc",
+            cc,
+            "--customers",
+            "50",
+            "--spin-us",
+            "0",
+            "--seconds",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--exec-threads",
+            "2",
+            "--batch-size",
+            "100",
+            "--json",
+            "--quiet",
+        ]);
+        assert!(o.status.success(), "{cc}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["protocol"], cc);
+        assert_eq!(v["workload"], "smallbank");
+        assert!(v["committed"].as_u64().unwrap() > 0, "{v}");
+        assert_eq!(v["consistency"]["passed"], true, "{v}");
+        assert_eq!(v["stages"]["cc_entry"], entry, "{v}");
+    }
+    let o = tessera(&[
+        "bench",
+        "ycsb",
+        "--cc",
+        "2pl-ordered",
+        "--records",
+        "1000",
+        "--workload",
+        "e",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("2pl-ordered locks exact keys only"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -447,37 +447,48 @@ impl SmallBank {
             Error::InvalidArgument("SmallBank checked before it was loaded".into())
         })?;
         let mut w = db.worker()?;
-        let sum = |w: &mut Worker, table: TableId| -> Result<(u64, i64), Error> {
+        let rows = |w: &mut Worker, table: TableId| -> Result<Vec<Vec<u8>>, Error> {
             w.run(|tx| {
-                let (mut n, mut total, mut bad) = (0u64, 0i64, None);
+                let mut out = Vec::new();
                 tx.scan(
                     table,
                     Bound::Unbounded,
                     Bound::Unbounded,
                     ScanOptions::new(),
-                    |_, v| match balance_of(v) {
-                        Ok(b) => {
-                            n += 1;
-                            total += b;
-                            true
-                        }
-                        Err(e) => {
-                            bad = Some(e);
-                            false
-                        }
+                    |_, v| {
+                        out.push(v.to_vec());
+                        true
                     },
                 )?;
-                match bad {
-                    Some(e) => Err(e),
-                    None => Ok((n, total)),
-                }
+                Ok(out)
             })
         };
-        let (sn, st) = sum(&mut w, t.savings)?;
-        let (cn, ct) = sum(&mut w, t.checking)?;
+        let savings = rows(&mut w, t.savings)?;
+        let checking = rows(&mut w, t.checking)?;
+        self.conservation(&savings, &checking, self.net_committed())
+    }
+
+    /// The conservation check over the balances of every savings and
+    /// checking account (however they were read: the deterministic
+    /// engines dump their own tables), given the net money that committed
+    /// transactions brought in.
+    pub fn conservation<V: AsRef<[u8]>>(
+        &self,
+        savings: &[V],
+        checking: &[V],
+        net_committed: i64,
+    ) -> Result<Conservation, Error> {
+        let sum = |rows: &[V]| -> Result<i64, Error> {
+            rows.iter()
+                .try_fold(0i64, |acc, v| match balance_of(v.as_ref()) {
+                    Ok(b) => Ok(acc + b),
+                    Err(TxError::Error(e)) => Err(e),
+                    Err(e) => Err(Error::InvalidArgument(format!("SmallBank: {e}"))),
+                })
+        };
+        let (sn, cn) = (savings.len() as u64, checking.len() as u64);
+        let total = sum(savings)? + sum(checking)?;
         let initial_total = 2 * INITIAL_BALANCE * self.cfg.customers as i64;
-        let net_committed = self.net_committed();
-        let total = st + ct;
         Ok(Conservation {
             savings_rows: sn,
             checking_rows: cn,

@@ -7,7 +7,7 @@
 use std::ops::Bound;
 use std::time::Duration;
 
-use tessera::cc::bohm::{Bohm, BohmConfig};
+use tessera::cc::bohm::{Bohm, BohmConfig, DetProtocol};
 use tessera::det::{serial, Outcome, Procedure, SequencerConfig};
 use tessera::{Database, Options, ScanOptions};
 use tessera_workloads::driver::Workload;
@@ -55,7 +55,11 @@ fn ycsb_procedures_round_trip_and_refuse_damage() {
 
 #[test]
 fn bohm_runs_ycsb_to_the_serial_state() {
-    for (theta, m, n) in [(0.9, 2, 2), (0.0, 1, 3)] {
+    for (theta, m, n, protocol) in [
+        (0.9, 2, 2, DetProtocol::Bohm),
+        (0.0, 1, 3, DetProtocol::Bohm),
+        (0.9, 2, 3, DetProtocol::TwoPlOrdered),
+    ] {
         let wl = workload(theta, 0.0);
         let db = loaded(&wl);
         let t = db.table(tessera_workloads::ycsb::TABLE).unwrap();
@@ -79,6 +83,7 @@ fn bohm_runs_ycsb_to_the_serial_state() {
                     batch_size: 500,
                     batch_time: Duration::from_millis(1),
                 },
+                protocol,
             },
         )
         .unwrap();
@@ -119,13 +124,22 @@ fn bohm_runs_ycsb_to_the_serial_state() {
         assert_eq!(
             bohm.dump(t).unwrap(),
             want,
-            "theta {theta}, {m} CC, {n} exec"
+            "theta {theta}, {m} CC, {n} exec, {protocol:?}"
         );
     }
 }
 
 #[test]
 fn bohm_runs_smallbank_to_the_serial_outcomes_and_state() {
+    smallbank_equals_serial(DetProtocol::Bohm);
+}
+
+#[test]
+fn ordered_2pl_runs_smallbank_to_the_serial_outcomes_and_state() {
+    smallbank_equals_serial(DetProtocol::TwoPlOrdered);
+}
+
+fn smallbank_equals_serial(protocol: DetProtocol) {
     let wl = SmallBank::new(SmallBankConfig {
         customers: 50,
         spin_us: 0,
@@ -153,6 +167,7 @@ fn bohm_runs_smallbank_to_the_serial_outcomes_and_state() {
                 batch_size: 300,
                 batch_time: Duration::from_millis(1),
             },
+            protocol,
         },
     )
     .unwrap();

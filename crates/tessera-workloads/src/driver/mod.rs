@@ -56,7 +56,7 @@ use std::fmt;
 use tessera::{Database, Durability, Error, TxResult, Worker};
 
 pub use report::{Aborts, Latency, LoadReport, LogReport, Report, TypeReport, TypeReports};
-pub use run::{bench, load, resident_bytes, run};
+pub use run::{bench, load, resident_bytes, run, thread_seed};
 
 /// A benchmark workload: data loading plus a transaction generator.
 ///

@@ -168,6 +168,12 @@ pub fn bench<W: Workload>(db: &Database, wl: &W, cfg: &RunConfig) -> Result<Repo
     run(db, wl, cfg, l)
 }
 
+/// Driver thread `i`'s seed from the run's `--seed` (every driver, the
+/// deterministic engines' clients included, draws the same streams).
+pub fn thread_seed(seed: u64, i: usize) -> u64 {
+    mix_seed(seed ^ ((i as u64) << 32))
+}
+
 /// splitmix64: derive well-spread per-thread seeds from one base seed.
 fn mix_seed(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -207,7 +213,7 @@ fn worker_loop<W: Workload>(
     live: &Live,
 ) -> Result<Vec<TypeStats>, DriverError> {
     let types = wl.txn_types();
-    let mut st = wl.thread_state(i, cfg.threads, mix_seed(cfg.seed ^ ((i as u64) << 32)));
+    let mut st = wl.thread_state(i, cfg.threads, thread_seed(cfg.seed, i));
     let mut stats: Vec<TypeStats> = types.iter().map(|_| TypeStats::new()).collect();
     let mut rng = mix_seed(cfg.seed.wrapping_add(i as u64)) | 1;
     let (mut commits, mut aborts) = (0u64, 0u64);
