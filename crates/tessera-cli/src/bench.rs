@@ -700,6 +700,16 @@ pub struct YcsbArgs {
     #[arg(long = "read-latest", value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", action = ArgAction::Set)]
     pub read_latest: Option<bool>,
+    /// Fraction of transactions that are long and read-only, each reading
+    /// --long-read-size uniformly chosen records (the thesis's long
+    /// read-only mix, with --rmw --read-ratio 0 for the 10RMW updates)
+    /// [default: 0].
+    #[arg(long = "long-read-ratio", value_name = "R", value_parser = parse_ratio, allow_negative_numbers = true)]
+    pub long_read_ratio: Option<f64>,
+    /// Records per long read-only transaction [default: 10000].
+    #[arg(long = "long-read-size", value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=tessera_workloads::ycsb::MAX_LONG_READ as u64))]
+    pub long_read_size: Option<usize>,
 }
 
 impl YcsbArgs {
@@ -716,6 +726,8 @@ impl YcsbArgs {
             theta: self.theta,
             scan_length: self.scan_length,
             read_latest: self.read_latest,
+            long_read_ratio: self.long_read_ratio,
+            long_read_size: self.long_read_size,
         };
         YcsbConfig::with_overrides(self.workload.into(), &o)
     }

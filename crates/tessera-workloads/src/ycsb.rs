@@ -80,6 +80,10 @@ pub const LOAD_BATCH: u64 = 1000;
 /// Most records a run may load (record numbers of inserts start above).
 pub const MAX_RECORDS: u64 = 1 << 40;
 
+/// The most records one long read-only transaction reads (its logged
+/// arguments, 9 bytes a record, stay under the input log's 1 MiB limit).
+pub const MAX_LONG_READ: usize = 100_000;
+
 /// Record numbers of records inserted while running start here; thread `t`
 /// uses `INSERT_BASE + t * 2^40 ..`.
 const INSERT_BASE: u64 = 1 << 48;
@@ -320,6 +324,12 @@ pub struct YcsbConfig {
     pub scan_length: usize,
     /// Reads pick the newest records (workload D).
     pub read_latest: bool,
+    /// Fraction of transactions that are long and read-only: each reads
+    /// `long_read_size` uniformly chosen records (Faleiro's long read-only
+    /// mix, thesis Fig. 5.8; the rest are the configured transactions).
+    pub long_read_ratio: f64,
+    /// Records one long read-only transaction reads.
+    pub long_read_size: usize,
 }
 
 impl Default for YcsbConfig {
@@ -338,6 +348,8 @@ impl Default for YcsbConfig {
             theta: 0.0,
             scan_length: 100,
             read_latest: false,
+            long_read_ratio: 0.0,
+            long_read_size: 10_000,
         }
     }
 }
@@ -366,6 +378,10 @@ pub struct YcsbOverrides {
     pub scan_length: Option<usize>,
     /// Reads pick the newest records.
     pub read_latest: Option<bool>,
+    /// Fraction of long read-only transactions.
+    pub long_read_ratio: Option<f64>,
+    /// Records per long read-only transaction.
+    pub long_read_size: Option<usize>,
 }
 
 impl YcsbConfig {
@@ -428,6 +444,12 @@ impl YcsbConfig {
         if let Some(v) = o.read_latest {
             c.read_latest = v;
         }
+        if let Some(v) = o.long_read_ratio {
+            c.long_read_ratio = v;
+        }
+        if let Some(v) = o.long_read_size {
+            c.long_read_size = v;
+        }
         c.validate()?;
         Ok(c)
     }
@@ -461,6 +483,7 @@ impl YcsbConfig {
             ("--read-ratio", self.read_ratio),
             ("--scan-ratio", self.scan_ratio),
             ("--insert-ratio", self.insert_ratio),
+            ("--long-read-ratio", self.long_read_ratio),
         ] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("{flag} must be in [0, 1], got {v}"));
@@ -471,6 +494,19 @@ impl YcsbConfig {
         }
         if self.scan_length == 0 {
             return Err("--scan-length must be at least 1".into());
+        }
+        if self.long_read_size == 0 || self.long_read_size > MAX_LONG_READ {
+            return Err(format!(
+                "--long-read-size must be in 1..={MAX_LONG_READ}, got {}",
+                self.long_read_size
+            ));
+        }
+        let txns = self.scan_ratio + self.insert_ratio + self.long_read_ratio;
+        if txns > 1.0 + 1e-9 {
+            return Err(format!(
+                "--scan-ratio ({}) + --insert-ratio ({}) + --long-read-ratio ({}) add up to {txns} > 1",
+                self.scan_ratio, self.insert_ratio, self.long_read_ratio
+            ));
         }
         let sum = self.read_ratio + self.scan_ratio + self.insert_ratio;
         if sum > 1.0 + 1e-9 {
@@ -490,6 +526,7 @@ enum Kind {
     Ycsb,
     Scan,
     Insert,
+    LongRead,
 }
 
 impl Kind {
@@ -498,6 +535,7 @@ impl Kind {
             Kind::Ycsb => "ycsb",
             Kind::Scan => "scan",
             Kind::Insert => "insert",
+            Kind::LongRead => "long_read",
         }
     }
 }
@@ -779,13 +817,14 @@ impl Ycsb {
         // Ratios are decimal fractions; treat float dust (1 - 0.95 - 0.05)
         // as zero.
         let clean = |x: f64| if x < 1e-9 { 0.0 } else { x };
-        let rw = clean(1.0 - cfg.scan_ratio - cfg.insert_ratio);
+        let rw = clean(1.0 - cfg.scan_ratio - cfg.insert_ratio - cfg.long_read_ratio);
         let mut kinds = Vec::new();
         let mut acc = 0.0;
         for (k, p) in [
             (Kind::Ycsb, rw),
             (Kind::Scan, cfg.scan_ratio),
             (Kind::Insert, cfg.insert_ratio),
+            (Kind::LongRead, cfg.long_read_ratio),
         ] {
             if p > 0.0 {
                 acc += p;
@@ -963,6 +1002,11 @@ impl Workload for Ycsb {
                     st.inserted += 1;
                 }
             }
+            Kind::LongRead => {
+                for _ in 0..c.long_read_size {
+                    st.ops.push(Op::Read(st.rng.gen_range(0..c.records)));
+                }
+            }
         }
         ty
     }
@@ -1008,6 +1052,8 @@ impl Workload for Ycsb {
             "distribution": if c.read_latest { "latest" } else if c.theta > 0.0 { "zipfian" } else { "uniform" },
             "read_latest": c.read_latest,
             "scan_length": c.scan_length,
+            "long_read_ratio": c.long_read_ratio,
+            "long_read_size": c.long_read_size,
             "key_order": "hashed",
             "txn_mix": mix,
         })
@@ -1250,6 +1296,17 @@ mod tests {
             ..Default::default()
         })
         .contains("add up to"));
+        assert!(bad(YcsbOverrides {
+            long_read_size: Some(0),
+            ..Default::default()
+        })
+        .contains("--long-read-size"));
+        assert!(bad(YcsbOverrides {
+            long_read_ratio: Some(0.5),
+            scan_ratio: Some(0.6),
+            ..Default::default()
+        })
+        .contains("--long-read-ratio"));
         // E has 95% scans: raising reads needs lowering scans.
         assert!(YcsbConfig::with_overrides(
             Preset::E,
@@ -1259,6 +1316,43 @@ mod tests {
             }
         )
         .is_err());
+    }
+
+    /// The long read-only mix: the fraction of transactions asked for is
+    /// long and read-only, reading `long_read_size` records, uniformly
+    /// spread over the table; the rest are the configured updates.
+    #[test]
+    fn long_read_only_transactions_follow_their_ratio() {
+        let wl = Ycsb::new(YcsbConfig {
+            records: 1_000,
+            read_ratio: 0.0,
+            rmw: true,
+            long_read_ratio: 0.25,
+            long_read_size: 300,
+            ..YcsbConfig::default()
+        })
+        .unwrap();
+        assert_eq!(wl.txn_types(), ["ycsb", "long_read"]);
+        let _ = wl.table.set(TableId::from_u32(0));
+        let mut st = wl.thread_state(0, 1, 7);
+        let (mut long, mut seen) = (0, std::collections::HashSet::new());
+        for _ in 0..2_000 {
+            if wl.next(&mut st) == 1 {
+                long += 1;
+                assert_eq!(st.ops.len(), 300);
+                for op in &st.ops {
+                    let Op::Read(r) = *op else {
+                        panic!("a long read-only transaction with {op:?}")
+                    };
+                    assert!(r < 1_000);
+                    seen.insert(r);
+                }
+            } else {
+                assert!(st.ops.iter().all(|op| matches!(op, Op::Update(_))));
+            }
+        }
+        assert!((400..600).contains(&long), "{long} of 2000");
+        assert!(seen.len() > 990, "{} records read", seen.len());
     }
 
     #[test]

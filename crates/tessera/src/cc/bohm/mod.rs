@@ -1411,6 +1411,15 @@ impl BohmTx<'_> {
             .position(|((tt, k), &kw)| kw == w && *tt == t && &k[..] == key)
     }
 
+    /// The declared read of `(t, key)` (reads are sorted at planning: a
+    /// long read-only transaction declares thousands).
+    fn declared_read(&self, t: TableId, key: &[u8]) -> Option<usize> {
+        self.txn
+            .reads
+            .binary_search_by(|(tt, k)| (*tt, &k[..]).cmp(&(t, key)))
+            .ok()
+    }
+
     fn own(&self, slot: usize) -> Option<&Option<Box<[u8]>>> {
         self.writes.iter().find(|(s, _)| *s == slot).map(|(_, v)| v)
     }
@@ -1453,12 +1462,7 @@ impl BohmTx<'_> {
             let ph = self.txn.ph[s].load(Ordering::Acquire);
             // SAFETY: the placeholders of a planned batch are alive.
             unsafe { (*ph).prev.load(Ordering::Acquire) }
-        } else if let Some(r) = self
-            .txn
-            .reads
-            .iter()
-            .position(|(tt, k)| *tt == t && &k[..] == key)
-        {
+        } else if let Some(r) = self.declared_read(t, key) {
             // The read-set annotation.
             self.txn.annot[r].load(Ordering::Acquire)
         } else {
@@ -1489,12 +1493,7 @@ impl BohmTx<'_> {
                 return Ok(unsafe { (*w).as_deref() });
             }
             self.txn.ph[s].load(Ordering::Acquire)
-        } else if let Some(r) = self
-            .txn
-            .reads
-            .iter()
-            .position(|(tt, k)| *tt == t && &k[..] == key)
-        {
+        } else if let Some(r) = self.declared_read(t, key) {
             self.txn.annot[r].load(Ordering::Acquire)
         } else {
             return Err(TxError::Error(Error::InvalidArgument(format!(
