@@ -454,7 +454,7 @@ impl tessera::det::Procedure for ListAppend {
         }
     }
     fn decode(b: &[u8]) -> Result<Self, String> {
-        if b.len() < 4 || (b.len() - 4) % 9 != 0 {
+        if b.len() < 4 || !(b.len() - 4).is_multiple_of(9) {
             return Err(format!("{} bytes", b.len()));
         }
         let u = |s: &[u8]| u32::from_le_bytes(s.try_into().unwrap());
