@@ -22,6 +22,7 @@
 //! the reference a deterministic protocol's state is compared with, and
 //! the executor of the substrate's own tests.
 
+pub mod checkpoint;
 pub mod input;
 pub mod sequencer;
 pub mod serial;

@@ -202,6 +202,12 @@ impl BatchRelease {
         self.try_release(&mut st);
     }
 
+    /// Whether the batch's input is durable (`None`: not yet synced; an
+    /// error: it never will be).
+    pub fn durability(&self) -> Option<Result<(), Error>> {
+        self.st.lock().durable.clone()
+    }
+
     fn durable(&self, r: Result<(), Error>) {
         let mut st = self.st.lock();
         st.durable = Some(r);

@@ -360,6 +360,33 @@ struct Shared {
     batches: AtomicU64,
     cc_busy_ns: AtomicU64,
     exec_busy_ns: AtomicU64,
+    /// A checkpoint's timestamp while it reads (`u64::MAX`: none): GC keeps
+    /// every version visible at it (see [`Shared::watermark`]).
+    gc_pin: AtomicU64,
+    /// The last batch handed to the CC stage: its number, its last
+    /// timestamp, and its release (whose durability a checkpoint waits for).
+    cut: Mutex<Option<(u64, u64, Arc<BatchRelease>)>>,
+    /// Held (shared) while a batch is handed to the CC stage; a
+    /// `2pl-ordered` checkpoint holds it exclusively to stop the feed (one
+    /// version per record: no snapshot while later batches run).
+    feed: parking_lot::RwLock<()>,
+}
+
+/// What [`Bohm::checkpoint`] wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DetCheckpointInfo {
+    /// The first batch it does not cover (replay starts there).
+    pub next_batch: u64,
+    /// The file.
+    pub file: std::path::PathBuf,
+    /// Live rows written.
+    pub rows: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Seconds, waits included.
+    pub seconds: f64,
+    /// Input log segments deleted (covered by the checkpoint).
+    pub segments_deleted: usize,
 }
 
 /// A BOHM database: tables on the ordered index, the sequencer and the two
@@ -380,6 +407,12 @@ pub struct Bohm {
     /// The epoch slot of loads, dumps and teardown (behind a lock so that
     /// clients on several threads can share the engine to submit).
     loader: Mutex<Option<LocalEpoch>>,
+    /// Rows loaded before the start.
+    loaded: AtomicU64,
+    /// The checkpoint `start` recovered from (with an input log).
+    recovered_from: Option<std::path::PathBuf>,
+    /// The input log's segment size.
+    segment_bytes: u64,
 }
 
 fn partition(t: TableId, key: &[u8], m: usize) -> u16 {
@@ -426,6 +459,9 @@ impl Bohm {
                 batches: AtomicU64::new(0),
                 cc_busy_ns: AtomicU64::new(0),
                 exec_busy_ns: AtomicU64::new(0),
+                gc_pin: AtomicU64::new(u64::MAX),
+                cut: Mutex::new(None),
+                feed: parking_lot::RwLock::new(()),
             }),
             seq: None,
             cc: Vec::new(),
@@ -435,17 +471,30 @@ impl Bohm {
             replayed: ReplayStats::default(),
             input_bytes: 0,
             loader: Mutex::new(loader),
+            loaded: AtomicU64::new(0),
+            recovered_from: None,
+            segment_bytes: 64 << 20,
         })
     }
 
-    /// Log every batch to the input log in `dir` (synced per batch before
-    /// its outcomes are released), and at [`Bohm::start`] first replay the
-    /// batches already there, through the stages, after cutting a torn
-    /// tail (never acknowledged). The state after the replay is the one
-    /// the logged batches produced over the same load: BOHM is
-    /// deterministic. `procs` decodes the logged requests.
+    /// Make `dir` the data directory: every batch is logged to its input
+    /// log (synced per batch before its outcomes are released), and
+    /// checkpoints go there ([`Bohm::checkpoint`]). At [`Bohm::start`] the
+    /// newest checkpoint is loaded and the batches logged after it are
+    /// replayed through the stages, after cutting a torn tail (never
+    /// acknowledged): BOHM is deterministic, so the state is the one the
+    /// logged batches produced. A fresh directory gets a first checkpoint
+    /// of what was loaded; a directory with one must be started without
+    /// loading. `procs` decodes the logged requests.
     pub fn with_input_log(mut self, dir: &std::path::Path, procs: Procedures) -> Bohm {
         self.input = Some((dir.to_path_buf(), procs));
+        self
+    }
+
+    /// The input log's segment size (default 64 MiB): a checkpoint deletes
+    /// the whole segments it covers.
+    pub fn input_segment_bytes(mut self, n: u64) -> Bohm {
+        self.segment_bytes = n.max(1);
         self
     }
 
@@ -477,6 +526,7 @@ impl Bohm {
         // SAFETY: fresh, not yet shared.
         unsafe { *(*v).data.get() = val.into() };
         let rec = BRecord::new(v);
+        self.loaded.fetch_add(1, Ordering::Relaxed);
         match tree.insert(key, rec as u64, &g) {
             Insert::Inserted { .. } => Ok(()),
             Insert::Exists(old) => {
@@ -523,49 +573,22 @@ impl Bohm {
             })?;
             self.cc.push(h);
         }
-        // The input log: replay what it holds, then continue it.
+        // The input log: recover from its directory, then continue it.
         let (mut first_batch, mut first_ts, mut log) = (0, 1, None);
-        if let Some((dir, procs)) = &self.input {
-            let scan = read_input_log(dir)?;
-            if let Some((path, off, _)) = &scan.torn {
-                segment::truncate_file(path, *off).map_err(|e| {
-                    Error::io(format!("cannot cut the torn tail of {}", path.display()), e)
-                })?;
-            }
-            let mut waits = Vec::new();
-            for lb in &scan.batches {
-                let mut ps = Vec::with_capacity(lb.entries.len());
-                for (id, args) in &lb.entries {
-                    ps.push(procs.decode(*id, args)?);
-                }
-                let (b, w) = Batch::replayed(lb.number, lb.first_ts, ps);
-                let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol));
-                for tx in &cc_tx {
-                    let _ = tx.send(ctx.clone());
-                }
-                waits.push(w);
-                first_batch = lb.number + 1;
-                first_ts = lb.first_ts + lb.entries.len() as u64;
-            }
-            for w in waits {
-                let (c, a) = w.wait();
-                self.replayed.committed += c;
-                self.replayed.not_committed += a;
-                self.replayed.batches += 1;
-            }
-            self.replayed.cut_torn_tail = scan.torn.is_some();
-            let segno = scan.last_segno.map_or(1, |s| s + 1);
-            log = Some(
-                InputLog::create(dir, segno, scan.next_seq, 64 << 20).map_err(|e| {
-                    Error::io(
-                        format!("cannot start the input log in {}", dir.display()),
-                        e,
-                    )
-                })?,
-            );
+        if let Some((dir, procs)) = self.input.clone() {
+            let (b, t, l) = self.recover(&dir, &procs, &cc_tx)?;
+            (first_batch, first_ts, log) = (b, t, Some(l));
         }
+        let sh = self.sh.clone();
         let sink = Box::new(move |b: Batch| {
+            let _feeding = sh.feed.read();
+            let last = (
+                b.number,
+                b.first_ts + b.txns.len() as u64 - 1,
+                b.release.clone(),
+            );
             let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol));
+            *sh.cut.lock() = Some(last);
             for tx in &cc_tx {
                 let _ = tx.send(ctx.clone());
             }
@@ -597,6 +620,263 @@ impl Bohm {
             .stack_size(stack)
             .spawn(move || f(&sh, &local))
             .map_err(|e| Error::io(format!("cannot start the BOHM thread {name}"), e))
+    }
+
+    /// Recovery from the data directory `dir` (at [`Bohm::start`], the
+    /// stages running, before any submission):
+    ///
+    /// 1. `tessera.det` is written, or checked against the tables;
+    /// 2. the newest checkpoint is loaded; with none (a fresh directory),
+    ///    the loaded state is checkpointed first, as the state before
+    ///    batch 0, so that the log never needs the caller's load again;
+    /// 3. a torn tail of the input log is cut (never acknowledged);
+    /// 4. the logged batches from the checkpoint's on are replayed through
+    ///    the stages, and waited for.
+    ///
+    /// Returns where the sequencer continues (batch, timestamp) and the
+    /// input log to continue.
+    fn recover(
+        &mut self,
+        dir: &std::path::Path,
+        procs: &Procedures,
+        cc_tx: &[Sender<Arc<BatchCtx>>],
+    ) -> Result<(u64, u64, InputLog), Error> {
+        let cfg = self.sh.cfg;
+        crate::det::checkpoint::mark_dir(dir, &self.sh.names)?;
+        crate::det::checkpoint::remove_unfinished(dir);
+        let scan = read_input_log(dir)?;
+        let (next_batch, next_ts) = match crate::det::checkpoint::read_latest(dir)? {
+            Some(ck) => {
+                if self.loaded.load(Ordering::Relaxed) > 0 {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} holds a checkpoint ({}): start on it without loading rows",
+                        dir.display(),
+                        ck.file.display()
+                    )));
+                }
+                for (t, k, v) in &ck.rows {
+                    self.load(TableId::from_u32(*t), k, v)?;
+                }
+                self.recovered_from = Some(ck.file.clone());
+                (ck.next_batch, ck.next_ts)
+            }
+            None => {
+                if let Some(b) = scan.batches.first() {
+                    return Err(Error::Corrupt(format!(
+                        "{}: an input log from batch {} but no checkpoint to replay it over",
+                        dir.display(),
+                        b.number
+                    )));
+                }
+                let (file, _) = crate::det::checkpoint::write(dir, 0, 1, &mut |emit| {
+                    self.snapshot(u64::MAX, emit)
+                })?;
+                self.recovered_from = Some(file);
+                (0, 1)
+            }
+        };
+        if let Some((path, off, _)) = &scan.torn {
+            segment::truncate_file(path, *off).map_err(|e| {
+                Error::io(format!("cannot cut the torn tail of {}", path.display()), e)
+            })?;
+        }
+        let (mut first_batch, mut first_ts) = (next_batch, next_ts);
+        let mut waits = Vec::new();
+        for lb in scan.batches.iter().filter(|b| b.number >= next_batch) {
+            if lb.number != first_batch || lb.first_ts != first_ts {
+                return Err(Error::Corrupt(format!(
+                    "{}: the input log continues with batch {} (timestamp {}) after a \
+                     checkpoint or batch that ends before batch {first_batch} (timestamp \
+                     {first_ts}): batches are missing",
+                    dir.display(),
+                    lb.number,
+                    lb.first_ts
+                )));
+            }
+            let mut ps = Vec::with_capacity(lb.entries.len());
+            for (id, args) in &lb.entries {
+                ps.push(procs.decode(*id, args)?);
+            }
+            let (b, w) = Batch::replayed(lb.number, lb.first_ts, ps);
+            let last = (
+                b.number,
+                b.first_ts + b.txns.len() as u64 - 1,
+                b.release.clone(),
+            );
+            let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol));
+            *self.sh.cut.lock() = Some(last);
+            for tx in cc_tx {
+                let _ = tx.send(ctx.clone());
+            }
+            waits.push(w);
+            first_batch = lb.number + 1;
+            first_ts = lb.first_ts + lb.entries.len() as u64;
+        }
+        for w in waits {
+            let (c, a) = w.wait();
+            self.replayed.committed += c;
+            self.replayed.not_committed += a;
+            self.replayed.batches += 1;
+        }
+        self.replayed.cut_torn_tail = scan.torn.is_some();
+        let segno = scan.last_segno.map_or(1, |s| s + 1);
+        let log = InputLog::create(dir, segno, scan.next_seq, self.segment_bytes).map_err(|e| {
+            Error::io(
+                format!("cannot start the input log in {}", dir.display()),
+                e,
+            )
+        })?;
+        Ok((first_batch, first_ts, log))
+    }
+
+    /// The checkpoint `start` loaded or wrote (with an input log).
+    pub fn recovered_from(&self) -> Option<&std::path::Path> {
+        self.recovered_from.as_deref()
+    }
+
+    /// Every live row as of timestamp `x` (every transaction at or below
+    /// it complete, and GC held at or below it): for each record, the
+    /// newest filled version that begins at or below `x`.
+    fn snapshot(&self, x: u64, emit: &mut dyn FnMut(u32, &[u8], &[u8])) {
+        let loader = self.loader.lock();
+        let local = loader.as_ref().expect("loader slot");
+        for (i, tree) in self.sh.tables.iter().enumerate() {
+            let mut from: Option<Vec<u8>> = None;
+            loop {
+                // Re-pinned every few thousand keys, so the epoch moves.
+                let g = local.pin();
+                let mut n = 0usize;
+                let mut last = None;
+                let lo = match &from {
+                    Some(k) => Bound::Excluded(&k[..]),
+                    None => Bound::Unbounded,
+                };
+                tree.scan(lo, Bound::Unbounded, false, &g, Unobserved, |k, v| {
+                    // SAFETY: records live while the engine runs; versions
+                    // reached while pinned are alive.
+                    let rec = unsafe { &*(v as *const BRecord) };
+                    let mut p = rec.head.load(Ordering::Acquire);
+                    while !p.is_null() {
+                        // SAFETY: as above.
+                        let ver = unsafe { &*p };
+                        if ver.begin <= x {
+                            match ver.state.load(Ordering::Acquire) {
+                                VALUE => {
+                                    // SAFETY: filled, so immutable (BOHM),
+                                    // or no writer runs (2pl-ordered: the
+                                    // feed is stopped and drained).
+                                    emit(i as u32, k, unsafe { &(&*ver.data.get())[..] });
+                                    break;
+                                }
+                                TOMBSTONE => break,
+                                SKIPPED => {}
+                                _ => unreachable!(
+                                    "a pending version at or below a checkpoint's timestamp"
+                                ),
+                            }
+                        }
+                        p = ver.prev.load(Ordering::Acquire);
+                    }
+                    n += 1;
+                    if n >= 4096 {
+                        last = Some(k.to_vec());
+                        return false;
+                    }
+                    true
+                });
+                match last {
+                    Some(k) => from = Some(k),
+                    None => break,
+                }
+            }
+        }
+    }
+
+    /// Take a checkpoint while the engine runs: the state after the last
+    /// batch handed to the CC stage, at its batch boundary, written to the
+    /// data directory; then delete the input log segments it covers.
+    ///
+    /// Under BOHM the checkpoint is a snapshot read at that batch's last
+    /// timestamp while later batches go on: the multi-version chains serve
+    /// it, and GC is held back to it while it reads. Under `2pl-ordered`
+    /// (one version per record) the feed of new batches stops while it
+    /// reads, and the stages drain first. Either way it waits for the batch
+    /// to be executed and its input durable, so a checkpoint never covers
+    /// a batch the log could lose. `Ok(None)`: no batch has run since the
+    /// start (the checkpoint `start` wrote or loaded is current).
+    pub fn checkpoint(&self) -> Result<Option<DetCheckpointInfo>, Error> {
+        self.checkpoint_with(|| {})
+    }
+
+    /// [`Bohm::checkpoint`], running `pinned` once the checkpoint's batch
+    /// is chosen and GC held back (tests run later batches there).
+    fn checkpoint_with(&self, pinned: impl FnOnce()) -> Result<Option<DetCheckpointInfo>, Error> {
+        let Some((dir, _)) = &self.input else {
+            return Err(Error::InvalidArgument(
+                "checkpoints need a data directory (with_input_log)".into(),
+            ));
+        };
+        if self.seq.is_none() {
+            return Err(Error::InvalidArgument(
+                "checkpoint: the engine is not running".into(),
+            ));
+        }
+        let started = std::time::Instant::now();
+        let sh = &self.sh;
+        let _quiet = (sh.cfg.protocol == DetProtocol::TwoPlOrdered).then(|| sh.feed.write());
+        struct Unpin<'a>(&'a AtomicU64);
+        impl Drop for Unpin<'_> {
+            fn drop(&mut self) {
+                self.0.store(u64::MAX, Ordering::SeqCst);
+            }
+        }
+        let (number, x, release) = loop {
+            let Some(cut) = sh.cut.lock().clone() else {
+                return Ok(None);
+            };
+            sh.gc_pin.store(cut.1, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            // GC never collected past `x`, unless the executors had
+            // already passed it (a later batch was cut and ran since the
+            // read above): then pin that later batch instead.
+            if sh.executed().is_none_or(|wm| wm <= cut.1) {
+                break cut;
+            }
+            sh.gc_pin.store(u64::MAX, Ordering::SeqCst);
+        };
+        let _unpin = Unpin(&sh.gc_pin);
+        pinned();
+        loop {
+            if self.cc.iter().chain(&self.exec).any(|h| h.is_finished()) {
+                return Err(Error::InvalidArgument(
+                    "checkpoint: a stage thread has stopped".into(),
+                ));
+            }
+            let executed = sh.executed().is_some_and(|wm| wm >= x);
+            match release.durability() {
+                Some(Err(e)) => return Err(e),
+                Some(Ok(())) if executed => break,
+                _ => std::thread::sleep(Duration::from_micros(200)),
+            }
+        }
+        let mut rows = 0u64;
+        let (file, bytes) = crate::det::checkpoint::write(dir, number + 1, x + 1, &mut |emit| {
+            self.snapshot(x, &mut |t, k, v| {
+                rows += 1;
+                emit(t, k, v)
+            })
+        })?;
+        drop(_unpin);
+        drop(_quiet);
+        let segments_deleted = crate::det::checkpoint::delete_covered_segments(dir, number + 1)?;
+        Ok(Some(DetCheckpointInfo {
+            next_batch: number + 1,
+            file,
+            rows,
+            bytes,
+            seconds: started.elapsed().as_secs_f64(),
+            segments_deleted,
+        }))
     }
 
     /// Submit a request.
@@ -728,7 +1008,9 @@ impl Shared {
             .ok_or(Error::BadTableId(t.as_u32()))
     }
 
-    fn watermark(&self) -> Option<u64> {
+    /// The executors' low watermark: every transaction at or below it is
+    /// complete (`None`: some executor has finished no batch yet).
+    fn executed(&self) -> Option<u64> {
         let mut m = u64::MAX;
         for f in self.finished.iter() {
             let b = f.load(Ordering::Acquire);
@@ -738,6 +1020,17 @@ impl Shared {
             m = m.min(b);
         }
         Some(m)
+    }
+
+    /// GC's horizon: the low watermark, held back to a running
+    /// checkpoint's timestamp. The fence pairs with the one in
+    /// [`Bohm::checkpoint`] (which stores the pin, then reads the
+    /// watermark): either this pass sees the pin, or the checkpoint sees a
+    /// watermark at least as high as the one this pass collects with.
+    fn watermark(&self) -> Option<u64> {
+        let wm = self.executed()?;
+        std::sync::atomic::fence(Ordering::SeqCst);
+        Some(wm.min(self.gc_pin.load(Ordering::SeqCst)))
     }
 }
 

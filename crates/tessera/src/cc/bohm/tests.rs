@@ -426,13 +426,19 @@ fn input_log_replays(protocol: DetProtocol) {
     };
     let procs = || crate::det::Procedures::new().register::<P>().unwrap();
     let preload = 10u64;
+    // The first start checkpoints the load; later ones recover from it.
     let engine = || {
         let b = Bohm::new(&["t"], cfg)
             .unwrap()
             .with_input_log(dir.path(), procs());
-        for i in 0..preload {
-            b.load(TableId::from_u32(0), &k(i), &10u64.to_le_bytes())
-                .unwrap();
+        if crate::det::checkpoint::read_latest(dir.path())
+            .unwrap()
+            .is_none()
+        {
+            for i in 0..preload {
+                b.load(TableId::from_u32(0), &k(i), &10u64.to_le_bytes())
+                    .unwrap();
+            }
         }
         b
     };
@@ -511,4 +517,174 @@ fn input_log_replays(protocol: DetProtocol) {
     assert!(r4.cut_torn_tail, "{r4:?}");
     assert!(r4.committed + r4.not_committed < 2_200);
     assert_eq!(torn, want);
+}
+
+/// Checkpoints taken while requests run (a snapshot at a batch boundary
+/// under BOHM; a drained, paused feed under 2pl-ordered): a restart loads
+/// the newest one and replays only the batches after it, to the state the
+/// run ended in; covered input segments are deleted; a start that loads
+/// rows into a directory with a checkpoint is refused.
+fn checkpoints_recover(protocol: DetProtocol) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = BohmConfig {
+        cc_threads: 2,
+        exec_threads: 2,
+        sequencer: SequencerConfig {
+            batch_size: 50,
+            batch_time: Duration::from_millis(1),
+        },
+        protocol,
+    };
+    let procs = || crate::det::Procedures::new().register::<P>().unwrap();
+    let t = TableId::from_u32(0);
+    let engine = || {
+        Bohm::new(&["t"], cfg)
+            .unwrap()
+            .with_input_log(dir.path(), procs())
+            .input_segment_bytes(16 << 10)
+    };
+    let mut b = engine();
+    for i in 0..20 {
+        b.load(t, &k(i), &10u64.to_le_bytes()).unwrap();
+    }
+    b.start().unwrap();
+    assert_eq!(b.checkpoint().unwrap(), None, "nothing ran yet");
+    let rs = reqs(31, 6_000, 40);
+    let mut infos = Vec::new();
+    std::thread::scope(|s| {
+        let b = &b;
+        let h = s.spawn(move || {
+            let receipts: Vec<_> = rs.iter().map(|r| b.submit(r.clone()).unwrap()).collect();
+            for r in receipts {
+                let _ = r.wait();
+            }
+        });
+        while !h.is_finished() {
+            if let Some(i) = b.checkpoint().unwrap() {
+                infos.push(i);
+            }
+            std::thread::sleep(Duration::from_millis(3));
+        }
+    });
+    b.shutdown().unwrap();
+    let want = b.dump(t).unwrap();
+    let batches = b.stats().batches;
+    drop(b);
+    assert!(!infos.is_empty());
+    assert!(
+        infos.iter().any(|i| i.segments_deleted > 0),
+        "no input segment was ever covered: {infos:?}"
+    );
+    let last = infos.last().unwrap().next_batch;
+    // Recover: the newest checkpoint, then the batches after it.
+    let mut b = engine();
+    b.start().unwrap();
+    let r = b.replayed();
+    assert_eq!(
+        r.batches,
+        batches - last,
+        "{r:?}, {batches} batches, checkpoint at {last}"
+    );
+    assert!(b.recovered_from().is_some());
+    b.shutdown().unwrap();
+    assert_eq!(b.dump(t).unwrap(), want);
+    drop(b);
+    // A checkpoint taken at the very end: nothing left to replay.
+    let mut b = engine();
+    b.start().unwrap();
+    let _ = b
+        .submit(P {
+            t,
+            op: Op::Read { keys: vec![1] },
+        })
+        .unwrap()
+        .wait();
+    let end = b.checkpoint().unwrap().expect("a batch ran");
+    b.shutdown().unwrap();
+    drop(b);
+    let mut b = engine();
+    b.start().unwrap();
+    assert_eq!(b.replayed().batches, 0);
+    assert_eq!(b.recovered_from(), Some(end.file.as_path()));
+    b.shutdown().unwrap();
+    assert_eq!(b.dump(t).unwrap(), want);
+    drop(b);
+    // Loading over a checkpoint is refused.
+    let mut b = engine();
+    b.load(t, &k(0), b"x").unwrap();
+    let e = b.start().unwrap_err();
+    assert!(e.to_string().contains("without loading"), "{e}");
+}
+
+#[test]
+fn bohm_checkpoints_recover() {
+    checkpoints_recover(DetProtocol::Bohm);
+}
+
+#[test]
+fn ordered_2pl_checkpoints_recover() {
+    checkpoints_recover(DetProtocol::TwoPlOrdered);
+}
+
+/// A BOHM checkpoint reads the versions visible at its batch boundary even
+/// when later batches supersede them and GC runs before it reads: GC is
+/// held back to the checkpoint's timestamp.
+#[test]
+fn bohm_checkpoint_holds_gc_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = BohmConfig {
+        sequencer: SequencerConfig {
+            batch_size: 1,
+            batch_time: Duration::from_micros(100),
+        },
+        ..Default::default()
+    };
+    let procs = crate::det::Procedures::new().register::<P>().unwrap();
+    let t = TableId::from_u32(0);
+    let mut b = Bohm::new(&["t"], cfg)
+        .unwrap()
+        .with_input_log(dir.path(), procs);
+    b.load(t, &k(0), &10u64.to_le_bytes()).unwrap();
+    b.start().unwrap();
+    let add = |b: &Bohm, n: u64| {
+        b.submit(P {
+            t,
+            op: Op::Rmw {
+                keys: vec![0],
+                add: n,
+                cap: u64::MAX,
+            },
+        })
+        .unwrap()
+        .wait()
+        .unwrap()
+    };
+    add(&b, 1); // 11: the checkpoint's state
+    let info = b
+        .checkpoint_with(|| {
+            // Later batches supersede the version the checkpoint reads,
+            // and the idle CC thread's GC runs past them.
+            let before = b.stats().collected;
+            for _ in 0..5 {
+                add(&b, 100);
+            }
+            for _ in 0..500 {
+                if b.stats().collected > before + 3 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .unwrap()
+        .unwrap();
+    b.shutdown().unwrap();
+    let ck = crate::det::checkpoint::read_latest(dir.path())
+        .unwrap()
+        .unwrap();
+    assert_eq!(ck.file, info.file);
+    assert_eq!(
+        ck.rows,
+        vec![(0, k(0).to_vec(), 11u64.to_le_bytes().to_vec())]
+    );
+    assert_eq!(val(Some(&b.dump(t).unwrap()[0].1)), 511);
 }
