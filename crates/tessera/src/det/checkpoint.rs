@@ -27,6 +27,9 @@ use crate::log::segment;
 /// The marker file of a deterministic data directory.
 pub const DET_FILE: &str = "tessera.det";
 
+/// Receives one live row: table, key, value.
+pub type EmitRow<'a> = dyn FnMut(u32, &[u8], &[u8]) + 'a;
+
 /// Payload bytes per checkpoint block.
 const BLOCK_BYTES: usize = 1 << 20;
 
@@ -116,7 +119,7 @@ pub fn write(
     dir: &Path,
     next_batch: u64,
     next_ts: u64,
-    rows: &mut dyn FnMut(&mut dyn FnMut(u32, &[u8], &[u8])),
+    rows: &mut dyn FnMut(&mut EmitRow<'_>),
 ) -> Result<(PathBuf, u64), Error> {
     let name = checkpoint_name(next_batch);
     let tmp = dir.join(format!("{name}.tmp"));

@@ -737,7 +737,7 @@ impl Bohm {
     /// Every live row as of timestamp `x` (every transaction at or below
     /// it complete, and GC held at or below it): for each record, the
     /// newest filled version that begins at or below `x`.
-    fn snapshot(&self, x: u64, emit: &mut dyn FnMut(u32, &[u8], &[u8])) {
+    fn snapshot(&self, x: u64, emit: &mut crate::det::checkpoint::EmitRow<'_>) {
         let loader = self.loader.lock();
         let local = loader.as_ref().expect("loader slot");
         for (i, tree) in self.sh.tables.iter().enumerate() {
