@@ -117,7 +117,7 @@ impl TableId {
     /// logged arguments (`det::Procedure::decode`). Ids are stable across
     /// recovery; one this database never handed out is refused where it is
     /// used (`Error::BadTableId`).
-    pub fn from_u32(n: u32) -> TableId {
+    pub const fn from_u32(n: u32) -> TableId {
         TableId(n)
     }
 }
