@@ -21,6 +21,7 @@ use clap::{Parser, Subcommand};
 mod alloc;
 mod bench;
 mod det_bench;
+mod det_tools;
 mod failure;
 mod sweep;
 mod tools;

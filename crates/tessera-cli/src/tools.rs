@@ -82,9 +82,14 @@ pub enum CheckCmd {
     /// Recover a database written by `tessera bench tpcc` (or
     /// `tpcc-hybrid`) and check the TPC-C consistency conditions on it.
     Tpcc(CheckTpccArgs),
+    /// Recover a deterministic engine's data directory (`tessera bench
+    /// ycsb|smallbank --cc bohm|2pl-ordered --durability sync --data-dir`)
+    /// and check that its state equals a serial replay of the same
+    /// checkpoint and input log.
+    Det(CheckTpccArgs),
 }
 
-/// `tessera check tpcc`.
+/// `tessera check tpcc` and `tessera check det`.
 #[derive(Args, Debug)]
 pub struct CheckTpccArgs {
     #[command(flatten)]
@@ -317,6 +322,9 @@ fn count_rows(db: &Database, dir: &Path) -> Result<Vec<(String, bool, u64)>, Err
 /// `tessera recover`.
 pub fn recover(a: &RecoverArgs) -> ExitCode {
     let a = &a.open;
+    if crate::det_tools::is_det_dir(&a.data_dir) {
+        return crate::det_tools::recover(a);
+    }
     let base = json!({
         "data_dir": a.data_dir.display().to_string(),
         "protocol": a.cc.name(),
@@ -366,8 +374,24 @@ pub fn recover(a: &RecoverArgs) -> ExitCode {
 
 /// `tessera check tpcc`.
 pub fn check(cmd: &CheckCmd) -> ExitCode {
-    let CheckCmd::Tpcc(a) = cmd;
-    let a = &a.open;
+    let a = match cmd {
+        CheckCmd::Tpcc(a) => &a.open,
+        CheckCmd::Det(a) => return crate::det_tools::check(&a.open),
+    };
+    if crate::det_tools::is_det_dir(&a.data_dir) {
+        return Failure::new(
+            1,
+            "not_tpcc",
+            format!(
+                "{} is a deterministic engine's data directory: check it with `tessera check det`",
+                a.data_dir.display()
+            ),
+        )
+        .report(
+            a.json,
+            json!({ "data_dir": a.data_dir.display().to_string() }),
+        );
+    }
     let base = json!({
         "data_dir": a.data_dir.display().to_string(),
         "protocol": a.cc.name(),

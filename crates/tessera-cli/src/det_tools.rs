@@ -1,0 +1,307 @@
+//! `tessera recover` and `tessera check det` on the data directory of a
+//! deterministic engine (`tessera bench ... --cc bohm|2pl-ordered
+//! --durability sync --data-dir DIR`, marked by `tessera.det`): recovery
+//! loads the newest checkpoint and replays the input log after it through
+//! BOHM's stages; `check det` also replays the same checkpoint and log
+//! serially on an interactive database and compares the two states.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tessera::cc::bohm::{Bohm, BohmConfig};
+use tessera::det::checkpoint::{dir_tables, read_latest};
+use tessera::det::input::{read_input_log, InputScan};
+use tessera::det::{serial, Procedures};
+use tessera::{Database, Error, Options, ScanOptions, TableId};
+
+use crate::failure::{print_json, Failure};
+use crate::tools::OpenArgs;
+
+/// Whether `dir` is a deterministic engine's data directory.
+pub fn is_det_dir(dir: &Path) -> bool {
+    dir.join(tessera::det::checkpoint::DET_FILE).is_file()
+}
+
+/// Every procedure the benchmarks log.
+fn procedures() -> Result<Procedures, Error> {
+    Procedures::new()
+        .register::<tessera_workloads::ycsb::YcsbProc>()?
+        .register::<tessera_workloads::smallbank::SbProc>()
+}
+
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// What a recovery found and did.
+struct Recovered {
+    tables: Vec<(String, Rows)>,
+    checkpoint: PathBuf,
+    replay: tessera::cc::bohm::ReplayStats,
+    seconds: f64,
+}
+
+/// Copy the directory's files to a fresh temporary directory (a dry run
+/// recovers the copy: recovery cuts torn tails and starts a segment).
+fn copy_dir(dir: &Path) -> Result<tempfile::TempDir, Error> {
+    let tmp =
+        tempfile::tempdir().map_err(|e| Error::io("cannot create a temporary directory", e))?;
+    let rd = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(format!("cannot list {}", dir.display()), e))?;
+    for e in rd.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_file()) {
+            std::fs::copy(e.path(), tmp.path().join(e.file_name()))
+                .map_err(|err| Error::io(format!("cannot copy {}", e.path().display()), err))?;
+        }
+    }
+    Ok(tmp)
+}
+
+/// Recover `dir` with BOHM (the state does not depend on the protocol that
+/// wrote it: both are deterministic, equivalent to the serial order).
+fn recover_dir(dir: &Path) -> Result<Recovered, Error> {
+    let names = dir_tables(dir)?.ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{} is not a deterministic data directory",
+            dir.display()
+        ))
+    })?;
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let t0 = Instant::now();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut b = Bohm::new(
+        &refs,
+        BohmConfig {
+            cc_threads: 1,
+            exec_threads: cores.clamp(1, 8),
+            ..Default::default()
+        },
+    )?
+    .with_input_log(dir, procedures()?);
+    b.start()?;
+    b.shutdown()?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut tables = Vec::new();
+    for n in &names {
+        let t = b.table(n)?;
+        tables.push((n.clone(), b.dump(t)?));
+    }
+    Ok(Recovered {
+        tables,
+        checkpoint: b
+            .recovered_from()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+        replay: b.replayed(),
+        seconds,
+    })
+}
+
+fn report(dir: &Path, dry_run: bool, r: &Recovered) -> Value {
+    json!({
+        "data_dir": dir.display().to_string(),
+        "deterministic": true,
+        "dry_run": dry_run,
+        "recovery": {
+            "checkpoint": r.checkpoint.file_name().map(|n| n.to_string_lossy().into_owned()),
+            "batches_replayed": r.replay.batches,
+            "requests_committed": r.replay.committed,
+            "requests_not_committed": r.replay.not_committed,
+            "cut_torn_tail": r.replay.cut_torn_tail,
+            "seconds": (r.seconds * 1000.0).round() / 1000.0,
+        },
+        "tables": r.tables.iter().map(|(n, rows)| json!({"name": n, "rows": rows.len()})).collect::<Vec<_>>(),
+    })
+}
+
+fn text(v: &Value) -> String {
+    let r = &v["recovery"];
+    let mut s = format!(
+        "{}: deterministic data directory{}\nrecovered from {} and {} replayed batch(es) \
+         ({} requests committed, {} not){} in {:.2} s\n",
+        v["data_dir"].as_str().unwrap_or(""),
+        if v["dry_run"] == true {
+            " (dry run: a copy was recovered)"
+        } else {
+            ""
+        },
+        r["checkpoint"].as_str().unwrap_or("?"),
+        r["batches_replayed"],
+        r["requests_committed"],
+        r["requests_not_committed"],
+        if r["cut_torn_tail"] == true {
+            ", a torn tail cut"
+        } else {
+            ""
+        },
+        r["seconds"].as_f64().unwrap_or(0.0),
+    );
+    for t in v["tables"].as_array().into_iter().flatten() {
+        s += &format!(
+            "  {:<24} {:>12}\n",
+            t["name"].as_str().unwrap_or(""),
+            t["rows"]
+        );
+    }
+    s
+}
+
+/// The directory a (dry-run) recovery works on, and its keeper.
+fn target(a: &OpenArgs) -> Result<(PathBuf, Option<tempfile::TempDir>), Error> {
+    if a.dry_run {
+        let tmp = copy_dir(&a.data_dir)?;
+        Ok((tmp.path().to_path_buf(), Some(tmp)))
+    } else {
+        Ok((a.data_dir.clone(), None))
+    }
+}
+
+/// `tessera recover` on a deterministic data directory.
+pub fn recover(a: &OpenArgs) -> ExitCode {
+    let base = json!({ "data_dir": a.data_dir.display().to_string(), "deterministic": true });
+    let r = target(a).and_then(|(dir, keep)| {
+        let r = recover_dir(&dir);
+        drop(keep);
+        r
+    });
+    match r {
+        Ok(r) => {
+            let v = report(&a.data_dir, a.dry_run, &r);
+            if a.json {
+                print_json(&v);
+            } else {
+                print!("{}", text(&v));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => Failure::from_error(&format!("cannot recover {}: ", a.data_dir.display()), &e)
+            .report(a.json, base),
+    }
+}
+
+/// The serial reference: the newest checkpoint loaded into an in-memory
+/// database, then every logged batch after it, one request after another.
+fn serial_state(dir: &Path, names: &[String], log: &InputScan) -> Result<Vec<Rows>, Error> {
+    let db = Database::open(Options::in_memory())?;
+    let ids: Vec<TableId> = names
+        .iter()
+        .map(|n| db.create_table(n))
+        .collect::<Result<_, _>>()?;
+    let mut w = db.worker()?;
+    let ck = read_latest(dir)?
+        .ok_or_else(|| Error::Corrupt(format!("{}: no checkpoint", dir.display())))?;
+    for chunk in ck.rows.chunks(1_000) {
+        w.run(|tx| {
+            for (t, k, v) in chunk {
+                tx.put(ids[*t as usize], k, v)?;
+            }
+            Ok(())
+        })?;
+    }
+    let after = InputScan {
+        batches: log
+            .batches
+            .iter()
+            .filter(|b| b.number >= ck.next_batch)
+            .cloned()
+            .collect(),
+        ..Default::default()
+    };
+    serial::replay(&mut w, &after, &procedures()?)?;
+    ids.iter()
+        .map(|&t| {
+            w.run(|tx| {
+                tx.scan_collect(
+                    t,
+                    std::ops::Bound::Unbounded,
+                    std::ops::Bound::Unbounded,
+                    ScanOptions::new(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// `tessera check det`: recover with BOHM, replay serially, compare.
+pub fn check(a: &OpenArgs) -> ExitCode {
+    let base = json!({ "data_dir": a.data_dir.display().to_string(), "deterministic": true });
+    let fail = |what: &str, e: Error| {
+        Failure::from_error(&format!("{what} {}: ", a.data_dir.display()), &e)
+            .report(a.json, base.clone())
+    };
+    if !is_det_dir(&a.data_dir) {
+        return Failure::new(
+            1,
+            "not_deterministic",
+            format!(
+                "{} is not a deterministic engine's data directory (no {})",
+                a.data_dir.display(),
+                tessera::det::checkpoint::DET_FILE
+            ),
+        )
+        .report(a.json, base);
+    }
+    let (dir, keep) = match target(a) {
+        Ok(x) => x,
+        Err(e) => return fail("cannot copy", e),
+    };
+    // The serial reference reads the checkpoint and log as recovery will
+    // find them (recovery cuts a torn tail, which the reader skips too).
+    let names = match dir_tables(&dir) {
+        Ok(Some(n)) => n,
+        Ok(None) => return fail("cannot check", Error::Corrupt("no tessera.det".into())),
+        Err(e) => return fail("cannot check", e),
+    };
+    let t0 = Instant::now();
+    let reference = read_input_log(&dir).and_then(|log| serial_state(&dir, &names, &log));
+    let serial_seconds = t0.elapsed().as_secs_f64();
+    let reference = match reference {
+        Ok(r) => r,
+        Err(e) => return fail("cannot replay serially", e),
+    };
+    let r = match recover_dir(&dir) {
+        Ok(r) => r,
+        Err(e) => return fail("cannot recover", e),
+    };
+    drop(keep);
+    let mut differ = Vec::new();
+    for ((n, rows), want) in r.tables.iter().zip(&reference) {
+        if rows != want {
+            differ.push(n.clone());
+        }
+    }
+    let mut v = report(&a.data_dir, a.dry_run, &r);
+    v["consistency"] = json!({
+        "check": "the recovered state equals a serial replay of the checkpoint and input log",
+        "passed": differ.is_empty(),
+        "tables_differing": differ,
+        "serial_seconds": (serial_seconds * 1000.0).round() / 1000.0,
+    });
+    if !a.json {
+        print!("{}", text(&v));
+        println!(
+            "serial replay of the same checkpoint and log: {}",
+            if differ.is_empty() {
+                "equal".to_string()
+            } else {
+                format!("DIFFERS in {}", differ.join(", "))
+            }
+        );
+    }
+    if differ.is_empty() {
+        if a.json {
+            print_json(&v);
+        }
+        ExitCode::SUCCESS
+    } else {
+        Failure::new(
+            1,
+            "inconsistent",
+            format!(
+                "the recovered state differs from a serial replay in {}",
+                differ.join(", ")
+            ),
+        )
+        .report(a.json, v)
+    }
+}
