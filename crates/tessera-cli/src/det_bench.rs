@@ -411,6 +411,9 @@ pub fn run_checked<W: DetWorkload>(
             "cc_entry": if protocol == DetProtocol::Bohm { "placeholder" } else { "lock" },
             "cc_entries": stats.placeholders,
             "recursive_executions": stats.recursive,
+            // Executions abandoned on a read whose producer ran on another
+            // thread (set aside and run again: no OS wait).
+            "set_aside": stats.set_aside,
             "versions_collected": stats.collected,
             "cc_busy_seconds": stats.cc_busy_ns as f64 / 1e9,
             "exec_busy_seconds": stats.exec_busy_ns as f64 / 1e9,

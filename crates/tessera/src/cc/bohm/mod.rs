@@ -75,7 +75,7 @@ use crate::det::{
     DynProcedure, Outcome, Procedure, Procedures, Receipt, Sequencer, SequencerConfig,
 };
 use crate::epoch::{Epochs, Guard, LocalEpoch, Ticker};
-use crate::error::{Error, TxError, TxResult};
+use crate::error::{ConflictReason, Error, TxError, TxResult};
 use crate::index::{BTree, Insert, Lookup, Unobserved};
 use crate::log::segment;
 use crate::request::{Access, KeySet};
@@ -331,6 +331,9 @@ pub struct BohmStats {
     pub recursive: u64,
     /// Versions cut off by GC.
     pub collected: u64,
+    /// Executions abandoned because a read found its producer running on
+    /// another thread (the transaction was set aside and run again later).
+    pub set_aside: u64,
     /// Batches executed.
     pub batches: u64,
     /// Bytes written to the input log (after `shutdown`).
@@ -356,6 +359,8 @@ struct Shared {
     finished: Box<[AtomicU64]>,
     placeholders: AtomicU64,
     recursive: AtomicU64,
+    /// Transactions set aside (abandoned and unclaimed) on a blocked read.
+    set_aside: AtomicU64,
     collected: AtomicU64,
     batches: AtomicU64,
     cc_busy_ns: AtomicU64,
@@ -455,6 +460,7 @@ impl Bohm {
                     .collect(),
                 placeholders: AtomicU64::new(0),
                 recursive: AtomicU64::new(0),
+                set_aside: AtomicU64::new(0),
                 collected: AtomicU64::new(0),
                 batches: AtomicU64::new(0),
                 cc_busy_ns: AtomicU64::new(0),
@@ -924,6 +930,7 @@ impl Bohm {
             placeholders: self.sh.placeholders.load(Ordering::Relaxed),
             recursive: self.sh.recursive.load(Ordering::Relaxed),
             collected: self.sh.collected.load(Ordering::Relaxed),
+            set_aside: self.sh.set_aside.load(Ordering::Relaxed),
             batches: self.sh.batches.load(Ordering::Relaxed),
             input_bytes: self.input_bytes,
             cc_busy_ns: self.sh.cc_busy_ns.load(Ordering::Relaxed),
@@ -1437,8 +1444,31 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
             }
             j += n;
         }
-        for &j in &aside {
-            wait_complete(&ctx.txns[j]);
+        // The set-aside transactions: claimed by another thread when this
+        // one reached them, or abandoned because a read found its producer
+        // running elsewhere. Retried (a waiting thread takes other work
+        // rather than wait in the OS); spin, then yield, only when every
+        // one still waits for another thread.
+        let mut idle = 0u32;
+        while !aside.is_empty() {
+            let before = aside.len();
+            aside.retain(|&j| {
+                let t = &ctx.txns[j];
+                if t.state.load(Ordering::Acquire) == UNPROCESSED {
+                    try_execute(sh, local, t);
+                }
+                t.state.load(Ordering::Acquire) != COMPLETE
+            });
+            if aside.len() == before {
+                idle += 1;
+                if idle < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            } else {
+                idle = 0;
+            }
         }
         if let Some(last) = ctx.txns.last() {
             sh.finished[me].store(last.ts, Ordering::Release);
@@ -1549,7 +1579,8 @@ fn run_claimed(sh: &Shared, local: &LocalEpoch, txn: &BTxn) {
     }
 }
 
-/// Claim and run `txn`; false if another thread had claimed it.
+/// Claim and run `txn`; true if this thread completed it (false: another
+/// thread had claimed it, or it was set aside, unclaimed again).
 fn try_execute(sh: &Shared, local: &LocalEpoch, txn: &BTxn) -> bool {
     if txn
         .state
@@ -1559,29 +1590,31 @@ fn try_execute(sh: &Shared, local: &LocalEpoch, txn: &BTxn) -> bool {
         return false;
     }
     let g = local.pin();
-    execute(sh, local, &g, txn, 0);
-    true
+    execute(sh, local, &g, txn, 0)
 }
 
-fn wait_complete(txn: &BTxn) {
-    let mut spins = 0u32;
-    while txn.state.load(Ordering::Acquire) != COMPLETE {
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// The deepest recursive execution of producers; below it, a reader waits
-/// for the producer's own thread (which runs its transactions in timestamp
-/// order, so the wait ends: dependencies point to smaller timestamps).
+/// The deepest recursive execution of producers; below it, a reader sets
+/// its transaction aside (the producer's own thread runs its transactions
+/// in timestamp order, so it gets there: dependencies point to smaller
+/// timestamps).
 const MAX_DEPTH: u32 = 256;
 
-/// Run `txn`, which this thread has claimed, and complete it.
-fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u32) {
+/// Spins a read waits for a producer running on another thread before
+/// setting its transaction aside.
+const PRODUCER_SPINS: u32 = 128;
+
+/// Run `txn`, which this thread has claimed: complete it (true), or, if a
+/// read found a producer running on another thread (or below the recursion
+/// limit), abandon it (false): its writes were private, nothing of it is
+/// visible, and it is unclaimed again for any thread to run later (the
+/// thesis's non-blocking thread model, §5.4: a blocked transaction is set
+/// aside and the thread takes other work).
+///
+/// No livelock: the oldest unfinished transaction anywhere reads only
+/// complete versions or unclaimed producers, which it runs itself (they
+/// are older still, so none of them is claimed elsewhere either); only a
+/// transaction with an older one running can be set aside.
+fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u32) -> bool {
     let result = match &txn.unusable {
         Some(e) => Err(TxError::Error(e.clone())),
         None => {
@@ -1592,6 +1625,7 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
                 txn,
                 depth,
                 writes: Vec::with_capacity(txn.ph.len()),
+                blocked: false,
             };
             // SAFETY: this thread won the claim: it alone touches `proc`.
             let proc = unsafe { &mut *txn.proc.get() };
@@ -1602,6 +1636,9 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
                 proc.run(&mut t)
             }))
             .unwrap_or_else(|p| {
+                if tx.blocked {
+                    return Err(TxError::Conflict(ConflictReason::LockConflict));
+                }
                 let msg = p
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
@@ -1612,6 +1649,13 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
                     proc.name()
                 ))))
             });
+            if tx.blocked {
+                // Set aside, whatever the body made of the blocked read.
+                drop(r);
+                txn.state.store(UNPROCESSED, Ordering::Release);
+                sh.set_aside.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
             match r {
                 Ok(out) => {
                     tx.fill();
@@ -1651,6 +1695,7 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
     if depth > 0 {
         sh.recursive.fetch_add(1, Ordering::Relaxed);
     }
+    true
 }
 
 /// Every transaction of the batch is complete: hand the outcomes back, and
@@ -1689,6 +1734,9 @@ struct BohmTx<'a> {
     depth: u32,
     /// Own writes (`None`: a delete), one entry per declared slot written.
     writes: Vec<(usize, Option<Box<[u8]>>)>,
+    /// A read found its producer running on another thread: the
+    /// transaction is set aside (see [`execute`]).
+    blocked: bool,
 }
 
 impl BohmTx<'_> {
@@ -1768,7 +1816,15 @@ impl BohmTx<'_> {
                 None => return Ok(None),
             }
         };
-        match visible(self.sh, self.local, self.g, start, self.txn.ts, self.depth)? {
+        match visible(
+            self.sh,
+            self.local,
+            self.g,
+            start,
+            self.txn.ts,
+            self.depth,
+            &mut self.blocked,
+        )? {
             // SAFETY: a filled version's data is immutable and alive while
             // pinned.
             Some(v) => Ok(Some(unsafe { &(*v).data.get().as_ref().unwrap()[..] })),
@@ -1890,7 +1946,8 @@ fn visible(
     start: *mut Version,
     ts: u64,
     depth: u32,
-) -> Result<Option<*const Version>, Error> {
+    blocked: &mut bool,
+) -> TxResult<Option<*const Version>> {
     let mut p = start;
     let mut first = true;
     while !p.is_null() {
@@ -1912,7 +1969,7 @@ fn visible(
                 // SAFETY: a pending version's producer is alive (see
                 // `finish_batch`).
                 let prod = unsafe { &*v.producer };
-                if depth < MAX_DEPTH
+                let claimed = depth < MAX_DEPTH
                     && prod
                         .state
                         .compare_exchange(
@@ -1921,11 +1978,20 @@ fn visible(
                             Ordering::AcqRel,
                             Ordering::Acquire,
                         )
-                        .is_ok()
-                {
-                    execute(sh, local, g, prod, depth + 1);
+                        .is_ok();
+                let done = if claimed {
+                    execute(sh, local, g, prod, depth + 1)
                 } else {
-                    wait_complete(prod);
+                    // Running elsewhere (or too deep to run here): a short
+                    // spin, then set this transaction aside.
+                    (0..PRODUCER_SPINS).any(|_| {
+                        std::hint::spin_loop();
+                        prod.state.load(Ordering::Acquire) == COMPLETE
+                    })
+                };
+                if !done {
+                    *blocked = true;
+                    return Err(TxError::Conflict(ConflictReason::LockConflict));
                 }
             }
         }
