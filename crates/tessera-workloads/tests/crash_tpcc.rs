@@ -218,11 +218,7 @@ fn read_acks(work: &Path, runs: u32) -> Vec<(u8, u32)> {
     let mut v = Vec::new();
     for run in 0..runs {
         for thread in 0..THREADS {
-            let Ok(text) = std::fs::read_to_string(ack_file(work, run, thread)) else {
-                continue;
-            };
-            let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
-            for l in complete.lines() {
+            for l in ack_lines(&ack_file(work, run, thread)) {
                 let (d, o) = l.split_once(' ').unwrap();
                 v.push((d.parse().unwrap(), o.parse().unwrap()));
             }

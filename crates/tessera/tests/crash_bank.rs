@@ -31,7 +31,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
@@ -206,11 +205,7 @@ fn read_acks(work: &Path, runs: u32) -> Vec<[u8; 12]> {
     let mut v = Vec::new();
     for run in 0..runs {
         for thread in 0..THREADS {
-            let Ok(text) = std::fs::read_to_string(ack_file(work, run, thread)) else {
-                continue;
-            };
-            let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
-            for l in complete.lines() {
+            for l in ack_lines(&ack_file(work, run, thread)) {
                 v.push(transfer_key(run, thread, l.parse().unwrap()));
             }
         }
@@ -399,39 +394,12 @@ fn crash_bank(test: &str, case: &Case, seed: u64) {
     let mut checkpoints = BTreeSet::new();
     let mut mid_checkpoint = 0;
     for run in 0..v.kills {
-        // Mostly while transfers run; one kill in four early, while the
-        // child starts up and recovers.
-        let kill_after = Duration::from_millis(if rng.gen_range(0..4) == 0 {
-            rng.gen_range(1..100)
-        } else {
-            rng.gen_range(100..=600)
-        });
+        let kill_after = kill_delay(&mut rng);
         let ctx = format!(
             "{id}: seed {seed}, child {run}, killed after {} ms",
             kill_after.as_millis()
         );
-        let log = std::fs::File::create(work.join(format!("child-r{run}.log"))).unwrap();
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", test, "--nocapture", "--test-threads", "1"])
-            .env(CHILD_ENV, id)
-            .env(DIR_ENV, &work)
-            .env(RUN_ENV, run.to_string())
-            .env(SEED_ENV, seed.to_string())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        std::thread::sleep(kill_after);
-        if let Some(status) = child.try_wait().unwrap() {
-            let log = std::fs::read_to_string(work.join(format!("child-r{run}.log")));
-            panic!(
-                "{ctx}: child exited by itself ({status}) before the kill; directory kept: {}\n{}",
-                work.display(),
-                log.unwrap_or_default()
-            );
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        run_and_kill(test, id, &work, run, seed, kill_after, &ctx);
         if !work.join(format!("opened-r{run}")).exists() {
             before_open += 1;
         }

@@ -60,3 +60,60 @@ pub fn checkpoint_in_progress(db: &Path) -> bool {
     names.iter().any(|n| n.ends_with(".tckp.tmp"))
         || names.iter().filter(|n| n.ends_with(".tckp")).count() > 1
 }
+
+/// The complete lines of a child's acknowledgement file (a kill may cut
+/// the last one short; a missing file has none).
+pub fn ack_lines(path: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    complete.lines().map(str::to_string).collect()
+}
+
+/// When to kill a child: mostly while it works (100 to 600 ms), one time
+/// in four early (1 to 100 ms), while it starts up and recovers.
+pub fn kill_delay(rng: &mut impl rand::Rng) -> std::time::Duration {
+    std::time::Duration::from_millis(if rng.gen_range(0..4) == 0 {
+        rng.gen_range(1..100)
+    } else {
+        rng.gen_range(100..=600)
+    })
+}
+
+/// Run this test binary as child `run` of case `id` of `test` (its stderr
+/// to `work/child-r<run>.log`), kill it with SIGKILL after `after`, and
+/// reap it. Panics, naming `ctx` and keeping `work`, if it exited by
+/// itself first.
+pub fn run_and_kill(
+    test: &str,
+    id: &str,
+    work: &Path,
+    run: u32,
+    seed: u64,
+    after: std::time::Duration,
+    ctx: &str,
+) {
+    let log_path = work.join(format!("child-r{run}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(CHILD_ENV, id)
+        .env(DIR_ENV, work)
+        .env(RUN_ENV, run.to_string())
+        .env(SEED_ENV, seed.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    if let Some(status) = child.try_wait().unwrap() {
+        panic!(
+            "{ctx}: child exited by itself ({status}) before the kill; directory kept: {}\n{}",
+            work.display(),
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -216,39 +216,63 @@ impl BRecord {
     }
 }
 
+/// One declared key of a transaction: its table, its bytes (a range of
+/// the transaction's key buffer), the CC thread that owns it, its first
+/// word (a fast filter), and what the owning CC thread fills in.
+struct Slot {
+    table: TableId,
+    at: u32,
+    len: u32,
+    owner: u16,
+    word: u64,
+    /// BOHM: a write's placeholder, or a read's annotation (§5.3.2: the
+    /// record's latest version as of the owning CC thread's progress, which
+    /// is the latest before `ts` since it handles transactions in
+    /// timestamp order; null: no version before `ts`), so that a read
+    /// starts there instead of walking the chain from its newest version.
+    /// 2pl-ordered: the record's one version.
+    ver: AtomicPtr<Version>,
+    /// 2pl-ordered: the record, and the ticket the access waits for.
+    rec: AtomicPtr<BRecord>,
+    wait: AtomicU64,
+}
+
 /// A sequenced transaction inside its batch.
 struct BTxn {
     ts: u64,
     state: AtomicU8,
     proc: UnsafeCell<Box<dyn DynProcedure>>,
-    /// Declared write keys (exact keys) and their placeholders, one slot
-    /// each, written by the key's owning CC thread.
-    writes: Box<[(TableId, Box<[u8]>)]>,
-    owner: Box<[u16]>,
-    /// The first 8 bytes of each write key, as a word (a fast filter).
-    wword: Box<[u64]>,
-    ph: Box<[AtomicPtr<Version>]>,
-    /// Declared read keys (exact keys, not also written) and the read-set
-    /// annotation (§5.3.2): the owning CC thread stores there the
-    /// record's latest version as of its progress, which is the latest
-    /// before `ts` since it handles transactions in timestamp order (null:
-    /// no version before `ts`). A read then starts there instead of
-    /// walking the chain from its newest version.
-    reads: Box<[(TableId, Box<[u8]>)]>,
-    read_owner: Box<[u16]>,
-    annot: Box<[AtomicPtr<Version>]>,
-    /// `2pl-ordered` only (empty under BOHM): one lock per declared key,
-    /// the writes' slots first, then the reads'. The record (set by the
-    /// key's owning CC thread; its single version is in `ph` or `annot`)
-    /// and the ticket the access waits for.
-    lrec: Box<[AtomicPtr<BRecord>]>,
-    lwait: Box<[AtomicU64]>,
-    /// The locks in lexicographic (table, key) order: the order they are
-    /// taken in.
+    /// The declared keys' bytes, one buffer for all (few allocations per
+    /// transaction: they are freed on another thread).
+    keys: Box<[u8]>,
+    /// The declared keys: `nw` exact write keys first (one placeholder
+    /// each), then the read keys (exact keys, not also written), sorted by
+    /// (table, key).
+    slots: Box<[Slot]>,
+    nw: usize,
+    /// 2pl-ordered only (empty under BOHM): the slots in lexicographic
+    /// (table, key) order, the order the locks are taken in.
     lorder: Box<[u32]>,
     /// Why the request cannot run under BOHM (decided at planning).
     unusable: Option<Error>,
     outcome: UnsafeCell<Option<BoxedOutcome>>,
+}
+
+impl BTxn {
+    #[inline]
+    fn key(&self, s: &Slot) -> &[u8] {
+        &self.keys[s.at as usize..(s.at + s.len) as usize]
+    }
+
+    #[inline]
+    fn writes(&self) -> &[Slot] {
+        &self.slots[..self.nw]
+    }
+
+    #[inline]
+    fn reads(&self) -> &[Slot] {
+        &self.slots[self.nw..]
+    }
 }
 
 // SAFETY: the cells are written under the protocol's rules: `proc` and
@@ -1119,14 +1143,19 @@ unsafe fn free_chain(p: *mut u8) {
 fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
     let locking = protocol == DetProtocol::TwoPlOrdered;
     let mut keys = KeySet::new();
+    let mut buf: Vec<u8> = Vec::new();
+    // (table, at, len) of the writes and of the reads.
+    let mut ws: Vec<(TableId, u32, u32)> = Vec::new();
+    let mut rs: Vec<(TableId, u32, u32)> = Vec::new();
     let txns: Box<[BTxn]> = b
         .txns
         .into_iter()
         .enumerate()
         .map(|(i, s)| {
             keys.clear();
-            let mut writes = Vec::new();
-            let mut reads: Vec<(TableId, Box<[u8]>)> = Vec::new();
+            buf.clear();
+            ws.clear();
+            rs.clear();
             let unusable = if s.proc.needs_reconnaissance() {
                 Some(Error::InvalidArgument(format!(
                     "BOHM does not yet run requests that need a reconnaissance ('{}')",
@@ -1140,9 +1169,6 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
             } else {
                 let mut bad = None;
                 for d in keys.iter() {
-                    if d.access == Access::Read && d.is_key() {
-                        reads.push((d.table, Box::<[u8]>::from(d.lo)));
-                    }
                     if locking && !d.is_key() {
                         bad = Some(Error::InvalidArgument(format!(
                             "'{}' declares a key range: 2pl-ordered locks exact keys only (the \
@@ -1151,68 +1177,68 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                         )));
                         break;
                     }
-                    if d.access == Access::Write {
-                        if !d.is_key() {
-                            bad = Some(Error::InvalidArgument(format!(
-                                "'{}' declares a write range: BOHM needs exact write keys (a placeholder per key)",
-                                s.proc.name()
-                            )));
-                            break;
-                        }
-                        if !writes.iter().any(|(t, k): &(TableId, Box<[u8]>)| *t == d.table && &k[..] == d.lo) {
-                            writes.push((d.table, Box::<[u8]>::from(d.lo)));
-                        }
+                    if d.access == Access::Write && !d.is_key() {
+                        bad = Some(Error::InvalidArgument(format!(
+                            "'{}' declares a write range: BOHM needs exact write keys (a placeholder per key)",
+                            s.proc.name()
+                        )));
+                        break;
+                    }
+                    if !d.is_key() {
+                        continue;
+                    }
+                    let list = if d.access == Access::Write {
+                        &mut ws
+                    } else {
+                        &mut rs
+                    };
+                    let dup = list.iter().any(|&(t, at, len)| {
+                        t == d.table && &buf[at as usize..(at + len) as usize] == d.lo
+                    });
+                    if !dup {
+                        list.push((d.table, buf.len() as u32, d.lo.len() as u32));
+                        buf.extend_from_slice(d.lo);
                     }
                 }
                 bad
             };
             if unusable.is_some() {
-                writes.clear();
-                reads.clear();
+                ws.clear();
+                rs.clear();
             }
+            let key = |e: &(TableId, u32, u32)| &buf[e.1 as usize..(e.1 + e.2) as usize];
             // A key both read and written is read through its placeholder.
-            reads.retain(|r| !writes.contains(r));
-            reads.sort_unstable();
-            reads.dedup();
-            let owner = writes.iter().map(|(t, k)| partition(*t, k, m)).collect();
-            let wword = writes.iter().map(|(_, k)| key_word(k)).collect();
-            let ph = writes.iter().map(|_| AtomicPtr::new(ptr::null_mut())).collect();
-            let read_owner = reads.iter().map(|(t, k)| partition(*t, k, m)).collect();
-            let annot = reads.iter().map(|_| AtomicPtr::new(ptr::null_mut())).collect();
-            let (lrec, lwait, lorder) = if locking {
-                let nl = writes.len() + reads.len();
-                let mut order: Vec<u32> = (0..nl as u32).collect();
-                let key = |i: &u32| {
-                    let i = *i as usize;
-                    let (t, k) = if i < writes.len() {
-                        &writes[i]
-                    } else {
-                        &reads[i - writes.len()]
-                    };
-                    (*t, &k[..])
-                };
-                order.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
-                (
-                    (0..nl).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
-                    (0..nl).map(|_| AtomicU64::new(0)).collect(),
-                    order.into_boxed_slice(),
-                )
+            rs.retain(|r| !ws.iter().any(|w| w.0 == r.0 && key(w) == key(r)));
+            rs.sort_unstable_by(|a, b| (a.0, key(a)).cmp(&(b.0, key(b))));
+            let slot = |e: &(TableId, u32, u32)| Slot {
+                table: e.0,
+                at: e.1,
+                len: e.2,
+                owner: partition(e.0, key(e), m),
+                word: key_word(key(e)),
+                ver: AtomicPtr::new(ptr::null_mut()),
+                rec: AtomicPtr::new(ptr::null_mut()),
+                wait: AtomicU64::new(0),
+            };
+            let slots: Box<[Slot]> = ws.iter().chain(rs.iter()).map(slot).collect();
+            let lorder = if locking {
+                let all: Vec<&(TableId, u32, u32)> = ws.iter().chain(rs.iter()).collect();
+                let mut order: Vec<u32> = (0..all.len() as u32).collect();
+                order.sort_unstable_by(|&a, &b| {
+                    let (a, b) = (all[a as usize], all[b as usize]);
+                    (a.0, key(a)).cmp(&(b.0, key(b)))
+                });
+                order.into_boxed_slice()
             } else {
-                Default::default()
+                Box::default()
             };
             BTxn {
                 ts: b.first_ts + i as u64,
                 state: AtomicU8::new(UNPROCESSED),
                 proc: UnsafeCell::new(s.proc),
-                writes: writes.into_boxed_slice(),
-                owner,
-                wword,
-                ph,
-                reads: reads.into_boxed_slice(),
-                read_owner,
-                annot,
-                lrec,
-                lwait,
+                keys: buf.as_slice().into(),
+                slots,
+                nw: ws.len(),
                 lorder,
                 unusable,
                 outcome: UnsafeCell::new(None),
@@ -1257,23 +1283,23 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     lock_entries(sh, me, &mut latest, txn, &g);
                     continue;
                 }
-                for (i, (t, key)) in txn.reads.iter().enumerate() {
-                    if txn.read_owner[i] != me {
+                for r in txn.reads() {
+                    if r.owner != me {
                         continue;
                     }
-                    let map = &mut latest[t.as_u32() as usize];
-                    let v = match entry(sh, map, *t, key, &g, None) {
+                    let map = &mut latest[r.table.as_u32() as usize];
+                    let v = match entry(sh, map, r.table, txn.key(r), &g, None) {
                         Some(e) => e.v,
                         None => ptr::null_mut(),
                     };
-                    txn.annot[i].store(v, Ordering::Release);
+                    r.ver.store(v, Ordering::Release);
                 }
-                for (i, (t, key)) in txn.writes.iter().enumerate() {
-                    if txn.owner[i] != me {
+                for w in txn.writes() {
+                    if w.owner != me {
                         continue;
                     }
-                    let map = &mut latest[t.as_u32() as usize];
-                    let slot = entry(sh, map, *t, key, &g, Some(ptr::null_mut))
+                    let map = &mut latest[w.table.as_u32() as usize];
+                    let slot = entry(sh, map, w.table, txn.key(w), &g, Some(ptr::null_mut))
                         .expect("created when absent");
                     let prev = slot.v;
                     let v = new_version(txn.ts, txn, PENDING, prev);
@@ -1287,7 +1313,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     // SAFETY: records live while the engine runs.
                     unsafe { (*slot.rec).head.store(v, Ordering::Release) };
                     slot.v = v;
-                    txn.ph[i].store(v, Ordering::Release);
+                    w.ver.store(v, Ordering::Release);
                     sh.placeholders.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -1370,19 +1396,14 @@ fn entry<'m>(
 /// (a tombstone) so that every access, a read of an absent key included,
 /// is locked.
 fn lock_entries(sh: &Shared, me: u16, latest: &mut LatestMap, txn: &BTxn, g: &Guard<'_>) {
-    let nw = txn.writes.len();
-    for i in 0..nw + txn.reads.len() {
-        let ((t, key), owner) = if i < nw {
-            (&txn.writes[i], txn.owner[i])
-        } else {
-            (&txn.reads[i - nw], txn.read_owner[i - nw])
-        };
-        if owner != me {
+    for (i, sl) in txn.slots.iter().enumerate() {
+        if sl.owner != me {
             continue;
         }
-        let map = &mut latest[t.as_u32() as usize];
-        let e = entry(sh, map, *t, key, g, Some(absent_version)).expect("created when absent");
-        let ticket = if i < nw {
+        let map = &mut latest[sl.table.as_u32() as usize];
+        let e = entry(sh, map, sl.table, txn.key(sl), g, Some(absent_version))
+            .expect("created when absent");
+        let ticket = if i < txn.nw {
             let t = e.n;
             e.n += 1;
             e.w = e.n;
@@ -1391,13 +1412,9 @@ fn lock_entries(sh: &Shared, me: u16, latest: &mut LatestMap, txn: &BTxn, g: &Gu
             e.n += 1;
             e.w
         };
-        if i < nw {
-            txn.ph[i].store(e.v, Ordering::Release);
-        } else {
-            txn.annot[i - nw].store(e.v, Ordering::Release);
-        }
-        txn.lrec[i].store(e.rec as *mut BRecord, Ordering::Release);
-        txn.lwait[i].store(ticket, Ordering::Release);
+        sl.ver.store(e.v, Ordering::Release);
+        sl.rec.store(e.rec as *mut BRecord, Ordering::Release);
+        sl.wait.store(ticket, Ordering::Release);
         sh.placeholders.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -1499,12 +1516,7 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
                 t.state.load(Ordering::Acquire) != COMPLETE
             });
             if aside.len() == before {
-                idle += 1;
-                if idle < 64 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
+                crate::backoff::snooze(&mut idle);
             } else {
                 idle = 0;
             }
@@ -1568,12 +1580,7 @@ fn run_locked(
         });
         if blocked.len() == before {
             // Every one waits for another thread's transaction.
-            idle += 1;
-            if idle < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            crate::backoff::snooze(&mut idle);
         } else {
             idle = 0;
         }
@@ -1586,12 +1593,11 @@ fn run_locked(
 /// handed out once), so a lock taken stays taken.
 fn take_locks(txn: &BTxn, held: &mut usize) -> bool {
     while let Some(&i) = txn.lorder.get(*held) {
-        let i = i as usize;
-        let rec = txn.lrec[i].load(Ordering::Acquire);
+        let sl = &txn.slots[i as usize];
+        let rec = sl.rec.load(Ordering::Acquire);
         // SAFETY: records live while the engine runs; the CC stage set
         // every lock before handing the batch on.
-        if unsafe { (*rec).released.load(Ordering::Acquire) } < txn.lwait[i].load(Ordering::Relaxed)
-        {
+        if unsafe { (*rec).released.load(Ordering::Acquire) } < sl.wait.load(Ordering::Relaxed) {
             return false;
         }
         *held += 1;
@@ -1607,11 +1613,11 @@ fn run_claimed(sh: &Shared, local: &LocalEpoch, txn: &BTxn) {
         claimed,
         "2pl-ordered transactions are run by their own thread only"
     );
-    for r in txn.lrec.iter() {
+    for sl in txn.slots.iter() {
         // SAFETY: as in `take_locks`. The release store publishes this
         // transaction's in-place writes to the next holder.
         unsafe {
-            (*r.load(Ordering::Relaxed))
+            (*sl.rec.load(Ordering::Relaxed))
                 .released
                 .fetch_add(1, Ordering::Release)
         };
@@ -1663,7 +1669,7 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
                 g,
                 txn,
                 depth,
-                writes: Vec::with_capacity(txn.ph.len()),
+                writes: Vec::with_capacity(txn.nw),
                 blocked: false,
             };
             // SAFETY: this thread won the claim: it alone touches `proc`.
@@ -1710,12 +1716,12 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
             // Nothing of it may be seen: every placeholder is skipped
             // (2pl-ordered: its writes were never applied; its `ph` are the
             // records' own versions, left as they are).
-            for p in txn
-                .ph
+            for w in txn
+                .writes()
                 .iter()
                 .filter(|_| sh.cfg.protocol == DetProtocol::Bohm)
             {
-                let v = p.load(Ordering::Acquire);
+                let v = w.ver.load(Ordering::Acquire);
                 // SAFETY: placeholders of a planned batch are alive.
                 unsafe { (*v).state.store(SKIPPED, Ordering::Release) };
             }
@@ -1785,18 +1791,17 @@ impl BohmTx<'_> {
         // their first 8 bytes, and a byte comparison is a library call.
         let w = key_word(key);
         self.txn
-            .writes
+            .writes()
             .iter()
-            .zip(self.txn.wword.iter())
-            .position(|((tt, k), &kw)| kw == w && *tt == t && &k[..] == key)
+            .position(|sl| sl.word == w && sl.table == t && self.txn.key(sl) == key)
     }
 
     /// The declared read of `(t, key)` (reads are sorted at planning: a
     /// long read-only transaction declares thousands).
     fn declared_read(&self, t: TableId, key: &[u8]) -> Option<usize> {
         self.txn
-            .reads
-            .binary_search_by(|(tt, k)| (*tt, &k[..]).cmp(&(t, key)))
+            .reads()
+            .binary_search_by(|sl| (sl.table, self.txn.key(sl)).cmp(&(t, key)))
             .ok()
     }
 
@@ -1839,12 +1844,12 @@ impl BohmTx<'_> {
             // A declared write: the version before this transaction's own
             // placeholder is the one to read (a read-modify-write reads
             // the previous version), with no walk past later placeholders.
-            let ph = self.txn.ph[s].load(Ordering::Acquire);
+            let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
             // SAFETY: the placeholders of a planned batch are alive.
             unsafe { (*ph).prev.load(Ordering::Acquire) }
         } else if let Some(r) = self.declared_read(t, key) {
             // The read-set annotation.
-            self.txn.annot[r].load(Ordering::Acquire)
+            self.txn.reads()[r].ver.load(Ordering::Acquire)
         } else {
             let rec = match known {
                 Some(r) => Some(r),
@@ -1880,9 +1885,9 @@ impl BohmTx<'_> {
                 // SAFETY: as in `read_known`.
                 return Ok(unsafe { (*w).as_deref() });
             }
-            self.txn.ph[s].load(Ordering::Acquire)
+            self.txn.slots[s].ver.load(Ordering::Acquire)
         } else if let Some(r) = self.declared_read(t, key) {
-            self.txn.annot[r].load(Ordering::Acquire)
+            self.txn.reads()[r].ver.load(Ordering::Acquire)
         } else {
             return Err(TxError::Error(Error::InvalidArgument(format!(
                 "2pl-ordered: a read of table {} key {key:02x?} that the request did not declare \
@@ -1925,7 +1930,7 @@ impl BohmTx<'_> {
             for (s, val) in self.writes.drain(..) {
                 // SAFETY: the record's one version, locked by this
                 // transaction.
-                let v = unsafe { &*self.txn.ph[s].load(Ordering::Acquire) };
+                let v = unsafe { &*self.txn.slots[s].ver.load(Ordering::Acquire) };
                 match val {
                     Some(val) => {
                         // SAFETY: as above.
@@ -1946,7 +1951,7 @@ impl BohmTx<'_> {
         for (s, val) in self.writes.drain(..) {
             // SAFETY: placeholders of a planned batch are alive; this
             // thread runs their producer.
-            let v = unsafe { &*self.txn.ph[s].load(Ordering::Acquire) };
+            let v = unsafe { &*self.txn.slots[s].ver.load(Ordering::Acquire) };
             let st = match val {
                 Some(val) => {
                     // SAFETY: written once, before the state is published.
@@ -1958,9 +1963,9 @@ impl BohmTx<'_> {
             v.state.store(st, Ordering::Release);
         }
         // Declared but not written: skipped.
-        for p in self.txn.ph.iter() {
+        for w in self.txn.writes() {
             // SAFETY: as above; only this producer sets the state.
-            let v = unsafe { &*p.load(Ordering::Acquire) };
+            let v = unsafe { &*w.ver.load(Ordering::Acquire) };
             if v.state.load(Ordering::Relaxed) == PENDING {
                 v.state.store(SKIPPED, Ordering::Release);
             }
