@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use tessera::cc::bohm::{Bohm, BohmConfig};
+use tessera::cc::bohm::{Bohm, BohmConfig, DetProtocol};
 use tessera::det::checkpoint::{dir_tables, read_latest};
 use tessera::det::input::{read_input_log, InputScan};
 use tessera::det::{serial, Procedures};
@@ -35,6 +35,7 @@ type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// What a recovery found and did.
 struct Recovered {
+    protocol: DetProtocol,
     tables: Vec<(String, Rows)>,
     checkpoint: PathBuf,
     replay: tessera::cc::bohm::ReplayStats,
@@ -57,12 +58,19 @@ fn copy_dir(dir: &Path) -> Result<tempfile::TempDir, Error> {
     Ok(tmp)
 }
 
-/// Recover `dir` with BOHM (the state does not depend on the protocol that
-/// wrote it: both are deterministic, equivalent to the serial order).
+/// Recover `dir` with the protocol that wrote it (`tessera.det` names it:
+/// both are deterministic and equivalent to the serial order, but they
+/// refuse different requests).
 fn recover_dir(dir: &Path) -> Result<Recovered, Error> {
-    let names = dir_tables(dir)?.ok_or_else(|| {
+    let (protocol, names) = dir_tables(dir)?.ok_or_else(|| {
         Error::InvalidArgument(format!(
             "{} is not a deterministic data directory",
+            dir.display()
+        ))
+    })?;
+    let protocol = DetProtocol::from_name(&protocol).ok_or_else(|| {
+        Error::Corrupt(format!(
+            "{}: written by an unknown protocol '{protocol}'",
             dir.display()
         ))
     })?;
@@ -74,6 +82,7 @@ fn recover_dir(dir: &Path) -> Result<Recovered, Error> {
         BohmConfig {
             cc_threads: 1,
             exec_threads: cores.clamp(1, 8),
+            protocol,
             ..Default::default()
         },
     )?
@@ -87,6 +96,7 @@ fn recover_dir(dir: &Path) -> Result<Recovered, Error> {
         tables.push((n.clone(), b.dump(t)?));
     }
     Ok(Recovered {
+        protocol,
         tables,
         checkpoint: b
             .recovered_from()
@@ -102,6 +112,7 @@ fn report(dir: &Path, dry_run: bool, r: &Recovered) -> Value {
         "data_dir": dir.display().to_string(),
         "deterministic": true,
         "dry_run": dry_run,
+        "protocol": r.protocol.name(),
         "recovery": {
             "checkpoint": r.checkpoint.file_name().map(|n| n.to_string_lossy().into_owned()),
             "batches_replayed": r.replay.batches,
@@ -117,9 +128,10 @@ fn report(dir: &Path, dry_run: bool, r: &Recovered) -> Value {
 fn text(v: &Value) -> String {
     let r = &v["recovery"];
     let mut s = format!(
-        "{}: deterministic data directory{}\nrecovered from {} and {} replayed batch(es) \
+        "{}: deterministic data directory ({}){}\nrecovered from {} and {} replayed batch(es) \
          ({} requests committed, {} not){} in {:.2} s\n",
         v["data_dir"].as_str().unwrap_or(""),
+        v["protocol"].as_str().unwrap_or(""),
         if v["dry_run"] == true {
             " (dry run: a copy was recovered)"
         } else {
@@ -248,7 +260,7 @@ pub fn check(a: &OpenArgs) -> ExitCode {
     // The serial reference reads the checkpoint and log as recovery will
     // find them (recovery cuts a torn tail, which the reader skips too).
     let names = match dir_tables(&dir) {
-        Ok(Some(n)) => n,
+        Ok(Some((_, n))) => n,
         Ok(None) => return fail("cannot check", Error::Corrupt("no tessera.det".into())),
         Err(e) => return fail("cannot check", e),
     };

@@ -177,7 +177,12 @@ fn child(c: Case) -> ! {
     std::thread::scope(|s| {
         if c.checkpoints {
             s.spawn(move || loop {
-                b.checkpoint().unwrap();
+                if let Err(e) = b.checkpoint() {
+                    // Not a panic of this thread alone: the whole child
+                    // stops, and the parent sees it exit by itself.
+                    eprintln!("child {run}: checkpoint failed: {e}");
+                    std::process::abort();
+                }
                 std::thread::sleep(Duration::from_millis(20));
             });
         }
@@ -327,12 +332,22 @@ fn crash_case(test: &str, id: &str, c: Case, seed: u64) {
     let (mut acked, mut present) = (0, 0);
     let mut from = HashSet::new();
     for run in 0..KILLS {
-        let kill_after = kill_delay(&mut rng);
+        // The last kill always lands while the child works.
+        let kill_after = if run + 1 == KILLS {
+            Duration::from_millis(rng.gen_range(300..=600))
+        } else {
+            kill_delay(&mut rng)
+        };
         let ctx = format!(
             "{id}: seed {seed}, child {run}, killed after {} ms",
             kill_after.as_millis()
         );
         run_and_kill(test, id, &work, run, seed, kill_after, &ctx);
+        let log = std::fs::read_to_string(work.join(format!("child-r{run}.log"))).unwrap();
+        assert!(
+            !log.contains("panicked"),
+            "{ctx}: the child panicked:\n{log}"
+        );
         let f;
         (acked, present, f) = check(&work, c, run + 1, &ctx);
         from.insert(f);
@@ -344,6 +359,12 @@ fn crash_case(test: &str, id: &str, c: Case, seed: u64) {
     assert!(acked > 0, "{id}: no child acknowledged a transfer");
     if c.checkpoints {
         assert!(from.len() > 1, "{id}: recovered only from {from:?}");
+        // The first segment (empty: the setup logged nothing) and the
+        // ones after it were covered by checkpoints and deleted.
+        assert!(
+            !work.join("db").join("log-000-00000001.tlog").exists(),
+            "{id}: covered input segments were not deleted"
+        );
     }
     std::fs::remove_dir_all(&work).unwrap();
 }

@@ -186,7 +186,7 @@ impl Database {
     /// existing `LOCK` file (so it does not read a directory being written)
     /// and goes without one when there is none or it cannot be opened (a
     /// read-only copy).
-    pub(super) fn lock_dir(dir: &Path, read_only: bool) -> Result<Option<std::fs::File>, Error> {
+    pub(crate) fn lock_dir(dir: &Path, read_only: bool) -> Result<Option<std::fs::File>, Error> {
         check_dir(dir, !read_only)?;
         let path = dir.join("LOCK");
         let in_use = || {

@@ -12,9 +12,11 @@
 //! request of batch `C` gets (where the sequencer continues). The newest
 //! complete `ckpt-*.tckp` is the checkpoint; a `.tmp` is an unfinished one.
 //!
-//! `tessera.det` marks a deterministic data directory: the format and the
-//! table names, in id order (checked at every start, so that a checkpoint
-//! is never loaded into tables it was not taken from).
+//! `tessera.det` marks a deterministic data directory: the format, the
+//! protocol that writes it and the table names, in id order (checked at
+//! every start, so that a checkpoint is never loaded into tables it was
+//! not taken from, and a log is replayed by the protocol that wrote it:
+//! both are deterministic, but they refuse different requests).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -46,19 +48,28 @@ pub struct DetCheckpoint {
     pub file: PathBuf,
 }
 
-/// Write `tessera.det` (tables in id order) if it is missing; otherwise
-/// check that it names the same tables.
-pub fn mark_dir(dir: &Path, tables: &[String]) -> Result<(), Error> {
+/// Write `tessera.det` (the protocol, the tables in id order) if it is
+/// missing; otherwise check that it names the same protocol and tables.
+pub fn mark_dir(dir: &Path, tables: &[String], protocol: &str) -> Result<(), Error> {
     let path = dir.join(DET_FILE);
     match std::fs::read_to_string(&path) {
         Ok(s) => {
-            let want = marker(tables);
+            let want = marker(tables, protocol);
             if s != want {
-                return Err(Error::InvalidArgument(format!(
-                    "{} describes other tables than this database's ({}): not its data directory",
-                    path.display(),
-                    tables.join(", ")
-                )));
+                let found = parse_marker(&path, &s)?;
+                return Err(Error::InvalidArgument(if found.0 != protocol {
+                    format!(
+                        "{} was written by --cc {}: open it with that protocol, not {protocol}",
+                        path.display(),
+                        found.0
+                    )
+                } else {
+                    format!(
+                        "{} describes other tables than this database's ({}): not its data directory",
+                        path.display(),
+                        tables.join(", ")
+                    )
+                }));
             }
             Ok(())
         }
@@ -68,7 +79,8 @@ pub fn mark_dir(dir: &Path, tables: &[String]) -> Result<(), Error> {
             let tmp = dir.join(format!("{DET_FILE}.tmp"));
             let io = |e| Error::io(format!("cannot write {}", path.display()), e);
             let mut f = std::fs::File::create(&tmp).map_err(io)?;
-            f.write_all(marker(tables).as_bytes()).map_err(io)?;
+            f.write_all(marker(tables, protocol).as_bytes())
+                .map_err(io)?;
             f.sync_all().map_err(io)?;
             std::fs::rename(&tmp, &path).map_err(io)?;
             segment::sync_dir(dir).map_err(io)
@@ -77,23 +89,36 @@ pub fn mark_dir(dir: &Path, tables: &[String]) -> Result<(), Error> {
     }
 }
 
-/// The table names `tessera.det` of `dir` lists (`None`: not a
-/// deterministic data directory).
-pub fn dir_tables(dir: &Path) -> Result<Option<Vec<String>>, Error> {
+/// The protocol and the table names `tessera.det` of `dir` lists (`None`:
+/// not a deterministic data directory).
+pub fn dir_tables(dir: &Path) -> Result<Option<(String, Vec<String>)>, Error> {
     let path = dir.join(DET_FILE);
     let s = match std::fs::read_to_string(&path) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
     };
+    parse_marker(&path, &s).map(Some)
+}
+
+fn parse_marker(path: &Path, s: &str) -> Result<(String, Vec<String>), Error> {
     let mut lines = s.lines();
-    if lines.next() != Some("tessera deterministic 1") {
-        return Err(Error::Corrupt(format!(
+    let bad = || {
+        Error::Corrupt(format!(
             "{}: not a deterministic data directory marker of this format",
             path.display()
-        )));
+        ))
+    };
+    if lines.next() != Some("tessera deterministic 1") {
+        return Err(bad());
     }
-    Ok(Some(
+    let protocol = lines
+        .next()
+        .and_then(|l| l.strip_prefix("protocol "))
+        .ok_or_else(bad)?
+        .to_string();
+    Ok((
+        protocol,
         lines
             .filter_map(|l| l.strip_prefix("table "))
             .map(str::to_string)
@@ -101,8 +126,8 @@ pub fn dir_tables(dir: &Path) -> Result<Option<Vec<String>>, Error> {
     ))
 }
 
-fn marker(tables: &[String]) -> String {
-    let mut s = String::from("tessera deterministic 1\n");
+fn marker(tables: &[String], protocol: &str) -> String {
+    let mut s = format!("tessera deterministic 1\nprotocol {protocol}\n");
     for t in tables {
         s.push_str("table ");
         s.push_str(t);
@@ -285,10 +310,12 @@ pub fn delete_covered_segments(dir: &Path, next_batch: u64) -> Result<usize, Err
     for (_, path) in segs.iter().take(segs.len().saturating_sub(1)) {
         let bytes = segment::read_segment(path)
             .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
-        let mut last = None;
+        // The last batch of the segment (`Some(None)`: empty, as a start
+        // that logged nothing leaves its segment; `None`: damaged).
+        let mut last = Some(None);
         for b in format::BlockReader::new(&bytes) {
             match b {
-                Ok(b) => last = Some(b.header.epoch),
+                Ok(b) => last = Some(Some(b.header.epoch)),
                 Err(_) => {
                     last = None;
                     break;
@@ -298,7 +325,7 @@ pub fn delete_covered_segments(dir: &Path, next_batch: u64) -> Result<usize, Err
         // Only whole, undamaged segments wholly below the checkpoint go
         // (and only in order: a later one stays if an earlier one does).
         match last {
-            Some(l) if l < next_batch => {
+            Some(l) if l.is_none_or(|l| l < next_batch) => {
                 std::fs::remove_file(path)
                     .map_err(|e| Error::io(format!("cannot delete {}", path.display()), e))?;
                 deleted += 1;

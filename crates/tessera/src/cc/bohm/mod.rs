@@ -323,6 +323,13 @@ impl DetProtocol {
             DetProtocol::TwoPlOrdered => "2pl-ordered",
         }
     }
+
+    /// The protocol `name` names (as [`DetProtocol::name`] spells it).
+    pub fn from_name(name: &str) -> Option<DetProtocol> {
+        [DetProtocol::Bohm, DetProtocol::TwoPlOrdered]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
 }
 
 /// How the stages are sized.
@@ -460,6 +467,11 @@ pub struct Bohm {
     recovered_from: Option<std::path::PathBuf>,
     /// The input log's segment size.
     segment_bytes: u64,
+    /// The data directory's `LOCK`, held while the engine lives (a second
+    /// engine or `tessera recover` on a directory in use is refused).
+    dir_lock: Option<std::fs::File>,
+    /// One checkpoint at a time (they share GC's pin and file names).
+    ckpt_lock: Mutex<()>,
 }
 
 fn partition(t: TableId, key: &[u8], m: usize) -> u16 {
@@ -522,6 +534,8 @@ impl Bohm {
             loaded: AtomicU64::new(0),
             recovered_from: None,
             segment_bytes: 64 << 20,
+            dir_lock: None,
+            ckpt_lock: Mutex::new(()),
         })
     }
 
@@ -690,7 +704,10 @@ impl Bohm {
         cc_tx: &[Sender<Arc<BatchCtx>>],
     ) -> Result<(u64, u64, InputLog), Error> {
         let cfg = self.sh.cfg;
-        crate::det::checkpoint::mark_dir(dir, &self.sh.names)?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+        self.dir_lock = crate::db::Database::lock_dir(dir, false)?;
+        crate::det::checkpoint::mark_dir(dir, &self.sh.names, cfg.protocol.name())?;
         crate::det::checkpoint::remove_unfinished(dir);
         let scan = read_input_log(dir)?;
         let (next_batch, next_ts) = match crate::det::checkpoint::read_latest(dir)? {
@@ -870,6 +887,7 @@ impl Bohm {
             ));
         }
         let started = std::time::Instant::now();
+        let _one = self.ckpt_lock.lock();
         let sh = &self.sh;
         let _quiet = (sh.cfg.protocol == DetProtocol::TwoPlOrdered).then(|| sh.feed.write());
         struct Unpin<'a>(&'a AtomicU64);

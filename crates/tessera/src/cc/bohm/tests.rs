@@ -559,12 +559,22 @@ fn checkpoints_recover(protocol: DetProtocol) {
                 let _ = r.wait();
             }
         });
-        while !h.is_finished() {
+        // A second checkpointer at the same time: checkpoints take turns.
+        let h2 = s.spawn(move || {
+            let mut mine = Vec::new();
+            while !h.is_finished() {
+                mine.extend(b.checkpoint().unwrap());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            mine
+        });
+        while !h2.is_finished() {
             if let Some(i) = b.checkpoint().unwrap() {
                 infos.push(i);
             }
             std::thread::sleep(Duration::from_millis(3));
         }
+        infos.extend(h2.join().unwrap());
     });
     b.shutdown().unwrap();
     let want = b.dump(t).unwrap();
@@ -575,7 +585,7 @@ fn checkpoints_recover(protocol: DetProtocol) {
         infos.iter().any(|i| i.segments_deleted > 0),
         "no input segment was ever covered: {infos:?}"
     );
-    let last = infos.last().unwrap().next_batch;
+    let last = infos.iter().map(|i| i.next_batch).max().unwrap();
     // Recover: the newest checkpoint, then the batches after it.
     let mut b = engine();
     b.start().unwrap();
