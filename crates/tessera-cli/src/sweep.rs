@@ -65,6 +65,11 @@ pub struct SweepArgs {
     /// Plot title (default: the workload and the fixed arguments).
     #[arg(long)]
     pub title: Option<String>,
+    /// More arguments for the deterministic protocols' runs only (bohm,
+    /// 2pl-ordered), space-separated: their own knobs, which the
+    /// interactive protocols refuse (e.g. "--batch-size 500 --cc-threads 1").
+    #[arg(long = "det-args", value_name = "ARGS", allow_hyphen_values = true)]
+    pub det_args: Option<String>,
     /// Arguments for every run (after `--`).
     #[arg(last = true, value_name = "BENCH ARGS")]
     pub rest: Vec<String>,
@@ -219,6 +224,9 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
                     v.clone(),
                 ];
                 args.extend(a.rest.iter().cloned());
+                if let (Cc::Det(_), Some(extra)) = (cc, &a.det_args) {
+                    args.extend(extra.split_whitespace().map(String::from));
+                }
                 args.extend(["--json".into(), "--quiet".into()]);
                 let (parsed, error) = run_child(&exe, &args);
                 let run = Run {
@@ -404,6 +412,7 @@ fn write_outputs(
         "protocols": a.cc.iter().map(|p| p.name()).collect::<Vec<_>>(),
         "reps": a.reps,
         "bench_args": a.rest,
+        "det_args": a.det_args,
         "medians": meds.iter().map(|(cc, pts)| json!({
             "protocol": cc.name(),
             "points": pts.iter().map(|(v, t, ab)| json!({

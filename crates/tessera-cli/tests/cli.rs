@@ -585,3 +585,46 @@ fn deterministic_protocols_run_smallbank_and_conserve_money() {
         stderr(&o)
     );
 }
+
+/// `tessera sweep --det-args`: the deterministic protocols' own knobs go
+/// to their runs only (an interactive protocol refuses them), so one sweep
+/// compares both kinds.
+#[test]
+fn sweep_passes_det_args_to_the_deterministic_runs_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let o = tessera(&[
+        "sweep",
+        "--workload",
+        "smallbank",
+        "--cc",
+        "silo,bohm",
+        "--vary",
+        "threads=1",
+        "--reps",
+        "1",
+        "--det-args",
+        "--batch-size 100 --cc-threads 1",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "--customers",
+        "100",
+        "--spin-us",
+        "0",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    for r in j["runs"].as_array().unwrap() {
+        let command = r["command"].as_str().unwrap();
+        let det = r["protocol"] == "bohm";
+        assert_eq!(command.contains("--batch-size 100"), det, "{r}");
+        assert!(r["error"].is_null(), "{r}");
+    }
+    assert_eq!(j["det_args"], "--batch-size 100 --cc-threads 1");
+}
