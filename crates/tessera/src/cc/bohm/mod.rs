@@ -49,9 +49,22 @@
 //!   an earlier transaction inserted is in the index before the scan's
 //!   batch executes (the CC stage finishes first): no phantoms, without
 //!   range locks or validation.
-//! - Declared writes must be exact keys (a placeholder needs its key). A
-//!   request that declares a write range, declares nothing, or needs a
-//!   reconnaissance gets an `InvalidArgument` outcome (not yet supported).
+//! - Declared writes are exact keys (a placeholder needs its key), or
+//!   **write ranges for inserts of new keys** whose keys are known only at
+//!   execution (TPC-C NewOrder's order id comes from its district). The
+//!   range is registered per table until its batch finishes; a reader of
+//!   an overlapping key or range at a later timestamp first runs (or waits
+//!   for) the range's writer, so the insert is in the index and its chain
+//!   before the read (no phantom). At commit the insert becomes a version
+//!   at the writer's timestamp, in a new record or linked below the
+//!   placeholders of later transactions the CC stage has put there. Reads
+//!   of a table that ever had a write range walk from the record's head
+//!   (a range insert may sit above a read-set annotation). Only new keys:
+//!   an update or delete of an existing key inside a range is an error
+//!   (its chain has no placeholder for the writer). A transaction's own
+//!   range inserts are visible to its point reads, not to its scans.
+//! - A request that declares nothing, or needs a reconnaissance, gets an
+//!   `InvalidArgument` outcome (not yet supported).
 //! - A write to a key the request did not declare is an error (the
 //!   transaction aborts with `InvalidArgument` naming the key).
 
@@ -250,6 +263,10 @@ struct BTxn {
     /// (table, key).
     slots: Box<[Slot]>,
     nw: usize,
+    /// BOHM: declared write ranges (inserts of new keys whose keys are
+    /// known only at execution, such as TPC-C's order ids): table, and
+    /// `lo`, `hi` as ranges of `keys` (`hi` `None`: unbounded).
+    wranges: Box<[WRange]>,
     /// 2pl-ordered only (empty under BOHM): the slots in lexicographic
     /// (table, key) order, the order the locks are taken in.
     lorder: Box<[u32]>,
@@ -258,7 +275,41 @@ struct BTxn {
     outcome: UnsafeCell<Option<BoxedOutcome>>,
 }
 
+/// A declared write range of a transaction.
+struct WRange {
+    table: TableId,
+    lo: (u32, u32),
+    hi: Option<(u32, u32)>,
+}
+
 impl BTxn {
+    fn bytes(&self, (at, len): (u32, u32)) -> &[u8] {
+        &self.keys[at as usize..(at + len) as usize]
+    }
+
+    /// Whether write range `r` overlaps `[lo, hi]`.
+    fn range_overlaps(&self, r: &WRange, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+        let (rlo, rhi) = (self.bytes(r.lo), r.hi.map(|h| self.bytes(h)));
+        let below_hi = match hi {
+            Bound::Included(h) => rlo <= h,
+            Bound::Excluded(h) => rlo < h,
+            Bound::Unbounded => true,
+        };
+        let above_lo = match (lo, rhi) {
+            (_, None) | (Bound::Unbounded, _) => true,
+            (Bound::Included(l), Some(rh)) => rh >= l,
+            (Bound::Excluded(l), Some(rh)) => rh > l,
+        };
+        below_hi && above_lo
+    }
+
+    /// Whether `(t, key)` lies in one of the declared write ranges.
+    fn in_wrange(&self, t: TableId, key: &[u8]) -> bool {
+        self.wranges.iter().any(|r| {
+            r.table == t && self.range_overlaps(r, Bound::Included(key), Bound::Included(key))
+        })
+    }
+
     #[inline]
     fn key(&self, s: &Slot) -> &[u8] {
         &self.keys[s.at as usize..(s.at + s.len) as usize]
@@ -289,6 +340,9 @@ unsafe impl Send for BTxn {}
 struct BatchCtx {
     txns: Box<[BTxn]>,
     release: Arc<BatchRelease>,
+    /// Some transaction declared a write range (registered in
+    /// `Shared::ranges` until the batch finishes).
+    ranges: bool,
     /// CC threads still planning it (the per-batch barrier).
     cc_left: AtomicUsize,
     /// Exec threads still running their share.
@@ -420,10 +474,58 @@ struct Shared {
     /// The last batch handed to the CC stage: its number, its last
     /// timestamp, and its release (whose durability a checkpoint waits for).
     cut: Mutex<Option<(u64, u64, Arc<BatchRelease>)>>,
+    /// Per table: the write ranges of transactions whose batch has not
+    /// finished, and whether the table ever had one (then reads walk from
+    /// the record's head: a range insert may sit above a read-set
+    /// annotation).
+    ranges: Box<[RangeReg]>,
     /// Held (shared) while a batch is handed to the CC stage; a
     /// `2pl-ordered` checkpoint holds it exclusively to stop the feed (one
     /// version per record: no snapshot while later batches run).
     feed: parking_lot::RwLock<()>,
+}
+
+/// The registered write ranges of one table.
+#[derive(Default)]
+struct RangeReg {
+    /// Sticky: a write range was ever registered.
+    ever: std::sync::atomic::AtomicBool,
+    /// The transactions (their timestamps) with a write range here.
+    list: parking_lot::RwLock<Vec<(u64, *const BTxn)>>,
+}
+
+// SAFETY: the pointers are dereferenced only while the batch that holds
+// them is registered (see `register_ranges` and `finish_batch`).
+unsafe impl Send for RangeReg {}
+// SAFETY: as above.
+unsafe impl Sync for RangeReg {}
+
+/// Register the batch's write ranges (before any of its transactions, or a
+/// later one, can read).
+fn register_ranges(sh: &Shared, ctx: &BatchCtx) {
+    if !ctx.ranges {
+        return;
+    }
+    for t in ctx.txns.iter() {
+        for r in t.wranges.iter() {
+            let reg = &sh.ranges[r.table.as_u32() as usize];
+            reg.ever.store(true, Ordering::Release);
+            reg.list.write().push((t.ts, t as *const BTxn));
+        }
+    }
+}
+
+/// Unregister a finished batch's write ranges (before the batch is freed).
+fn unregister_ranges(sh: &Shared, ctx: &BatchCtx) {
+    if !ctx.ranges {
+        return;
+    }
+    let (first, last) = (ctx.txns[0].ts, ctx.txns[ctx.txns.len() - 1].ts);
+    for reg in sh.ranges.iter() {
+        if reg.ever.load(Ordering::Acquire) {
+            reg.list.write().retain(|&(ts, _)| ts < first || ts > last);
+        }
+    }
 }
 
 /// What [`Bohm::checkpoint`] wrote.
@@ -520,6 +622,7 @@ impl Bohm {
                 cc_busy_ns: AtomicU64::new(0),
                 exec_busy_ns: AtomicU64::new(0),
                 gc_pin: AtomicU64::new(u64::MAX),
+                ranges: names.iter().map(|_| RangeReg::default()).collect(),
                 cut: Mutex::new(None),
                 feed: parking_lot::RwLock::new(()),
             }),
@@ -650,6 +753,7 @@ impl Bohm {
                 b.release.clone(),
             );
             let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol));
+            register_ranges(&sh, &ctx);
             *sh.cut.lock() = Some(last);
             for tx in &cc_tx {
                 let _ = tx.send(ctx.clone());
@@ -769,6 +873,7 @@ impl Bohm {
                 b.release.clone(),
             );
             let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol));
+            register_ranges(&self.sh, &ctx);
             *self.sh.cut.lock() = Some(last);
             for tx in cc_tx {
                 let _ = tx.send(ctx.clone());
@@ -1165,6 +1270,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
     // (table, at, len) of the writes and of the reads.
     let mut ws: Vec<(TableId, u32, u32)> = Vec::new();
     let mut rs: Vec<(TableId, u32, u32)> = Vec::new();
+    let mut wr: Vec<WRange> = Vec::new();
     let txns: Box<[BTxn]> = b
         .txns
         .into_iter()
@@ -1174,6 +1280,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
             buf.clear();
             ws.clear();
             rs.clear();
+            wr.clear();
             let unusable = if s.proc.needs_reconnaissance() {
                 Some(Error::InvalidArgument(format!(
                     "BOHM does not yet run requests that need a reconnaissance ('{}')",
@@ -1196,11 +1303,21 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                         break;
                     }
                     if d.access == Access::Write && !d.is_key() {
-                        bad = Some(Error::InvalidArgument(format!(
-                            "'{}' declares a write range: BOHM needs exact write keys (a placeholder per key)",
-                            s.proc.name()
-                        )));
-                        break;
+                        // Inserts of new keys in the range (see
+                        // `BohmTx::install_fresh`).
+                        let lo = (buf.len() as u32, d.lo.len() as u32);
+                        buf.extend_from_slice(d.lo);
+                        let hi = d.hi().map(|h| {
+                            let at = (buf.len() as u32, h.len() as u32);
+                            buf.extend_from_slice(h);
+                            at
+                        });
+                        wr.push(WRange {
+                            table: d.table,
+                            lo,
+                            hi,
+                        });
+                        continue;
                     }
                     if !d.is_key() {
                         continue;
@@ -1223,6 +1340,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
             if unusable.is_some() {
                 ws.clear();
                 rs.clear();
+                wr.clear();
             }
             let key = |e: &(TableId, u32, u32)| &buf[e.1 as usize..(e.1 + e.2) as usize];
             // A key both read and written is read through its placeholder.
@@ -1257,15 +1375,18 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                 keys: buf.as_slice().into(),
                 slots,
                 nw: ws.len(),
+                wranges: std::mem::take(&mut wr).into_boxed_slice(),
                 lorder,
                 unusable,
                 outcome: UnsafeCell::new(None),
             }
         })
         .collect();
+    let ranges = txns.iter().any(|t| !t.wranges.is_empty());
     BatchCtx {
         txns,
         release: b.release,
+        ranges,
         cc_left: AtomicUsize::new(m),
         exec_left: AtomicUsize::new(n),
     }
@@ -1319,17 +1440,27 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     let map = &mut latest[w.table.as_u32() as usize];
                     let slot = entry(sh, map, w.table, txn.key(w), &g, Some(ptr::null_mut))
                         .expect("created when absent");
-                    let prev = slot.v;
-                    let v = new_version(txn.ts, txn, PENDING, prev);
+                    let v = new_version(txn.ts, txn, PENDING, ptr::null_mut());
+                    // On top of the record's head: the version this thread
+                    // put there last, or one a range insert of an earlier
+                    // transaction put above it (hence a CAS).
+                    // SAFETY: records live while the engine runs.
+                    let head = unsafe { &(*slot.rec).head };
+                    let mut prev = head.load(Ordering::Acquire);
+                    loop {
+                        // SAFETY: `v` is not shared yet.
+                        unsafe { (*v).prev.store(prev, Ordering::Relaxed) };
+                        match head.compare_exchange(prev, v, Ordering::AcqRel, Ordering::Acquire) {
+                            Ok(_) => break,
+                            Err(cur) => prev = cur,
+                        }
+                    }
                     if !prev.is_null() {
-                        // SAFETY: the latest version of a record this
-                        // thread owns: alive (GC runs on this thread and
-                        // never frees the newest version).
+                        // SAFETY: a record's head is never freed (GC cuts
+                        // only behind older versions).
                         unsafe { (*prev).end.store(txn.ts, Ordering::Release) };
                         superseded.push_back((txn.ts, v));
                     }
-                    // SAFETY: records live while the engine runs.
-                    unsafe { (*slot.rec).head.store(v, Ordering::Release) };
                     slot.v = v;
                     w.ver.store(v, Ordering::Release);
                     sh.placeholders.fetch_add(1, Ordering::Relaxed);
@@ -1378,7 +1509,14 @@ fn entry<'m>(
                 let rec = BRecord::new(v);
                 match tree.insert(key, rec as u64, g) {
                     Insert::Inserted { .. } => (rec as *const BRecord, v),
-                    Insert::Exists(_) => unreachable!("only the owning CC thread inserts a key"),
+                    Insert::Exists(r) => {
+                        // A range insert (BOHM) put it there meanwhile.
+                        // SAFETY: ours was never shared.
+                        unsafe { free_record(rec) };
+                        let r = r as *const BRecord;
+                        // SAFETY: records live while the engine runs.
+                        (r, unsafe { (*r).head.load(Ordering::Acquire) })
+                    }
                 }
             }
         };
@@ -1689,6 +1827,7 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
                 depth,
                 writes: Vec::with_capacity(txn.nw),
                 blocked: false,
+                rwrites: Vec::new(),
             };
             // SAFETY: this thread won the claim: it alone touches `proc`.
             let proc = unsafe { &mut *txn.proc.get() };
@@ -1780,6 +1919,7 @@ fn finish_batch(sh: &Shared, local: &LocalEpoch, ctx: Arc<BatchCtx>) {
             })
         })
         .collect();
+    unregister_ranges(sh, &ctx);
     ctx.release.executed(outs);
     sh.batches.fetch_add(1, Ordering::Relaxed);
     let g = local.pin();
@@ -1787,6 +1927,9 @@ fn finish_batch(sh: &Shared, local: &LocalEpoch, ctx: Arc<BatchCtx>) {
     // SAFETY: a boxed Arc, freed once by the epoch callback.
     unsafe { g.retire_box(holder) };
 }
+
+/// A buffered insert into a declared write range: table, key, value.
+type RangeInsert = (TableId, Box<[u8]>, Box<[u8]>);
 
 /// The transaction a body runs on under BOHM.
 struct BohmTx<'a> {
@@ -1800,6 +1943,8 @@ struct BohmTx<'a> {
     /// A read found its producer running on another thread: the
     /// transaction is set aside (see [`execute`]).
     blocked: bool,
+    /// Inserts of new keys in the declared write ranges.
+    rwrites: Vec<RangeInsert>,
 }
 
 impl BohmTx<'_> {
@@ -1812,6 +1957,130 @@ impl BohmTx<'_> {
             .writes()
             .iter()
             .position(|sl| sl.word == w && sl.table == t && self.txn.key(sl) == key)
+    }
+
+    /// Whether table `t` ever had a declared write range.
+    fn ranged(&self, t: TableId) -> Result<bool, Error> {
+        let reg = self
+            .sh
+            .ranges
+            .get(t.as_u32() as usize)
+            .ok_or(Error::BadTableId(t.as_u32()))?;
+        Ok(reg.ever.load(Ordering::Acquire))
+    }
+
+    /// Before reading `[lo, hi]` of table `t`: every older transaction
+    /// whose declared write range overlaps it is complete (run here, or
+    /// waited for briefly, or this transaction is set aside). Its inserts
+    /// are then in the index and their chains.
+    fn await_ranges(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> TxResult<()> {
+        let reg = &self.sh.ranges[t.as_u32() as usize];
+        let pending: Vec<*const BTxn> = reg
+            .list
+            .read()
+            .iter()
+            .filter(|&&(ts, w)| {
+                // SAFETY: registered transactions are alive (their batch
+                // unregisters before it is freed).
+                let w = unsafe { &*w };
+                ts < self.txn.ts
+                    && w.state.load(Ordering::Acquire) != COMPLETE
+                    && w.wranges
+                        .iter()
+                        .any(|r| r.table == t && w.range_overlaps(r, lo, hi))
+            })
+            .map(|&(_, w)| w)
+            .collect();
+        for w in pending {
+            // SAFETY: as above; this thread is pinned, so the batch is not
+            // freed while it runs or waits.
+            let w = unsafe { &*w };
+            run_producer(
+                self.sh,
+                self.local,
+                self.g,
+                w,
+                self.depth,
+                &mut self.blocked,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Commit a range insert: a version of `key` at this transaction's
+    /// timestamp, in a new record, or linked into the key's chain below
+    /// every version of a later transaction (the CC stage may have put a
+    /// later placeholder there already). Readers of a later timestamp
+    /// wait for this transaction first (`await_ranges`); earlier ones skip
+    /// the version.
+    fn install_fresh(&self, t: TableId, key: &[u8], val: Box<[u8]>) {
+        let ts = self.txn.ts;
+        let tree = &self.sh.tables[t.as_u32() as usize];
+        let v = new_version(ts, self.txn, VALUE, ptr::null_mut());
+        // SAFETY: not shared yet.
+        unsafe { *(*v).data.get() = val };
+        let mut spins = 0u32;
+        loop {
+            match tree.get(key, self.g) {
+                Lookup::Missing { .. } => {
+                    let rec = BRecord::new(v);
+                    match tree.insert(key, rec as u64, self.g) {
+                        Insert::Inserted { .. } => return,
+                        Insert::Exists(_) => {
+                            // SAFETY: never shared; its version is `v`,
+                            // which is kept.
+                            unsafe {
+                                (*rec).head.store(ptr::null_mut(), Ordering::Relaxed);
+                                free_record(rec);
+                            }
+                        }
+                    }
+                }
+                Lookup::Found(r) => {
+                    // SAFETY: records live while the engine runs.
+                    let rec = unsafe { &*(r as *const BRecord) };
+                    let mut p = rec.head.load(Ordering::Acquire);
+                    if p.is_null() {
+                        // The owning CC thread is putting its first
+                        // placeholder there.
+                        crate::backoff::snooze(&mut spins);
+                        continue;
+                    }
+                    // The lowest version of a later transaction, and the
+                    // one below it.
+                    let mut above: Option<&Version> = None;
+                    while !p.is_null() {
+                        // SAFETY: reachable versions are alive while pinned.
+                        let cur = unsafe { &*p };
+                        if cur.begin < ts {
+                            break;
+                        }
+                        above = Some(cur);
+                        p = cur.prev.load(Ordering::Acquire);
+                    }
+                    // SAFETY: `v` is not shared yet.
+                    unsafe {
+                        (*v).prev.store(p, Ordering::Relaxed);
+                        (*v).end
+                            .store(above.map_or(u64::MAX, |a| a.begin), Ordering::Relaxed);
+                    }
+                    let linked = match above {
+                        Some(a) => {
+                            a.prev
+                                .compare_exchange(p, v, Ordering::AcqRel, Ordering::Acquire)
+                        }
+                        None => {
+                            rec.head
+                                .compare_exchange(p, v, Ordering::AcqRel, Ordering::Acquire)
+                        }
+                    };
+                    if linked.is_ok() {
+                        return;
+                    }
+                    // A later placeholder arrived meanwhile: again.
+                }
+            }
+        }
     }
 
     /// The declared read of `(t, key)` (reads are sorted at planning: a
@@ -1852,6 +2121,20 @@ impl BohmTx<'_> {
         if self.sh.cfg.protocol == DetProtocol::TwoPlOrdered {
             return self.read_locked(t, key);
         }
+        if let Some((_, _, v)) = self
+            .rwrites
+            .iter()
+            .find(|(tt, k, _)| *tt == t && &k[..] == key)
+        {
+            let v: *const [u8] = &v[..];
+            // SAFETY: `rwrites` is not changed while the slice is out (the
+            // borrow of self lasts as long as it).
+            return Ok(Some(unsafe { &*v }));
+        }
+        let ranged = self.ranged(t)?;
+        if ranged {
+            self.await_ranges(t, Bound::Included(key), Bound::Included(key))?;
+        }
         let start = if let Some(s) = self.slot(t, key) {
             if let Some(w) = self.own(s) {
                 let w: *const Option<Box<[u8]>> = w;
@@ -1865,8 +2148,9 @@ impl BohmTx<'_> {
             let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
             // SAFETY: the placeholders of a planned batch are alive.
             unsafe { (*ph).prev.load(Ordering::Acquire) }
-        } else if let Some(r) = self.declared_read(t, key) {
-            // The read-set annotation.
+        } else if let Some(r) = self.declared_read(t, key).filter(|_| !ranged) {
+            // The read-set annotation (not in a table with range inserts:
+            // one may sit above the version it names).
             self.txn.reads()[r].ver.load(Ordering::Acquire)
         } else {
             let rec = match known {
@@ -1925,6 +2209,9 @@ impl BohmTx<'_> {
     }
 
     fn write(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()> {
+        if self.slot(t, key).is_none() && self.txn.in_wrange(t, key) {
+            return self.write_in_range(t, key, val);
+        }
         let Some(s) = self.slot(t, key) else {
             return Err(TxError::Error(Error::InvalidArgument(format!(
                 "BOHM: a write to table {} key {key:02x?} that the request did not declare",
@@ -1936,6 +2223,37 @@ impl BohmTx<'_> {
             Some(w) => w.1 = val,
             None => self.writes.push((s, val)),
         }
+        Ok(())
+    }
+
+    /// A write to a key of a declared write range (not an exact declared
+    /// key): an insert of a key absent at this transaction's timestamp,
+    /// buffered until commit. Updating or deleting an existing key there
+    /// is refused: its chain belongs to its CC thread, which has no
+    /// placeholder for this transaction.
+    fn write_in_range(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()> {
+        let refuse = |what: &str| {
+            Err(TxError::Error(Error::InvalidArgument(format!(
+                "BOHM: {what} of table {} key {key:02x?} inside a declared write range: only \
+                 inserts of new keys are allowed there (declare the key itself)",
+                t.as_u32()
+            ))))
+        };
+        let Some(val) = val else {
+            return refuse("a delete");
+        };
+        if let Some(w) = self
+            .rwrites
+            .iter_mut()
+            .find(|(tt, k, _)| *tt == t && &k[..] == key)
+        {
+            w.2 = val.into();
+            return Ok(());
+        }
+        if self.read(t, key)?.is_some() {
+            return refuse("an update");
+        }
+        self.rwrites.push((t, key.into(), val.into()));
         Ok(())
     }
 
@@ -1963,6 +2281,9 @@ impl BohmTx<'_> {
                 }
             }
             return;
+        }
+        for (t, k, v) in std::mem::take(&mut self.rwrites) {
+            self.install_fresh(t, &k, v);
         }
         // One entry per written slot (`write` replaces): its value moves
         // into the version (no copy).
@@ -2030,35 +2351,49 @@ fn visible(
             _ => {
                 // SAFETY: a pending version's producer is alive (see
                 // `finish_batch`).
-                let prod = unsafe { &*v.producer };
-                let claimed = depth < MAX_DEPTH
-                    && prod
-                        .state
-                        .compare_exchange(
-                            UNPROCESSED,
-                            EXECUTING,
-                            Ordering::AcqRel,
-                            Ordering::Acquire,
-                        )
-                        .is_ok();
-                let done = if claimed {
-                    execute(sh, local, g, prod, depth + 1)
-                } else {
-                    // Running elsewhere (or too deep to run here): a short
-                    // spin, then set this transaction aside.
-                    (0..PRODUCER_SPINS).any(|_| {
-                        std::hint::spin_loop();
-                        prod.state.load(Ordering::Acquire) == COMPLETE
-                    })
-                };
-                if !done {
-                    *blocked = true;
-                    return Err(TxError::Conflict(ConflictReason::LockConflict));
-                }
+                run_producer(sh, local, g, unsafe { &*v.producer }, depth, blocked)?;
             }
         }
     }
     Ok(None)
+}
+
+/// Make sure `prod`, an older transaction a reader depends on, is complete:
+/// run it here (recursively, Listing 5.1) if nobody has claimed it, or
+/// spin briefly for the thread that runs it; otherwise (or below the
+/// recursion limit) set the reader aside (`blocked`, and an error that
+/// unwinds its body: see [`execute`]).
+fn run_producer(
+    sh: &Shared,
+    local: &LocalEpoch,
+    g: &Guard<'_>,
+    prod: &BTxn,
+    depth: u32,
+    blocked: &mut bool,
+) -> TxResult<()> {
+    if prod.state.load(Ordering::Acquire) == COMPLETE {
+        return Ok(());
+    }
+    let claimed = depth < MAX_DEPTH
+        && prod
+            .state
+            .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+    let done = if claimed {
+        execute(sh, local, g, prod, depth + 1)
+    } else {
+        // Running elsewhere (or too deep to run here): a short spin, then
+        // set this transaction aside.
+        (0..PRODUCER_SPINS).any(|_| {
+            std::hint::spin_loop();
+            prod.state.load(Ordering::Acquire) == COMPLETE
+        })
+    };
+    if !done {
+        *blocked = true;
+        return Err(TxError::Conflict(ConflictReason::LockConflict));
+    }
+    Ok(())
 }
 
 impl TxnOps for BohmTx<'_> {
@@ -2119,6 +2454,11 @@ impl TxnOps for BohmTx<'_> {
             )));
         }
         let tree = self.sh.table(t)?;
+        if self.ranged(t)? {
+            // Every older range insert into the scanned range is in the
+            // index before the scan (no phantom).
+            self.await_ranges(t, lo, hi)?;
+        }
         // Collect the keys first: a read may execute a producer, which
         // must not happen inside the index's scan callback.
         let mut keys: Vec<(Vec<u8>, u64)> = Vec::new();
