@@ -18,6 +18,8 @@ use tessera::det::{Outcome, Procedure, SequencerConfig};
 use tessera::{Database, Options, Request, ScanOptions, TableId};
 use tessera_workloads::driver::Workload;
 use tessera_workloads::smallbank::{SbProc, SmallBank};
+use tessera_workloads::tpcc::det::TpccProc;
+use tessera_workloads::tpcc::Tpcc;
 use tessera_workloads::ycsb::{Ycsb, YcsbProc};
 
 use crate::bench::Common;
@@ -38,12 +40,45 @@ where
     fn tally(_out: &<Self::Proc as Request>::Output) -> i64 {
         0
     }
+    /// Before submission: a reconnaissance the request needs (its result
+    /// becomes part of its logged arguments), run on `recon`, a worker of
+    /// the loading database.
+    fn prepare(
+        &self,
+        _p: &mut Self::Proc,
+        _recon: &mut tessera::Worker,
+    ) -> Result<(), tessera::Error> {
+        Ok(())
+    }
+    /// Submitting clients when `--clients` is not given.
+    fn default_clients(&self) -> usize {
+        1
+    }
 }
 
 impl DetWorkload for Ycsb {
     type Proc = YcsbProc;
     fn proc(&self, st: &Self::Thread) -> YcsbProc {
         self.procedure(st)
+    }
+}
+
+impl DetWorkload for Tpcc {
+    type Proc = TpccProc;
+    fn proc(&self, st: &Self::Thread) -> TpccProc {
+        let t = self.tables().expect("TPC-C submitted before it was loaded");
+        TpccProc::new(t, st.txn()).expect("the deterministic TPC-C mix is NewOrder and Payment")
+    }
+    fn prepare(&self, p: &mut TpccProc, recon: &mut tessera::Worker) -> Result<(), tessera::Error> {
+        if p.needs_reconnaissance() {
+            recon.run(|tx| p.reconnoiter(tx))?;
+        }
+        Ok(())
+    }
+    /// One client per warehouse: a TPC-C terminal's home warehouse is its
+    /// thread's.
+    fn default_clients(&self) -> usize {
+        self.config_ref().warehouses as usize
     }
 }
 
@@ -175,7 +210,7 @@ pub fn run_checked<W: DetWorkload>(
         )));
     }
     let cfg = c.det.config(protocol, c.threads);
-    let clients = c.det.clients.unwrap_or(1);
+    let clients = c.det.clients.unwrap_or_else(|| wl.default_clients());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let prefault_secs = crate::bench::prefault(c)?;
     // The workload's loader writes through a database; its rows are copied
@@ -207,7 +242,6 @@ pub fn run_checked<W: DetWorkload>(
             copy_table(&mut w, &bohm, t)?;
         }
         drop(w);
-        std::mem::forget(db); // freed with the process, as `bench` does
     }
     let load_secs = t0.elapsed().as_secs_f64();
     if !c.quiet {
@@ -262,10 +296,21 @@ pub fn run_checked<W: DetWorkload>(
             });
         }
         for i in 0..clients {
-            let (bohm, measuring, stop, committed, aborted, failure, tally) = (
-                &bohm, &measuring, &stop, &committed, &aborted, &failure, &tally,
+            let (bohm, measuring, stop, committed, aborted, failure, tally, db) = (
+                &bohm, &measuring, &stop, &committed, &aborted, &failure, &tally, &db,
             );
             s.spawn(move || {
+                let mut recon = match db.worker() {
+                    Ok(w) => w,
+                    Err(e) => {
+                        failure
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e);
+                        stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                };
                 let mut st = wl.thread_state(
                     i,
                     clients,
@@ -302,7 +347,12 @@ pub fn run_checked<W: DetWorkload>(
                     };
                 while !stop.load(Ordering::Relaxed) {
                     wl.next(&mut st);
-                    match bohm.submit(wl.proc(&st)) {
+                    let mut p = wl.proc(&st);
+                    if let Err(e) = wl.prepare(&mut p, &mut recon) {
+                        give_up(e);
+                        break;
+                    }
+                    match bohm.submit(p) {
                         Ok(r) => inflight.push_back(r),
                         Err(e) => {
                             give_up(e);
@@ -344,6 +394,7 @@ pub fn run_checked<W: DetWorkload>(
         stop.store(true, Ordering::SeqCst);
         (a, b)
     });
+    std::mem::forget(db); // freed with the process, as `bench` does
     let stats = bohm
         .shutdown()
         .map_err(|e| Failure::from_error(&format!("{name}: "), &e))?;

@@ -21,6 +21,7 @@
 //! lists every deviation from the spec.
 
 pub mod consistency;
+pub mod det;
 pub mod hybrid;
 pub mod load;
 pub mod random;

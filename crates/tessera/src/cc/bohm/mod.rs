@@ -485,14 +485,18 @@ struct Shared {
     feed: parking_lot::RwLock<()>,
 }
 
-/// The registered write ranges of one table.
+/// The registered write ranges of one table, by range: each range's
+/// transactions in timestamp order (a reader looks at the ranges that
+/// overlap its keys, and there at the transactions older than itself).
 #[derive(Default)]
 struct RangeReg {
     /// Sticky: a write range was ever registered.
     ever: std::sync::atomic::AtomicBool,
-    /// The transactions (their timestamps) with a write range here.
-    list: parking_lot::RwLock<Vec<(u64, *const BTxn)>>,
+    /// (lo, hi; `None`: unbounded) -> (timestamp, transaction).
+    list: parking_lot::RwLock<RangeMap>,
 }
+
+type RangeMap = std::collections::BTreeMap<(Box<[u8]>, Option<Box<[u8]>>), Vec<(u64, *const BTxn)>>;
 
 // SAFETY: the pointers are dereferenced only while the batch that holds
 // them is registered (see `register_ranges` and `finish_batch`).
@@ -510,7 +514,12 @@ fn register_ranges(sh: &Shared, ctx: &BatchCtx) {
         for r in t.wranges.iter() {
             let reg = &sh.ranges[r.table.as_u32() as usize];
             reg.ever.store(true, Ordering::Release);
-            reg.list.write().push((t.ts, t as *const BTxn));
+            let key = (t.bytes(r.lo).into(), r.hi.map(|h| t.bytes(h).into()));
+            reg.list
+                .write()
+                .entry(key)
+                .or_default()
+                .push((t.ts, t as *const BTxn));
         }
     }
 }
@@ -523,7 +532,11 @@ fn unregister_ranges(sh: &Shared, ctx: &BatchCtx) {
     let (first, last) = (ctx.txns[0].ts, ctx.txns[ctx.txns.len() - 1].ts);
     for reg in sh.ranges.iter() {
         if reg.ever.load(Ordering::Acquire) {
-            reg.list.write().retain(|&(ts, _)| ts < first || ts > last);
+            let mut l = reg.list.write();
+            l.retain(|_, v| {
+                v.retain(|&(ts, _)| ts < first || ts > last);
+                !v.is_empty()
+            });
         }
     }
 }
@@ -1884,6 +1897,10 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
             }
             match e {
                 TxError::UserAbort => Ok(Outcome::Aborted),
+                // A reconnaissance that no longer holds aborts the request,
+                // deterministically (replay finds the same state), and its
+                // client may submit it again.
+                TxError::Conflict(ConflictReason::Reconnaissance) => Ok(Outcome::Aborted),
                 TxError::Error(e) => Err(e),
                 TxError::Conflict(r) => Err(Error::InvalidArgument(format!(
                     "a BOHM transaction cannot have a conflict ({r})"
@@ -1975,22 +1992,38 @@ impl BohmTx<'_> {
     /// are then in the index and their chains.
     fn await_ranges(&mut self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> TxResult<()> {
         let reg = &self.sh.ranges[t.as_u32() as usize];
-        let pending: Vec<*const BTxn> = reg
-            .list
-            .read()
-            .iter()
-            .filter(|&&(ts, w)| {
-                // SAFETY: registered transactions are alive (their batch
-                // unregisters before it is freed).
-                let w = unsafe { &*w };
-                ts < self.txn.ts
-                    && w.state.load(Ordering::Acquire) != COMPLETE
-                    && w.wranges
-                        .iter()
-                        .any(|r| r.table == t && w.range_overlaps(r, lo, hi))
-            })
-            .map(|&(_, w)| w)
-            .collect();
+        let mut pending: Vec<*const BTxn> = Vec::new();
+        {
+            let l = reg.list.read();
+            for ((rlo, rhi), txns) in l.iter() {
+                // Ranges sorted by their low key: none further on starts
+                // at or below `hi`.
+                let starts_after = match hi {
+                    Bound::Included(h) => &rlo[..] > h,
+                    Bound::Excluded(h) => &rlo[..] >= h,
+                    Bound::Unbounded => false,
+                };
+                if starts_after {
+                    break;
+                }
+                let ends_before = match (lo, rhi) {
+                    (_, None) | (Bound::Unbounded, _) => false,
+                    (Bound::Included(l), Some(rh)) => &rh[..] < l,
+                    (Bound::Excluded(l), Some(rh)) => &rh[..] <= l,
+                };
+                if ends_before {
+                    continue;
+                }
+                let older = txns.partition_point(|&(ts, _)| ts < self.txn.ts);
+                for &(_, w) in txns[..older].iter() {
+                    // SAFETY: registered transactions are alive (their
+                    // batch unregisters before it is freed).
+                    if unsafe { &*w }.state.load(Ordering::Acquire) != COMPLETE {
+                        pending.push(w);
+                    }
+                }
+            }
+        }
         for w in pending {
             // SAFETY: as above; this thread is pinned, so the batch is not
             // freed while it runs or waits.
