@@ -304,7 +304,7 @@ fn bohm_runs_tpcc_new_order_and_payment_to_the_serial_state() {
         .map(|b| bohm.submit(TpccProc::decode(b).unwrap()).unwrap())
         .collect();
     let got: Vec<_> = receipts.into_iter().map(|r| r.wait().unwrap()).collect();
-    assert!(got.iter().any(|o| *o == Outcome::Committed(())));
+    assert!(got.contains(&Outcome::Committed(())));
     bohm.shutdown().unwrap();
     for (i, b) in procs.iter().enumerate() {
         let mut p = TpccProc::decode(b).unwrap();
