@@ -1340,13 +1340,10 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                     } else {
                         &mut rs
                     };
-                    let dup = list.iter().any(|&(t, at, len)| {
-                        t == d.table && &buf[at as usize..(at + len) as usize] == d.lo
-                    });
-                    if !dup {
-                        list.push((d.table, buf.len() as u32, d.lo.len() as u32));
-                        buf.extend_from_slice(d.lo);
-                    }
+                    // Duplicates go after sorting (a long read-only
+                    // transaction declares thousands of keys).
+                    list.push((d.table, buf.len() as u32, d.lo.len() as u32));
+                    buf.extend_from_slice(d.lo);
                 }
                 bad
             };
@@ -1356,9 +1353,15 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                 wr.clear();
             }
             let key = |e: &(TableId, u32, u32)| &buf[e.1 as usize..(e.1 + e.2) as usize];
+            let order = |a: &(TableId, u32, u32), b: &(TableId, u32, u32)| {
+                (a.0, key(a)).cmp(&(b.0, key(b)))
+            };
+            ws.sort_unstable_by(order);
+            ws.dedup_by(|a, b| order(a, b).is_eq());
+            rs.sort_unstable_by(order);
+            rs.dedup_by(|a, b| order(a, b).is_eq());
             // A key both read and written is read through its placeholder.
-            rs.retain(|r| !ws.iter().any(|w| w.0 == r.0 && key(w) == key(r)));
-            rs.sort_unstable_by(|a, b| (a.0, key(a)).cmp(&(b.0, key(b))));
+            rs.retain(|r| ws.binary_search_by(|w| order(w, r)).is_err());
             let slot = |e: &(TableId, u32, u32)| Slot {
                 table: e.0,
                 at: e.1,
