@@ -284,13 +284,7 @@ pub fn run_checked<W: DetWorkload>(
                             g.1 = Some(i);
                         }
                         Ok(None) => {}
-                        Err(e) => {
-                            failure
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .get_or_insert(e);
-                            stop.store(true, Ordering::Relaxed);
-                        }
+                        Err(e) => give_up(failure, stop, e),
                     }
                 }
             });
@@ -302,14 +296,7 @@ pub fn run_checked<W: DetWorkload>(
             s.spawn(move || {
                 let mut recon = match db.worker() {
                     Ok(w) => w,
-                    Err(e) => {
-                        failure
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(e);
-                        stop.store(true, Ordering::Relaxed);
-                        return;
-                    }
+                    Err(e) => return give_up(failure, stop, e),
                 };
                 let mut st = wl.thread_state(
                     i,
@@ -317,13 +304,7 @@ pub fn run_checked<W: DetWorkload>(
                     tessera_workloads::driver::thread_seed(c.seed, i),
                 );
                 let mut inflight = VecDeque::with_capacity(window + 1);
-                let give_up = |e: tessera::Error| {
-                    failure
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .get_or_insert(e);
-                    stop.store(true, Ordering::Relaxed);
-                };
+                let give_up = |e: tessera::Error| give_up(failure, stop, e);
                 let mut my_tally = 0i64;
                 let mut settle =
                     |r: tessera::det::Receipt<<W::Proc as Request>::Output>| match r.wait() {
@@ -494,6 +475,19 @@ pub fn run_checked<W: DetWorkload>(
         }
         Ok(out)
     }
+}
+
+/// Record the run's first failure and stop every thread.
+fn give_up(
+    failure: &std::sync::Mutex<Option<tessera::Error>>,
+    stop: &AtomicBool,
+    e: tessera::Error,
+) {
+    failure
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert(e);
+    stop.store(true, Ordering::Relaxed);
 }
 
 /// Copy every row of `t` from the loading database into the engine.
