@@ -1654,7 +1654,8 @@ fn collect(sh: &Shared, q: &mut std::collections::VecDeque<(u64, *mut Version)>,
 fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>) {
     let n = sh.cfg.exec_threads;
     let locking = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
-    let mut aside: Vec<usize> = Vec::new();
+    // Set-aside transactions: (index, rounds to skip, next skip).
+    let mut aside: Vec<(usize, u32, u32)> = Vec::new();
     let mut blocked: Vec<(usize, usize)> = Vec::new();
     while let Ok(ctx) = rx.recv() {
         let busy = std::time::Instant::now();
@@ -1668,7 +1669,7 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
             let txn = &ctx.txns[j];
             if !try_execute(sh, local, txn) && txn.state.load(Ordering::Acquire) != COMPLETE {
                 // Another thread runs it: take other work, come back.
-                aside.push(j);
+                aside.push((j, 0, 0));
             }
             j += n;
         }
@@ -1676,14 +1677,22 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
         // one reached them, or abandoned because a read found its producer
         // running elsewhere. Retried (a waiting thread takes other work
         // rather than wait in the OS); spin, then yield, only when every
-        // one still waits for another thread.
+        // one still waits for another thread. A transaction that is set
+        // aside again is retried after a doubling number of rounds (up to
+        // 64): each retry runs its body up to the blocked read again, work
+        // that the producer's thread needs the cores for.
         let mut idle = 0u32;
         while !aside.is_empty() {
             let before = aside.len();
-            aside.retain(|&j| {
-                let t = &ctx.txns[j];
-                if t.state.load(Ordering::Acquire) == UNPROCESSED {
-                    try_execute(sh, local, t);
+            aside.retain_mut(|(j, skip, next)| {
+                let t = &ctx.txns[*j];
+                if *skip > 0 {
+                    *skip -= 1;
+                    return true;
+                }
+                if t.state.load(Ordering::Acquire) == UNPROCESSED && !try_execute(sh, local, t) {
+                    *next = (*next * 2).clamp(1, 64);
+                    *skip = *next;
                 }
                 t.state.load(Ordering::Acquire) != COMPLETE
             });
