@@ -168,9 +168,31 @@ fn target(a: &OpenArgs) -> Result<(PathBuf, Option<tempfile::TempDir>), Error> {
     }
 }
 
+/// A recovery mode other than strict is the redo log's (it accepts a
+/// loss); a deterministic directory recovers strictly only: said, not
+/// ignored.
+fn refuse_lossy_mode(a: &OpenArgs, base: &Value) -> Option<ExitCode> {
+    (a.mode != tessera::RecoveryMode::Strict).then(|| {
+        Failure::new(
+            2,
+            "invalid_argument",
+            format!(
+                "--recovery-mode {} applies to the redo log; a deterministic directory ({}) recovers \
+                 strictly only (a damaged input log or checkpoint is an error)",
+                a.mode.name(),
+                a.data_dir.display()
+            ),
+        )
+        .report(a.json, base.clone())
+    })
+}
+
 /// `tessera recover` on a deterministic data directory.
 pub fn recover(a: &OpenArgs) -> ExitCode {
     let base = json!({ "data_dir": a.data_dir.display().to_string(), "deterministic": true });
+    if let Some(code) = refuse_lossy_mode(a, &base) {
+        return code;
+    }
     let r = target(a).and_then(|(dir, keep)| {
         let r = recover_dir(&dir);
         drop(keep);
@@ -241,6 +263,9 @@ pub fn check(a: &OpenArgs) -> ExitCode {
         Failure::from_error(&format!("{what} {}: ", a.data_dir.display()), &e)
             .report(a.json, base.clone())
     };
+    if let Some(code) = refuse_lossy_mode(a, &base) {
+        return code;
+    }
     if !is_det_dir(&a.data_dir) {
         return Failure::new(
             1,

@@ -714,6 +714,19 @@ fn deterministic_bench_recover_and_check() {
         let ck = r["recovery"]["checkpoint"].as_str().unwrap();
         assert_ne!(ck, "ckpt-0000000000.tckp", "{cc}: {r}");
         assert_eq!(r["tables"][1]["rows"], 200, "{r}");
+        fails_with(
+            &[
+                "recover",
+                "--data-dir",
+                dir_str(&d),
+                "--recovery-mode",
+                "salvage",
+                "--json",
+            ],
+            2,
+            "invalid_argument",
+            "strictly only",
+        );
         let c = ok_json(&["check", "det", "--data-dir", dir_str(&d), "--json"]);
         assert_eq!(c["consistency"]["passed"], true, "{c}");
         fails_with(

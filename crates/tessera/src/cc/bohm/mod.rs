@@ -1459,17 +1459,37 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     let v = new_version(txn.ts, txn, PENDING, ptr::null_mut());
                     // On top of the record's head: the version this thread
                     // put there last, or one a range insert of an earlier
-                    // transaction put above it (hence a CAS).
+                    // transaction put above it. Only a table with write
+                    // ranges needs the CAS: a range writer of a batch at or
+                    // below this one registered its range (and set `ever`)
+                    // before this batch reached the CC stage, and one of a
+                    // later batch installs only after this thread planned
+                    // that batch, so past this one.
                     // SAFETY: records live while the engine runs.
                     let head = unsafe { &(*slot.rec).head };
                     let mut prev = head.load(Ordering::Acquire);
-                    loop {
-                        // SAFETY: `v` is not shared yet.
-                        unsafe { (*v).prev.store(prev, Ordering::Relaxed) };
-                        match head.compare_exchange(prev, v, Ordering::AcqRel, Ordering::Acquire) {
-                            Ok(_) => break,
-                            Err(cur) => prev = cur,
+                    if sh.ranges[w.table.as_u32() as usize]
+                        .ever
+                        .load(Ordering::Acquire)
+                    {
+                        loop {
+                            // SAFETY: `v` is not shared yet.
+                            unsafe { (*v).prev.store(prev, Ordering::Relaxed) };
+                            match head.compare_exchange(
+                                prev,
+                                v,
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            ) {
+                                Ok(_) => break,
+                                Err(cur) => prev = cur,
+                            }
                         }
+                    } else {
+                        // SAFETY: `v` is not shared yet; only this thread
+                        // writes this record's head.
+                        unsafe { (*v).prev.store(prev, Ordering::Relaxed) };
+                        head.store(v, Ordering::Release);
                     }
                     if !prev.is_null() {
                         // SAFETY: a record's head is never freed (GC cuts
