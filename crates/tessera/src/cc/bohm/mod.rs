@@ -137,9 +137,21 @@ type LatestMap = Vec<CcMap>;
 struct KeyHasher(u64);
 
 impl std::hash::Hasher for KeyHasher {
+    /// FxHash's multiply carries a bit of the input only upwards, so the
+    /// low bits of the state depend only on a key's first bytes (a key's
+    /// big-endian prefix: a table, a warehouse). hashbrown takes the bucket
+    /// from the low bits, and TPC-C's keys, which differ in their last
+    /// bytes, all probed one run of buckets. A finalizer makes every bit
+    /// depend on every input bit: MurmurHash3's 64-bit finalizer (two
+    /// xor-shift-multiply rounds), two multiplications per lookup.
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
 
     #[inline]
@@ -347,6 +359,11 @@ struct BatchCtx {
     cc_left: AtomicUsize,
     /// Exec threads still running their share.
     exec_left: AtomicUsize,
+    /// Each execution thread's share of `txns` (indices, in timestamp
+    /// order): the thesis's round-robin, except that transactions with the
+    /// same [`Procedure::affinity`](crate::det::Procedure::affinity) hint
+    /// go to one thread.
+    share: Box<[Box<[u32]>]>,
 }
 
 /// Which deterministic protocol the stages run.
@@ -492,11 +509,123 @@ struct Shared {
 struct RangeReg {
     /// Sticky: a write range was ever registered.
     ever: std::sync::atomic::AtomicBool,
-    /// (lo, hi; `None`: unbounded) -> (timestamp, transaction).
     list: parking_lot::RwLock<RangeMap>,
 }
 
-type RangeMap = std::collections::BTreeMap<(Box<[u8]>, Option<Box<[u8]>>), Vec<(u64, *const BTxn)>>;
+/// One registered range: `[lo, hi]` (`hi` `None`: unbounded), the
+/// transactions that declared it, and the reach of the ranges up to it.
+struct RangeEntry {
+    lo: Box<[u8]>,
+    hi: Option<Box<[u8]>>,
+    /// (timestamp, transaction), in timestamp order.
+    txns: Vec<(u64, *const BTxn)>,
+    /// How many of `txns` from the front are known complete (readers
+    /// advance it, so that a district's hundredth NewOrder does not look
+    /// at the ninety-nine before it again).
+    done: AtomicUsize,
+    /// The entry, at or before this one, whose `hi` reaches furthest (a
+    /// prefix maximum): a reader walks back from the last range that
+    /// starts at or below its key and stops where no earlier range can
+    /// reach it, instead of comparing every registered range (NewOrder
+    /// registers one range per customer in ORDER's customer index).
+    reach: u32,
+}
+
+/// A table's registered ranges, sorted by `(lo, hi)`; rebuilt under the
+/// write lock once per batch (register, unregister), read under the read
+/// lock by every range-table read.
+#[derive(Default)]
+struct RangeMap {
+    ranges: Vec<RangeEntry>,
+}
+
+/// A range to register: `(lo, hi, timestamp, transaction)`.
+type NewRange = (Box<[u8]>, Option<Box<[u8]>>, u64, *const BTxn);
+
+impl RangeMap {
+    /// `a`'s high end is above `b`'s (`None` is unbounded).
+    fn higher(a: &Option<Box<[u8]>>, b: &Option<Box<[u8]>>) -> bool {
+        match (a, b) {
+            (None, None) => false,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+            (Some(a), Some(b)) => a > b,
+        }
+    }
+
+    /// Recompute the prefix maxima after a change.
+    fn settle(&mut self) {
+        let mut best = 0u32;
+        for i in 0..self.ranges.len() {
+            if i == 0 || Self::higher(&self.ranges[i].hi, &self.ranges[best as usize].hi) {
+                best = i as u32;
+            }
+            self.ranges[i].reach = best;
+        }
+    }
+
+    /// Add `(lo, hi) -> (ts, txn)` entries, sorted by range and then by
+    /// timestamp (a batch's are newer than every registered one).
+    fn add(&mut self, mut new: Vec<NewRange>) {
+        new.sort_by(|a, b| (&a.0, &a.1, a.2).cmp(&(&b.0, &b.1, b.2)));
+        let old = std::mem::take(&mut self.ranges);
+        let mut merged: Vec<RangeEntry> = Vec::with_capacity(old.len() + new.len());
+        let mut old = old.into_iter().peekable();
+        let mut new = new.into_iter().peekable();
+        loop {
+            let take_old = match (old.peek(), new.peek()) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(o), Some(n)) => (&o.lo, &o.hi) <= (&n.0, &n.1),
+            };
+            if take_old {
+                merged.push(old.next().unwrap());
+                continue;
+            }
+            let (lo, hi, ts, txn) = new.next().unwrap();
+            match merged.last_mut() {
+                Some(e) if e.lo == lo && e.hi == hi => e.txns.push((ts, txn)),
+                _ => merged.push(RangeEntry {
+                    lo,
+                    hi,
+                    txns: vec![(ts, txn)],
+                    done: AtomicUsize::new(0),
+                    reach: 0,
+                }),
+            }
+        }
+        self.ranges = merged;
+        self.settle();
+    }
+
+    /// The entries that overlap `[lo, hi]`.
+    fn overlapping<'a>(
+        &'a self,
+        lo: Bound<&'a [u8]>,
+        hi: Bound<&'a [u8]>,
+    ) -> impl Iterator<Item = &'a RangeEntry> + 'a {
+        // Ranges sorted by their low key: the ones at and after `end`
+        // start above `hi`.
+        let end = self.ranges.partition_point(|e| match hi {
+            Bound::Included(h) => &e.lo[..] <= h,
+            Bound::Excluded(h) => &e.lo[..] < h,
+            Bound::Unbounded => true,
+        });
+        let ends_before = move |rhi: &Option<Box<[u8]>>| match (lo, rhi) {
+            (_, None) | (Bound::Unbounded, _) => false,
+            (Bound::Included(l), Some(rh)) => &rh[..] < l,
+            (Bound::Excluded(l), Some(rh)) => &rh[..] <= l,
+        };
+        self.ranges[..end]
+            .iter()
+            .enumerate()
+            .rev()
+            .take_while(move |(_, e)| !ends_before(&self.ranges[e.reach as usize].hi))
+            .filter(move |(_, e)| !ends_before(&e.hi))
+            .map(|(_, e)| e)
+    }
+}
 
 // SAFETY: the pointers are dereferenced only while the batch that holds
 // them is registered (see `register_ranges` and `finish_batch`).
@@ -510,16 +639,21 @@ fn register_ranges(sh: &Shared, ctx: &BatchCtx) {
     if !ctx.ranges {
         return;
     }
+    let mut by_table: Vec<Vec<NewRange>> = (0..sh.ranges.len()).map(|_| Vec::new()).collect();
     for t in ctx.txns.iter() {
         for r in t.wranges.iter() {
-            let reg = &sh.ranges[r.table.as_u32() as usize];
+            by_table[r.table.as_u32() as usize].push((
+                t.bytes(r.lo).into(),
+                r.hi.map(|h| t.bytes(h).into()),
+                t.ts,
+                t as *const BTxn,
+            ));
+        }
+    }
+    for (reg, new) in sh.ranges.iter().zip(by_table) {
+        if !new.is_empty() {
             reg.ever.store(true, Ordering::Release);
-            let key = (t.bytes(r.lo).into(), r.hi.map(|h| t.bytes(h).into()));
-            reg.list
-                .write()
-                .entry(key)
-                .or_default()
-                .push((t.ts, t as *const BTxn));
+            reg.list.write().add(new);
         }
     }
 }
@@ -533,10 +667,15 @@ fn unregister_ranges(sh: &Shared, ctx: &BatchCtx) {
     for reg in sh.ranges.iter() {
         if reg.ever.load(Ordering::Acquire) {
             let mut l = reg.list.write();
-            l.retain(|_, v| {
-                v.retain(|&(ts, _)| ts < first || ts > last);
-                !v.is_empty()
+            l.ranges.retain_mut(|e| {
+                let before = e.txns.len();
+                e.txns.retain(|&(ts, _)| ts < first || ts > last);
+                if e.txns.len() != before {
+                    *e.done.get_mut() = 0;
+                }
+                !e.txns.is_empty()
             });
+            l.settle();
         }
     }
 }
@@ -1284,6 +1423,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
     let mut ws: Vec<(TableId, u32, u32)> = Vec::new();
     let mut rs: Vec<(TableId, u32, u32)> = Vec::new();
     let mut wr: Vec<WRange> = Vec::new();
+    let mut share: Vec<Vec<u32>> = vec![Vec::with_capacity(b.txns.len() / n.max(1) + 1); n];
     let txns: Box<[BTxn]> = b
         .txns
         .into_iter()
@@ -1294,6 +1434,8 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
             ws.clear();
             rs.clear();
             wr.clear();
+            let to = s.proc.affinity().map_or(i % n, |a| (a % n as u64) as usize);
+            share[to].push(i as u32);
             let unusable = if s.proc.needs_reconnaissance() {
                 Some(Error::InvalidArgument(format!(
                     "BOHM does not yet run requests that need a reconnaissance ('{}')",
@@ -1405,6 +1547,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
         ranges,
         cc_left: AtomicUsize::new(m),
         exec_left: AtomicUsize::new(n),
+        share: share.into_iter().map(Vec::into_boxed_slice).collect(),
     }
 }
 
@@ -1672,7 +1815,6 @@ fn collect(sh: &Shared, q: &mut std::collections::VecDeque<(u64, *mut Version)>,
 
 /// An execution thread.
 fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>) {
-    let n = sh.cfg.exec_threads;
     let locking = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
     // Set-aside transactions: (index, rounds to skip, next skip).
     let mut aside: Vec<(usize, u32, u32)> = Vec::new();
@@ -1680,18 +1822,16 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
     while let Ok(ctx) = rx.recv() {
         let busy = std::time::Instant::now();
         aside.clear();
-        let mut j = me;
         if locking {
             run_locked(sh, local, &ctx, me, &mut blocked);
-            j = ctx.txns.len();
-        }
-        while j < ctx.txns.len() {
-            let txn = &ctx.txns[j];
-            if !try_execute(sh, local, txn) && txn.state.load(Ordering::Acquire) != COMPLETE {
-                // Another thread runs it: take other work, come back.
-                aside.push((j, 0, 0));
+        } else {
+            for &j in ctx.share[me].iter() {
+                let txn = &ctx.txns[j as usize];
+                if !try_execute(sh, local, txn) && txn.state.load(Ordering::Acquire) != COMPLETE {
+                    // Another thread runs it: take other work, come back.
+                    aside.push((j as usize, 0, 0));
+                }
             }
-            j += n;
         }
         // The set-aside transactions: claimed by another thread when this
         // one reached them, or abandoned because a read found its producer
@@ -1734,7 +1874,7 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
     }
 }
 
-/// `2pl-ordered`: run this thread's share of the batch (`me`, `me + n`,
+/// `2pl-ordered`: run this thread's share of the batch (`BatchCtx::share`,
 /// ...). A transaction takes its locks in lexicographic key order; when the
 /// next one is held, the transaction is set aside with the locks it has,
 /// and the thread goes on with its other transactions, coming back to the
@@ -1748,17 +1888,15 @@ fn run_locked(
     me: usize,
     blocked: &mut Vec<(usize, usize)>,
 ) {
-    let n = sh.cfg.exec_threads;
     blocked.clear();
-    let mut j = me;
-    while j < ctx.txns.len() {
+    for &j in ctx.share[me].iter() {
+        let j = j as usize;
         let mut held = 0;
         if take_locks(&ctx.txns[j], &mut held) {
             run_claimed(sh, local, &ctx.txns[j]);
         } else {
             blocked.push((j, held));
         }
-        j += n;
         // Come back to the oldest set-aside transaction now and then:
         // its locks are the likeliest to have been released.
         if let Some(&mut (b, ref mut held)) = blocked.first_mut() {
@@ -2027,30 +2165,23 @@ impl BohmTx<'_> {
         let mut pending: Vec<*const BTxn> = Vec::new();
         {
             let l = reg.list.read();
-            for ((rlo, rhi), txns) in l.iter() {
-                // Ranges sorted by their low key: none further on starts
-                // at or below `hi`.
-                let starts_after = match hi {
-                    Bound::Included(h) => &rlo[..] > h,
-                    Bound::Excluded(h) => &rlo[..] >= h,
-                    Bound::Unbounded => false,
-                };
-                if starts_after {
-                    break;
-                }
-                let ends_before = match (lo, rhi) {
-                    (_, None) | (Bound::Unbounded, _) => false,
-                    (Bound::Included(l), Some(rh)) => &rh[..] < l,
-                    (Bound::Excluded(l), Some(rh)) => &rh[..] <= l,
-                };
-                if ends_before {
-                    continue;
-                }
-                let older = txns.partition_point(|&(ts, _)| ts < self.txn.ts);
-                for &(_, w) in txns[..older].iter() {
+            for e in l.overlapping(lo, hi) {
+                let older = e.txns.partition_point(|&(ts, _)| ts < self.txn.ts);
+                let complete = |w: *const BTxn| {
                     // SAFETY: registered transactions are alive (their
                     // batch unregisters before it is freed).
-                    if unsafe { &*w }.state.load(Ordering::Acquire) != COMPLETE {
+                    unsafe { &*w }.state.load(Ordering::Acquire) == COMPLETE
+                };
+                // `done` is published with release after acquiring each
+                // transaction's COMPLETE, so acquiring it orders this read
+                // after their inserts as acquiring each state would.
+                let mut d = e.done.load(Ordering::Acquire).min(older);
+                while d < older && complete(e.txns[d].1) {
+                    d += 1;
+                }
+                e.done.fetch_max(d, Ordering::AcqRel);
+                for &(_, w) in e.txns[d..older].iter() {
+                    if !complete(w) {
                         pending.push(w);
                     }
                 }

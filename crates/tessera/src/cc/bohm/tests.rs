@@ -783,3 +783,114 @@ fn bohm_range_inserts_equal_serial_execution() {
         compare(cfg, &rs, 10);
     }
 }
+
+/// The CC maps' hash must spread keys that share a long prefix and differ
+/// only in their last bytes (TPC-C's composite keys: table, warehouse,
+/// district, then an order number): FxHash's bare multiply left their low
+/// bits, the bucket index, all equal.
+#[test]
+fn cc_map_hash_spreads_keys_with_a_common_prefix() {
+    use std::hash::{BuildHasher, Hash};
+    let build = KeyHash::default();
+    let mut words = std::collections::HashSet::new();
+    let mut long = std::collections::HashSet::new();
+    for i in 0u64..1024 {
+        // Six constant bytes, then the varying two (big-endian).
+        let key = (0x0102_0304_0506_0000u64 | i).to_be_bytes();
+        let w = u64::from_le_bytes(key);
+        let mut h = build.build_hasher();
+        w.hash(&mut h);
+        words.insert(std::hash::Hasher::finish(&h) & 1023);
+        let mut key16 = [7u8; 16];
+        key16[14..].copy_from_slice(&(i as u16).to_be_bytes());
+        long.insert(build.hash_one(&key16[..]) & 1023);
+    }
+    assert!(words.len() > 512, "{} buckets of 1024", words.len());
+    assert!(long.len() > 512, "{} buckets of 1024", long.len());
+}
+
+/// `RangeMap::overlapping` finds exactly the registered ranges that a
+/// brute-force comparison finds, for random (nested, overlapping,
+/// unbounded, repeated) ranges and random query bounds, also after
+/// removals.
+/// A registered range in `range_map_finds_every_overlapping_range`.
+type Registered = (Box<[u8]>, Option<Box<[u8]>>, u64);
+
+#[test]
+fn range_map_finds_every_overlapping_range() {
+    let mut rng = SmallRng::seed_from_u64(7);
+    let key = |rng: &mut SmallRng| -> Box<[u8]> {
+        let n = rng.gen_range(0..3);
+        (0..n).map(|_| rng.gen_range(0..4u8)).collect()
+    };
+    let bound = |rng: &mut SmallRng, k: Box<[u8]>| -> Bound<Box<[u8]>> {
+        match rng.gen_range(0..3) {
+            0 => Bound::Included(k),
+            1 => Bound::Excluded(k),
+            _ => Bound::Unbounded,
+        }
+    };
+    for round in 0..200 {
+        let mut map = RangeMap::default();
+        let mut all: Vec<Registered> = Vec::new();
+        let mut ts = 0u64;
+        for _ in 0..rng.gen_range(1..4) {
+            let mut new = Vec::new();
+            for _ in 0..rng.gen_range(0..12) {
+                let (a, b) = (key(&mut rng), key(&mut rng));
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                let hi = (!rng.gen_ratio(1, 6)).then_some(hi);
+                ts += 1;
+                all.push((lo.clone(), hi.clone(), ts));
+                new.push((lo, hi, ts, ptr::null()));
+            }
+            map.add(new);
+        }
+        if round % 2 == 1 {
+            // Unregister the oldest third, as a finished batch does.
+            let cut = ts / 3;
+            all.retain(|e| e.2 > cut);
+            map.ranges.retain_mut(|e| {
+                e.txns.retain(|&(t, _)| t > cut);
+                !e.txns.is_empty()
+            });
+            map.settle();
+        }
+        for _ in 0..50 {
+            let (lo, hi) = (key(&mut rng), key(&mut rng));
+            let (lo, hi) = (bound(&mut rng, lo), bound(&mut rng, hi));
+            fn as_ref(b: &Bound<Box<[u8]>>) -> Bound<&[u8]> {
+                match b {
+                    Bound::Included(k) => Bound::Included(&k[..]),
+                    Bound::Excluded(k) => Bound::Excluded(&k[..]),
+                    Bound::Unbounded => Bound::Unbounded,
+                }
+            }
+            let (l, h) = (as_ref(&lo), as_ref(&hi));
+            let mut got: Vec<u64> = map
+                .overlapping(l, h)
+                .flat_map(|e| e.txns.iter().map(|t| t.0))
+                .collect();
+            got.sort();
+            let mut want: Vec<u64> = all
+                .iter()
+                .filter(|(rlo, rhi, _)| {
+                    let above_lo = match (l, rhi) {
+                        (_, None) | (Bound::Unbounded, _) => true,
+                        (Bound::Included(x), Some(rh)) => &rh[..] >= x,
+                        (Bound::Excluded(x), Some(rh)) => &rh[..] > x,
+                    };
+                    let below_hi = match h {
+                        Bound::Included(x) => &rlo[..] <= x,
+                        Bound::Excluded(x) => &rlo[..] < x,
+                        Bound::Unbounded => true,
+                    };
+                    above_lo && below_hi
+                })
+                .map(|e| e.2)
+                .collect();
+            want.sort();
+            assert_eq!(got, want, "round {round}: {lo:?}..{hi:?}");
+        }
+    }
+}
