@@ -447,6 +447,8 @@ pub fn run_checked<W: DetWorkload>(
             // thread (set aside and run again: no OS wait).
             "set_aside": stats.set_aside,
             "versions_collected": stats.collected,
+            // Records the CC threads' latest maps hold at the end.
+            "cc_map_entries": stats.cc_map_entries,
             "cc_busy_seconds": stats.cc_busy_ns as f64 / 1e9,
             "exec_busy_seconds": stats.exec_busy_ns as f64 / 1e9,
             // The CC stage alone: entries (a placeholder per declared write,

@@ -125,6 +125,9 @@ struct CcMap {
     short: HashMap<u64, Latest, KeyHash>,
     /// Longer keys.
     long: HashMap<Box<[u8]>, Latest, KeyHash>,
+    /// The entry of a record just created and not kept in the map (see
+    /// [`entry`]).
+    scratch: Option<Latest>,
 }
 
 /// A CC thread's maps, one per table.
@@ -465,6 +468,8 @@ pub struct BohmStats {
     /// Nanoseconds the execution threads spent on batches, waits for
     /// other threads' transactions included.
     pub exec_busy_ns: u64,
+    /// Records the CC threads' latest maps hold (after their last batch).
+    pub cc_map_entries: u64,
 }
 
 struct Shared {
@@ -485,6 +490,8 @@ struct Shared {
     batches: AtomicU64,
     cc_busy_ns: AtomicU64,
     exec_busy_ns: AtomicU64,
+    /// Per CC thread: the entries of its latest maps.
+    cc_map_entries: Box<[AtomicU64]>,
     /// A checkpoint's timestamp while it reads (`u64::MAX`: none): GC keeps
     /// every version visible at it (see [`Shared::watermark`]).
     gc_pin: AtomicU64,
@@ -773,6 +780,7 @@ impl Bohm {
                 batches: AtomicU64::new(0),
                 cc_busy_ns: AtomicU64::new(0),
                 exec_busy_ns: AtomicU64::new(0),
+                cc_map_entries: (0..cfg.cc_threads).map(|_| AtomicU64::new(0)).collect(),
                 gc_pin: AtomicU64::new(u64::MAX),
                 ranges: names.iter().map(|_| RangeReg::default()).collect(),
                 cut: Mutex::new(None),
@@ -1252,6 +1260,12 @@ impl Bohm {
             input_bytes: self.input_bytes,
             cc_busy_ns: self.sh.cc_busy_ns.load(Ordering::Relaxed),
             exec_busy_ns: self.sh.exec_busy_ns.load(Ordering::Relaxed),
+            cc_map_entries: self
+                .sh
+                .cc_map_entries
+                .iter()
+                .map(|n| n.load(Ordering::Relaxed))
+                .sum(),
         }
     }
 
@@ -1649,6 +1663,11 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
         }
         sh.cc_busy_ns
             .fetch_add(busy.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let entries = latest
+            .iter()
+            .map(|m| m.w8.len() + m.short.len() + m.long.len())
+            .sum::<usize>();
+        sh.cc_map_entries[me as usize].store(entries as u64, Ordering::Relaxed);
         // The barrier: the last CC thread to finish hands the batch on.
         if ctx.cc_left.fetch_sub(1, Ordering::AcqRel) == 1 {
             if let Some(txs) = sh.exec_tx.lock().as_ref() {
@@ -1665,6 +1684,14 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
 /// else from the index. An absent key is `None`, or, with `born = Some(f)`,
 /// a new record with head `f()` put in the index (BOHM: no version yet, the
 /// placeholder goes on top; 2pl-ordered: a tombstone, the one version).
+///
+/// Under BOHM the map is only a cache of the index (the newest version is
+/// the record's head, which only this thread moves in a table without
+/// write ranges), and a record created here is not put in it: inserts of
+/// keys seldom touched again (TPC-C's HISTORY rows) would otherwise grow
+/// the map by one entry each, for good. A later access finds the record in
+/// the index and caches it then. `2pl-ordered` keeps every entry: its lock
+/// sequence lives there.
 fn entry<'m>(
     sh: &Shared,
     map: &'m mut CcMap,
@@ -1675,48 +1702,62 @@ fn entry<'m>(
 ) -> Option<&'m mut Latest> {
     use std::collections::hash_map::Entry;
     // The record of an absent key: found in the index, or created.
-    let find = || -> Option<Latest> {
+    let keep_born = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
+    let find = || -> Option<(Latest, bool)> {
         let tree = &sh.tables[t.as_u32() as usize];
-        let (rec, v) = match tree.get(key, g) {
+        let (rec, v, keep) = match tree.get(key, g) {
             Lookup::Found(r) => {
                 let rec = r as *const BRecord;
                 // SAFETY: records are never freed while the engine runs.
-                (rec, unsafe { (*rec).head.load(Ordering::Acquire) })
+                (rec, unsafe { (*rec).head.load(Ordering::Acquire) }, true)
             }
             Lookup::Missing { .. } => {
                 let v = born?();
                 let rec = BRecord::new(v);
                 match tree.insert(key, rec as u64, g) {
-                    Insert::Inserted { .. } => (rec as *const BRecord, v),
+                    Insert::Inserted { .. } => (rec as *const BRecord, v, keep_born),
                     Insert::Exists(r) => {
                         // A range insert (BOHM) put it there meanwhile.
                         // SAFETY: ours was never shared.
                         unsafe { free_record(rec) };
                         let r = r as *const BRecord;
                         // SAFETY: records live while the engine runs.
-                        (r, unsafe { (*r).head.load(Ordering::Acquire) })
+                        (r, unsafe { (*r).head.load(Ordering::Acquire) }, true)
                     }
                 }
             }
         };
-        Some(Latest { rec, v, n: 0, w: 0 })
+        Some((Latest { rec, v, n: 0, w: 0 }, keep))
     };
-    let word = |m: &'m mut HashMap<u64, Latest, KeyHash>, w: u64| match m.entry(w) {
+    let word = |m: &'m mut HashMap<u64, Latest, KeyHash>,
+                scratch: &'m mut Option<Latest>,
+                w: u64| match m.entry(w) {
         Entry::Occupied(e) => Some(e.into_mut()),
-        Entry::Vacant(e) => Some(e.insert(find()?)),
+        Entry::Vacant(e) => match find()? {
+            (l, true) => Some(e.insert(l)),
+            (l, false) => Some(scratch.insert(l)),
+        },
     };
     match key.len() {
-        8 => word(&mut map.w8, u64::from_le_bytes(key.try_into().unwrap())),
+        8 => word(
+            &mut map.w8,
+            &mut map.scratch,
+            u64::from_le_bytes(key.try_into().unwrap()),
+        ),
         n if n < 8 => {
             let mut b = [0u8; 8];
             b[..n].copy_from_slice(key);
             b[7] = n as u8;
-            word(&mut map.short, u64::from_le_bytes(b))
+            word(&mut map.short, &mut map.scratch, u64::from_le_bytes(b))
         }
         _ => {
             if !map.long.contains_key(key) {
-                let l = find()?;
-                map.long.insert(key.into(), l);
+                match find()? {
+                    (l, true) => {
+                        map.long.insert(key.into(), l);
+                    }
+                    (l, false) => return Some(map.scratch.insert(l)),
+                }
             }
             map.long.get_mut(key)
         }
