@@ -252,16 +252,4 @@ impl tessera::det::Procedure for TpccProc {
             s: Scratch::default(),
         })
     }
-
-    /// The home warehouse: every NewOrder and Payment of a warehouse reads
-    /// or writes its warehouse row (W_TAX, W_YTD) and one of its district
-    /// rows, so a warehouse's transactions form one chain of producers and
-    /// run best on one execution thread (as an interactive worker keeps
-    /// its home warehouse).
-    fn affinity(&self) -> Option<u64> {
-        Some(u64::from(match self.txn.kind {
-            TxnType::Payment => self.txn.payment.w_id,
-            _ => self.txn.new_order.w_id,
-        }))
-    }
 }

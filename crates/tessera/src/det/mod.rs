@@ -104,19 +104,6 @@ where
     /// The procedure whose arguments `encode` wrote as `bytes`; a message
     /// saying what is wrong otherwise.
     fn decode(bytes: &[u8]) -> Result<Self, String>;
-
-    /// An execution-placement hint (not part of the input log: it changes
-    /// where a transaction runs, never what it does): the deterministic
-    /// engines run the transactions of a batch that give the same
-    /// affinity on one execution thread, in timestamp order, and spread
-    /// the others round-robin (the thesis's assignment). A workload whose
-    /// transactions chain through a few hot records (TPC-C's warehouse and
-    /// district rows) gives the chain's owner (the home warehouse), so that
-    /// a chain runs on one thread instead of alternating between threads
-    /// that wait for each other's producers. `None`, the default: no hint.
-    fn affinity(&self) -> Option<u64> {
-        None
-    }
 }
 
 /// The object-safe form of a [`Procedure`] that the runtime holds: the
@@ -137,8 +124,6 @@ pub trait DynProcedure: Send {
     fn reconnoiter(&mut self, tx: &mut Txn<'_>) -> TxResult<()>;
     /// [`Request::run`], the output boxed.
     fn run(&mut self, tx: &mut Txn<'_>) -> TxResult<Box<dyn Any + Send>>;
-    /// [`Procedure::affinity`].
-    fn affinity(&self) -> Option<u64>;
 }
 
 impl<P: Procedure> DynProcedure for P
@@ -165,9 +150,6 @@ where
     }
     fn run(&mut self, tx: &mut Txn<'_>) -> TxResult<Box<dyn Any + Send>> {
         Request::run(self, tx).map(|o| Box::new(o) as Box<dyn Any + Send>)
-    }
-    fn affinity(&self) -> Option<u64> {
-        Procedure::affinity(self)
     }
 }
 

@@ -363,9 +363,7 @@ struct BatchCtx {
     /// Exec threads still running their share.
     exec_left: AtomicUsize,
     /// Each execution thread's share of `txns` (indices, in timestamp
-    /// order): the thesis's round-robin, except that transactions with the
-    /// same [`Procedure::affinity`](crate::det::Procedure::affinity) hint
-    /// go to one thread.
+    /// order): the thesis's round-robin.
     share: Box<[Box<[u32]>]>,
 }
 
@@ -1448,8 +1446,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
             ws.clear();
             rs.clear();
             wr.clear();
-            let to = s.proc.affinity().map_or(i % n, |a| (a % n as u64) as usize);
-            share[to].push(i as u32);
+            share[i % n].push(i as u32);
             let unusable = if s.proc.needs_reconnaissance() {
                 Some(Error::InvalidArgument(format!(
                     "BOHM does not yet run requests that need a reconnaissance ('{}')",
