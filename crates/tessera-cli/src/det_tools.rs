@@ -3,7 +3,9 @@
 //! --durability sync --data-dir DIR`, marked by `tessera.det`): recovery
 //! loads the newest checkpoint and replays the input log after it through
 //! BOHM's stages; `check det` also replays the same checkpoint and log
-//! serially on an interactive database and compares the two states.
+//! serially on an interactive database and compares the two states;
+//! `check tpcc` recovers it and checks TPC-C's consistency conditions on
+//! the recovered state.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,11 +26,13 @@ pub fn is_det_dir(dir: &Path) -> bool {
     dir.join(tessera::det::checkpoint::DET_FILE).is_file()
 }
 
-/// Every procedure the benchmarks log.
+/// Every procedure the benchmarks log (`bench ycsb|smallbank|tpcc --cc
+/// bohm|2pl-ordered`).
 fn procedures() -> Result<Procedures, Error> {
     Procedures::new()
         .register::<tessera_workloads::ycsb::YcsbProc>()?
-        .register::<tessera_workloads::smallbank::SbProc>()
+        .register::<tessera_workloads::smallbank::SbProc>()?
+        .register::<tessera_workloads::tpcc::det::TpccProc>()
 }
 
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
@@ -341,4 +345,257 @@ pub fn check(a: &OpenArgs) -> ExitCode {
         )
         .report(a.json, v)
     }
+}
+
+/// `tessera check tpcc` on a deterministic data directory (`bench tpcc --cc
+/// bohm --durability sync`): recover it as `recover` does, copy the
+/// recovered tables into an in-memory database, and check TPC-C's
+/// consistency conditions there.
+pub fn check_tpcc(a: &OpenArgs) -> ExitCode {
+    let base = json!({ "data_dir": a.data_dir.display().to_string(), "deterministic": true });
+    if let Some(code) = refuse_lossy_mode(a, &base) {
+        return code;
+    }
+    let r = target(a).and_then(|(dir, keep)| {
+        let r = recover_dir(&dir);
+        drop(keep);
+        r
+    });
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => {
+            return Failure::from_error(&format!("cannot recover {}: ", a.data_dir.display()), &e)
+                .report(a.json, base)
+        }
+    };
+    let mut v = report(&a.data_dir, a.dry_run, &r);
+    let t0 = Instant::now();
+    let checked =
+        copy_into_memory(&r.tables).and_then(|db| tessera_workloads::tpcc::check_database(&db));
+    let (found, cons) = match checked {
+        Ok(x) => x,
+        Err(e) => {
+            return Failure::new(
+                1,
+                "not_tpcc",
+                format!("cannot check {} as TPC-C: {e}", a.data_dir.display()),
+            )
+            .report(a.json, v)
+        }
+    };
+    let seconds = t0.elapsed().as_secs_f64();
+    v["workload"] = json!("tpcc");
+    v["warehouses"] = json!(found.warehouses);
+    v["consistency"] = json!({
+        "passed": cons.passed,
+        "conditions": serde_json::to_value(&cons.conditions).expect("conditions serialize"),
+        "seconds": (seconds * 1000.0).round() / 1000.0,
+    });
+    if !a.json {
+        print!("{}", text(&v));
+        println!("TPC-C data, {} warehouse(s)", found.warehouses);
+        println!("{} [checked in {seconds:.2} s]", cons.summary());
+    }
+    if cons.passed {
+        if a.json {
+            print_json(&v);
+        }
+        ExitCode::SUCCESS
+    } else {
+        Failure::new(
+            1,
+            "inconsistent",
+            format!(
+                "the recovered state is inconsistent: {}",
+                cons.failed().join(", ")
+            ),
+        )
+        .report(a.json, v)
+    }
+}
+
+/// The recovered tables, in id order, as an in-memory database.
+fn copy_into_memory(tables: &[(String, Rows)]) -> Result<Database, Error> {
+    let db = Database::open(Options::in_memory())?;
+    let ids: Vec<TableId> = tables
+        .iter()
+        .map(|(n, _)| db.create_table(n))
+        .collect::<Result<_, _>>()?;
+    let mut w = db.worker()?;
+    for ((_, rows), &t) in tables.iter().zip(&ids) {
+        for chunk in rows.chunks(1_000) {
+            w.run(|tx| {
+                for (k, v) in chunk {
+                    tx.put(t, k, v)?;
+                }
+                Ok(())
+            })?;
+        }
+    }
+    drop(w);
+    Ok(db)
+}
+
+/// `tessera inspect` on a deterministic data directory: what `tessera.det`
+/// names, the checkpoints, the input log, and what recovery would do (load
+/// the newest checkpoint, replay the batches after it), read only: nothing
+/// is recovered or changed.
+pub fn inspect(dir: &Path, strict: bool, json_out: bool) -> ExitCode {
+    let mut v = json!({ "data_dir": dir.display().to_string(), "deterministic": true });
+    if !strict {
+        return Failure::new(
+            2,
+            "invalid_argument",
+            format!(
+                "--recovery-mode applies to the redo log; a deterministic directory ({}) \
+                 recovers strictly only",
+                dir.display()
+            ),
+        )
+        .report(json_out, v);
+    }
+    match inspect_into(dir, &mut v) {
+        Ok(()) => {
+            if json_out {
+                print_json(&v);
+            } else {
+                print!("{}", inspect_text(&v));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            v["verdict"] = json!("recovery would refuse this directory");
+            if !json_out {
+                print!("{}", inspect_text(&v));
+            }
+            Failure::from_error(&format!("recovery would refuse {}: ", dir.display()), &e)
+                .report(json_out, v)
+        }
+    }
+}
+
+fn inspect_into(dir: &Path, v: &mut Value) -> Result<(), Error> {
+    let (protocol, names) = dir_tables(dir)?.ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{} is not a deterministic data directory",
+            dir.display()
+        ))
+    })?;
+    v["protocol"] = json!(protocol);
+    v["tables"] = json!(names);
+    let ckpts = tessera::det::checkpoint::list(dir)?;
+    v["checkpoints"] = json!(ckpts
+        .iter()
+        .map(|(c, p)| json!({
+            "file": p.file_name().map(|n| n.to_string_lossy().into_owned()),
+            "replay_from_batch": c,
+            "bytes": std::fs::metadata(p).map(|m| m.len()).ok(),
+        }))
+        .collect::<Vec<_>>());
+    let log = read_input_log(dir)?;
+    let segments = tessera::log::segment::list_segments(dir)
+        .map_err(|e| Error::io(format!("cannot list the input log in {}", dir.display()), e))?;
+    let files: Vec<&PathBuf> = segments.values().flatten().map(|(_, p)| p).collect();
+    let bytes: u64 = files
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let requests: usize = log.batches.iter().map(|b| b.entries.len()).sum();
+    v["input_log"] = json!({
+        "segments": files.len(),
+        "bytes": bytes,
+        "batches": log.batches.len(),
+        "first_batch": log.batches.first().map(|b| b.number),
+        "last_batch": log.batches.last().map(|b| b.number),
+        "requests": requests,
+        "torn_tail": log.torn.as_ref().map(|(f, at, why)| json!({
+            "file": f.display().to_string(), "offset": at, "why": why,
+        })),
+    });
+    // What recovery does: the newest checkpoint (its rows are read to
+    // check it), then every logged batch from the one it stops at.
+    let ck = tessera::det::checkpoint::read_latest(dir)?;
+    let from = ck.as_ref().map_or(0, |c| c.next_batch);
+    if let Some(first) = log.batches.first() {
+        if first.number > from {
+            return Err(Error::Corrupt(format!(
+                "{}: the input log starts at batch {} but the newest checkpoint covers only \
+                 the batches below {from}",
+                dir.display(),
+                first.number
+            )));
+        }
+    }
+    let replay: Vec<_> = log.batches.iter().filter(|b| b.number >= from).collect();
+    v["recovery"] = json!({
+        "checkpoint": ck.as_ref().map(|c| c.file.file_name().map(|n| n.to_string_lossy().into_owned())),
+        "checkpoint_rows": ck.as_ref().map(|c| c.rows.len()),
+        "batches_to_replay": replay.len(),
+        "requests_to_replay": replay.iter().map(|b| b.entries.len()).sum::<usize>(),
+        "cuts_torn_tail": log.torn.is_some(),
+    });
+    v["verdict"] = json!(match &ck {
+        Some(c) => format!(
+            "recovery would load {} and replay {} batch(es)",
+            c.file
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+            replay.len()
+        ),
+        None => format!(
+            "recovery would replay {} batch(es) from an empty state",
+            replay.len()
+        ),
+    });
+    Ok(())
+}
+
+fn inspect_text(v: &Value) -> String {
+    let mut s = format!(
+        "data dir {}\ndeterministic data directory, protocol {}, tables: {}\n",
+        v["data_dir"].as_str().unwrap_or(""),
+        v["protocol"].as_str().unwrap_or("?"),
+        v["tables"]
+            .as_array()
+            .map(|t| t
+                .iter()
+                .filter_map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", "))
+            .unwrap_or_default(),
+    );
+    for c in v["checkpoints"].as_array().into_iter().flatten() {
+        s += &format!(
+            "checkpoint {} (replay from batch {}, {} bytes)\n",
+            c["file"].as_str().unwrap_or("?"),
+            c["replay_from_batch"],
+            c["bytes"]
+        );
+    }
+    let l = &v["input_log"];
+    if l.is_object() {
+        s += &format!(
+            "input log: {} segment(s), {} bytes, {} batch(es) ({} to {}), {} request(s){}\n",
+            l["segments"],
+            l["bytes"],
+            l["batches"],
+            l["first_batch"],
+            l["last_batch"],
+            l["requests"],
+            if l["torn_tail"].is_null() {
+                String::new()
+            } else {
+                format!(
+                    "; a torn tail in {} at {} (never acknowledged; recovery cuts it)",
+                    l["torn_tail"]["file"].as_str().unwrap_or("?"),
+                    l["torn_tail"]["offset"]
+                )
+            }
+        );
+    }
+    if let Some(verdict) = v["verdict"].as_str() {
+        s += &format!("verdict: {verdict}\n");
+    }
+    s
 }

@@ -379,18 +379,7 @@ pub fn check(cmd: &CheckCmd) -> ExitCode {
         CheckCmd::Det(a) => return crate::det_tools::check(&a.open),
     };
     if crate::det_tools::is_det_dir(&a.data_dir) {
-        return Failure::new(
-            1,
-            "not_tpcc",
-            format!(
-                "{} is a deterministic engine's data directory: check it with `tessera check det`",
-                a.data_dir.display()
-            ),
-        )
-        .report(
-            a.json,
-            json!({ "data_dir": a.data_dir.display().to_string() }),
-        );
+        return crate::det_tools::check_tpcc(a);
     }
     let base = json!({
         "data_dir": a.data_dir.display().to_string(),
@@ -464,6 +453,9 @@ pub fn check(cmd: &CheckCmd) -> ExitCode {
 /// nothing.
 pub fn inspect(a: &InspectArgs) -> ExitCode {
     let dir = &a.data_dir;
+    if crate::det_tools::is_det_dir(dir) {
+        return crate::det_tools::inspect(dir, a.mode == RecoveryMode::Strict, a.json);
+    }
     let mut out = json!({ "data_dir": dir.display().to_string(), "mode": a.mode.name() });
     let mut text = format!("data dir {}\n", dir.display());
     match inspect_into(dir, a.mode, &mut out, &mut text) {

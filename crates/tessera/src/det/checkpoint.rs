@@ -213,9 +213,9 @@ pub fn write(
     Ok((path, bytes))
 }
 
-/// The complete checkpoints of `dir`, oldest first (unfinished `.tmp`
-/// files are not listed).
-fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, Error> {
+/// The complete checkpoints of `dir`, oldest first, with the batch each
+/// starts the replay at (unfinished `.tmp` files are not listed).
+pub fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, Error> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
