@@ -96,6 +96,9 @@ use crate::txn::{ScanOptions, Txn, TxnOps};
 
 #[cfg(test)]
 mod tests;
+mod wordmap;
+
+use wordmap::WordMap;
 
 /// A transaction's outcome, its output boxed.
 type BoxedOutcome = Result<Outcome<Box<dyn Any + Send>>, Error>;
@@ -113,6 +116,16 @@ struct Latest {
     w: u64,
 }
 
+impl Latest {
+    /// Nothing known (an empty slot's filler).
+    const NONE: Latest = Latest {
+        rec: ptr::null(),
+        v: ptr::null_mut(),
+        n: 0,
+        w: 0,
+    };
+}
+
 /// A CC thread's latest-version map for one table: record and newest
 /// version per key. Keys of up to 8 bytes (the benchmarks' integer keys)
 /// are kept as a word, compared and hashed as one (no byte comparison, no
@@ -120,9 +133,9 @@ struct Latest {
 #[derive(Default)]
 struct CcMap {
     /// Keys of exactly 8 bytes.
-    w8: HashMap<u64, Latest, KeyHash>,
+    w8: WordMap,
     /// Keys of 0 to 7 bytes: the bytes, and the length in the top byte.
-    short: HashMap<u64, Latest, KeyHash>,
+    short: WordMap,
     /// Longer keys.
     long: HashMap<Box<[u8]>, Latest, KeyHash>,
     /// The entry of a record just created and not kept in the map (see
@@ -149,12 +162,7 @@ impl std::hash::Hasher for KeyHasher {
     /// xor-shift-multiply rounds), two multiplications per lookup.
     #[inline]
     fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
+        wordmap::mix(self.0)
     }
 
     #[inline]
@@ -1370,13 +1378,15 @@ impl Shared {
     }
 }
 
-/// The first 8 bytes of `key` (zero-padded) as a word.
+/// The first 8 bytes of `key` (zero-padded) as a big-endian word: two
+/// keys' words compare as their first 8 bytes do (equal words leave the
+/// order to the whole keys).
 #[inline]
 fn key_word(key: &[u8]) -> u64 {
     let mut b = [0u8; 8];
     let n = key.len().min(8);
     b[..n].copy_from_slice(&key[..n]);
-    u64::from_le_bytes(b)
+    u64::from_be_bytes(b)
 }
 
 fn new_version(begin: u64, producer: *const BTxn, state: u8, prev: *mut Version) -> *mut Version {
@@ -1506,8 +1516,11 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                 wr.clear();
             }
             let key = |e: &(TableId, u32, u32)| &buf[e.1 as usize..(e.1 + e.2) as usize];
+            // (table, key), comparing a word of each key before its bytes.
             let order = |a: &(TableId, u32, u32), b: &(TableId, u32, u32)| {
-                (a.0, key(a)).cmp(&(b.0, key(b)))
+                (a.0, key_word(key(a)))
+                    .cmp(&(b.0, key_word(key(b))))
+                    .then_with(|| key(a).cmp(key(b)))
             };
             ws.sort_unstable_by(order);
             ws.dedup_by(|a, b| order(a, b).is_eq());
@@ -1587,7 +1600,13 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
         let busy = std::time::Instant::now();
         {
             let g = local.pin();
-            for txn in ctx.txns.iter() {
+            for txn in ctx.txns.iter().take(PREFETCH_AHEAD) {
+                prefetch_entries(me, &latest, txn);
+            }
+            for (i, txn) in ctx.txns.iter().enumerate() {
+                if let Some(ahead) = ctx.txns.get(i + PREFETCH_AHEAD) {
+                    prefetch_entries(me, &latest, ahead);
+                }
                 if locking {
                     lock_entries(sh, me, &mut latest, txn, &g);
                     continue;
@@ -1697,7 +1716,6 @@ fn entry<'m>(
     g: &Guard<'_>,
     born: Option<fn() -> *mut Version>,
 ) -> Option<&'m mut Latest> {
-    use std::collections::hash_map::Entry;
     // The record of an absent key: found in the index, or created.
     let keep_born = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
     let find = || -> Option<(Latest, bool)> {
@@ -1726,28 +1744,19 @@ fn entry<'m>(
         };
         Some((Latest { rec, v, n: 0, w: 0 }, keep))
     };
-    let word = |m: &'m mut HashMap<u64, Latest, KeyHash>,
-                scratch: &'m mut Option<Latest>,
-                w: u64| match m.entry(w) {
-        Entry::Occupied(e) => Some(e.into_mut()),
-        Entry::Vacant(e) => match find()? {
-            (l, true) => Some(e.insert(l)),
-            (l, false) => Some(scratch.insert(l)),
-        },
-    };
-    match key.len() {
-        8 => word(
-            &mut map.w8,
-            &mut map.scratch,
-            u64::from_le_bytes(key.try_into().unwrap()),
-        ),
-        n if n < 8 => {
-            let mut b = [0u8; 8];
-            b[..n].copy_from_slice(key);
-            b[7] = n as u8;
-            word(&mut map.short, &mut map.scratch, u64::from_le_bytes(b))
+    let word = |m: &'m mut WordMap, scratch: &'m mut Option<Latest>, w: u64| {
+        if let Some(at) = m.find(w) {
+            return Some(m.at_mut(at));
         }
-        _ => {
+        match find()? {
+            (l, true) => Some(m.insert(w, l)),
+            (l, false) => Some(scratch.insert(l)),
+        }
+    };
+    match map_word(key) {
+        Some((true, w)) => word(&mut map.w8, &mut map.scratch, w),
+        Some((false, w)) => word(&mut map.short, &mut map.scratch, w),
+        None => {
             if !map.long.contains_key(key) {
                 match find()? {
                     (l, true) => {
@@ -1760,6 +1769,38 @@ fn entry<'m>(
         }
     }
 }
+
+/// How a CC map keeps `key`: `(true, word)` in `w8` (8 bytes), `(false,
+/// word)` in `short` (the bytes, and the length in the top byte), `None`
+/// in `long`.
+#[inline]
+fn map_word(key: &[u8]) -> Option<(bool, u64)> {
+    match key.len() {
+        8 => Some((true, u64::from_le_bytes(key.try_into().unwrap()))),
+        n if n < 8 => {
+            let mut b = [0u8; 8];
+            b[..n].copy_from_slice(key);
+            b[7] = n as u8;
+            Some((false, u64::from_le_bytes(b)))
+        }
+        _ => None,
+    }
+}
+
+/// Prefetch where the CC maps will look up the keys `me` owns of `txn`.
+fn prefetch_entries(me: u16, latest: &LatestMap, txn: &BTxn) {
+    for sl in txn.slots.iter().filter(|sl| sl.owner == me) {
+        let map = &latest[sl.table.as_u32() as usize];
+        match map_word(txn.key(sl)) {
+            Some((true, w)) => map.w8.prefetch(w),
+            Some((false, w)) => map.short.prefetch(w),
+            None => {}
+        }
+    }
+}
+
+/// How many transactions ahead the CC stage prefetches its map entries.
+const PREFETCH_AHEAD: usize = 4;
 
 /// `2pl-ordered`'s CC work for one transaction: a lock ticket for each
 /// declared key this thread owns, in timestamp order (the thread walks the
@@ -2320,9 +2361,16 @@ impl BohmTx<'_> {
     /// The declared read of `(t, key)` (reads are sorted at planning: a
     /// long read-only transaction declares thousands).
     fn declared_read(&self, t: TableId, key: &[u8]) -> Option<usize> {
+        // By table and word first: a byte comparison (a library call) only
+        // between keys that share their first 8 bytes.
+        let w = key_word(key);
         self.txn
             .reads()
-            .binary_search_by(|sl| (sl.table, self.txn.key(sl)).cmp(&(t, key)))
+            .binary_search_by(|sl| {
+                (sl.table, sl.word)
+                    .cmp(&(t, w))
+                    .then_with(|| self.txn.key(sl).cmp(key))
+            })
             .ok()
     }
 
