@@ -1904,7 +1904,17 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
         if locking {
             run_locked(sh, local, &ctx, me, &mut blocked);
         } else {
-            for &j in ctx.share[me].iter() {
+            let share = &ctx.share[me];
+            for (i, &j) in share.iter().enumerate() {
+                // The read set is known before the body runs: bring the
+                // next transactions' versions in while this one runs.
+                let ahead = |d: usize| share.get(i + d).map(|&a| &ctx.txns[a as usize]);
+                if let Some(t) = ahead(2) {
+                    prefetch_versions(t, false);
+                }
+                if let Some(t) = ahead(1) {
+                    prefetch_versions(t, true);
+                }
                 let txn = &ctx.txns[j as usize];
                 if !try_execute(sh, local, txn) && txn.state.load(Ordering::Acquire) != COMPLETE {
                     // Another thread runs it: take other work, come back.
@@ -1950,6 +1960,47 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
             finish_batch(sh, local, ctx);
         }
         local.collect();
+    }
+}
+
+/// Prefetch what `txn`'s body will read (a hint: nothing is changed):
+/// first (`data` false) the version each declared read names and the one
+/// below each of its placeholders; then (`data` true, once those are
+/// cached) the start of the values of the ones already filled.
+fn prefetch_versions(txn: &BTxn, data: bool) {
+    for (i, sl) in txn.slots.iter().enumerate() {
+        let mut v = sl.ver.load(Ordering::Acquire);
+        if v.is_null() {
+            continue;
+        }
+        if i < txn.nw {
+            // A placeholder: its previous version is the one read.
+            // SAFETY: the placeholders of a planned batch are alive, and
+            // so is the version below one (superseded in this batch, it is
+            // collected only once every executor has finished the batch;
+            // this one has not).
+            v = unsafe { (*v).prev.load(Ordering::Acquire) };
+            if v.is_null() {
+                continue;
+            }
+        }
+        if !data {
+            wordmap::prefetch_line(v);
+            continue;
+        }
+        // SAFETY: as above (a declared read's version was the newest when
+        // this batch was planned, so it is superseded in this batch or
+        // later). Its data is immutable once the state says VALUE.
+        unsafe {
+            if (*v).state.load(Ordering::Acquire) == VALUE {
+                let d: &[u8] = &(*(*v).data.get());
+                let p = d.as_ptr();
+                wordmap::prefetch_line(p);
+                if d.len() > 64 {
+                    wordmap::prefetch_line(p.wrapping_add(64));
+                }
+            }
+        }
     }
 }
 

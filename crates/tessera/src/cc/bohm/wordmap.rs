@@ -44,6 +44,19 @@ pub(super) fn mix(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
+/// Bring the cache line holding `p` closer: a hint, with no architectural
+/// effect (any address may be given, even a dangling one).
+#[inline]
+pub(super) fn prefetch_line<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing and cannot fault.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 impl WordMap {
     fn with_capacity_pow2(cap: usize) -> WordMap {
         debug_assert!(cap.is_power_of_two());
@@ -92,15 +105,7 @@ impl WordMap {
     /// nothing is read or changed).
     #[inline]
     pub(super) fn prefetch(&self, key: u64) {
-        let p = &self.slots[self.home(key)] as *const Slot;
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch has no architectural effect; `p` points into
-        // the table.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = p;
+        prefetch_line(&self.slots[self.home(key)] as *const Slot);
     }
 
     #[cfg(test)]
