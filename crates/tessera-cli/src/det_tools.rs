@@ -18,7 +18,7 @@ use tessera::det::input::{read_input_log, InputScan};
 use tessera::det::{serial, Procedures};
 use tessera::{Database, Error, Options, ScanOptions, TableId};
 
-use crate::failure::{print_json, Failure};
+use crate::failure::{print_json, verdict, Failure};
 use crate::tools::OpenArgs;
 
 /// Whether `dir` is a deterministic engine's data directory.
@@ -191,18 +191,27 @@ fn refuse_lossy_mode(a: &OpenArgs, base: &Value) -> Option<ExitCode> {
     })
 }
 
-/// `tessera recover` on a deterministic data directory.
-pub fn recover(a: &OpenArgs) -> ExitCode {
+/// Recover the directory `a` names (a copy of it with `--dry-run`) as
+/// `recover` does; a failure already reported (its exit status) otherwise.
+fn recover_target(a: &OpenArgs) -> Result<Recovered, ExitCode> {
     let base = json!({ "data_dir": a.data_dir.display().to_string(), "deterministic": true });
     if let Some(code) = refuse_lossy_mode(a, &base) {
-        return code;
+        return Err(code);
     }
     let r = target(a).and_then(|(dir, keep)| {
         let r = recover_dir(&dir);
         drop(keep);
         r
     });
-    match r {
+    r.map_err(|e| {
+        Failure::from_error(&format!("cannot recover {}: ", a.data_dir.display()), &e)
+            .report(a.json, base)
+    })
+}
+
+/// `tessera recover` on a deterministic data directory.
+pub fn recover(a: &OpenArgs) -> ExitCode {
+    match recover_target(a) {
         Ok(r) => {
             let v = report(&a.data_dir, a.dry_run, &r);
             if a.json {
@@ -212,8 +221,7 @@ pub fn recover(a: &OpenArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => Failure::from_error(&format!("cannot recover {}: ", a.data_dir.display()), &e)
-            .report(a.json, base),
+        Err(code) => code,
     }
 }
 
@@ -329,22 +337,12 @@ pub fn check(a: &OpenArgs) -> ExitCode {
             }
         );
     }
-    if differ.is_empty() {
-        if a.json {
-            print_json(&v);
-        }
-        ExitCode::SUCCESS
-    } else {
-        Failure::new(
-            1,
-            "inconsistent",
-            format!(
-                "the recovered state differs from a serial replay in {}",
-                differ.join(", ")
-            ),
+    verdict(differ.is_empty(), a.json, v, || {
+        format!(
+            "the recovered state differs from a serial replay in {}",
+            differ.join(", ")
         )
-        .report(a.json, v)
-    }
+    })
 }
 
 /// `tessera check tpcc` on a deterministic data directory (`bench tpcc --cc
@@ -352,21 +350,9 @@ pub fn check(a: &OpenArgs) -> ExitCode {
 /// recovered tables into an in-memory database, and check TPC-C's
 /// consistency conditions there.
 pub fn check_tpcc(a: &OpenArgs) -> ExitCode {
-    let base = json!({ "data_dir": a.data_dir.display().to_string(), "deterministic": true });
-    if let Some(code) = refuse_lossy_mode(a, &base) {
-        return code;
-    }
-    let r = target(a).and_then(|(dir, keep)| {
-        let r = recover_dir(&dir);
-        drop(keep);
-        r
-    });
-    let r = match r {
+    let r = match recover_target(a) {
         Ok(r) => r,
-        Err(e) => {
-            return Failure::from_error(&format!("cannot recover {}: ", a.data_dir.display()), &e)
-                .report(a.json, base)
-        }
+        Err(code) => return code,
     };
     let mut v = report(&a.data_dir, a.dry_run, &r);
     let t0 = Instant::now();
@@ -396,22 +382,12 @@ pub fn check_tpcc(a: &OpenArgs) -> ExitCode {
         println!("TPC-C data, {} warehouse(s)", found.warehouses);
         println!("{} [checked in {seconds:.2} s]", cons.summary());
     }
-    if cons.passed {
-        if a.json {
-            print_json(&v);
-        }
-        ExitCode::SUCCESS
-    } else {
-        Failure::new(
-            1,
-            "inconsistent",
-            format!(
-                "the recovered state is inconsistent: {}",
-                cons.failed().join(", ")
-            ),
+    verdict(cons.passed, a.json, v, || {
+        format!(
+            "the recovered state is inconsistent: {}",
+            cons.failed().join(", ")
         )
-        .report(a.json, v)
-    }
+    })
 }
 
 /// The recovered tables, in id order, as an in-memory database.

@@ -118,3 +118,17 @@ pub fn print_json(v: &Value) {
         serde_json::to_string_pretty(v).expect("a JSON value serializes")
     );
 }
+
+/// The end of a check: the report on stdout (JSON) and success if it
+/// passed; otherwise an `inconsistent` failure (exit 1) saying `why`, with
+/// the report in its JSON.
+pub fn verdict(passed: bool, json: bool, report: Value, why: impl FnOnce() -> String) -> ExitCode {
+    if passed {
+        if json {
+            print_json(&report);
+        }
+        ExitCode::SUCCESS
+    } else {
+        Failure::new(1, "inconsistent", why()).report(json, report)
+    }
+}

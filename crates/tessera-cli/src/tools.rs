@@ -430,22 +430,12 @@ pub fn check(cmd: &CheckCmd) -> ExitCode {
         );
         println!("{} [checked in {seconds:.2} s]", cons.summary());
     }
-    if cons.passed {
-        if a.json {
-            print_json(&v);
-        }
-        ExitCode::SUCCESS
-    } else {
-        Failure::new(
-            1,
-            "inconsistent",
-            format!(
-                "the recovered database is inconsistent: {}",
-                cons.failed().join(", ")
-            ),
+    crate::failure::verdict(cons.passed, a.json, v, || {
+        format!(
+            "the recovered database is inconsistent: {}",
+            cons.failed().join(", ")
         )
-        .report(a.json, v)
-    }
+    })
 }
 
 /// `tessera inspect`: describe every file of the directory and give the
