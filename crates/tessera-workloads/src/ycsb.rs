@@ -748,22 +748,14 @@ impl tessera::det::Procedure for YcsbProc {
     }
 
     fn decode(b: &[u8]) -> Result<Self, String> {
-        let mut at = 0usize;
-        let mut take = |n: usize| -> Result<&[u8], String> {
-            let s = b
-                .get(at..at + n)
-                .ok_or_else(|| format!("ycsb arguments end at byte {at} of {}", b.len()))?;
-            at += n;
-            Ok(s)
-        };
-        let u32_of = |s: &[u8]| u32::from_le_bytes(s.try_into().unwrap());
-        let t = TableId::from_u32(u32_of(take(4)?));
-        let rmw = match take(1)?[0] {
+        let mut r = tessera::det::ArgReader::new("ycsb", b);
+        let t = TableId::from_u32(r.u32()?);
+        let rmw = match r.u8()? {
             0 => false,
             1 => true,
             x => return Err(format!("ycsb rmw flag {x}")),
         };
-        let n = u32_of(take(4)?) as usize;
+        let n = r.u32()? as usize;
         if n > b.len() / 9 {
             return Err(format!(
                 "ycsb arguments claim {n} operations in {} bytes",
@@ -772,21 +764,19 @@ impl tessera::det::Procedure for YcsbProc {
         }
         let mut ops = Vec::with_capacity(n);
         for _ in 0..n {
-            let kind = take(1)?[0];
-            let r = u64::from_le_bytes(take(8)?.try_into().unwrap());
+            let kind = r.u8()?;
+            let key = r.u64()?;
             ops.push(match kind {
-                Self::READ => Op::Read(r),
-                Self::UPDATE => Op::Update(r),
-                Self::SCAN => Op::Scan(r, u32_of(take(4)?) as usize),
-                Self::INSERT => Op::Insert(r),
+                Self::READ => Op::Read(key),
+                Self::UPDATE => Op::Update(key),
+                Self::SCAN => Op::Scan(key, r.u32()? as usize),
+                Self::INSERT => Op::Insert(key),
                 x => return Err(format!("ycsb operation kind {x}")),
             });
         }
-        let len = u32_of(take(4)?) as usize;
-        let value = take(len)?.to_vec();
-        if at != b.len() {
-            return Err(format!("{} bytes after the ycsb arguments", b.len() - at));
-        }
+        let len = r.u32()? as usize;
+        let value = r.take(len)?.to_vec();
+        r.finish()?;
         Ok(YcsbProc {
             t,
             rmw,

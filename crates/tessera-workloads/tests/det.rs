@@ -171,17 +171,6 @@ fn smallbank_equals_serial(protocol: DetProtocol) {
         },
     )
     .unwrap();
-    let dump = |w: &mut tessera::Worker, t| {
-        w.run(|tx| {
-            tx.scan_collect(
-                t,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                ScanOptions::default(),
-            )
-        })
-        .unwrap()
-    };
     for n in &order {
         let t = db.table(n).unwrap();
         for (k, v) in dump(&mut w, t) {
@@ -257,17 +246,6 @@ fn bohm_runs_tpcc_new_order_and_payment_to_the_serial_state() {
     )
     .unwrap();
     let mut w = db.worker().unwrap();
-    let dump = |w: &mut tessera::Worker, t| {
-        w.run(|tx| {
-            tx.scan_collect(
-                t,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                ScanOptions::default(),
-            )
-        })
-        .unwrap()
-    };
     for n in &names {
         let t = db.table(n).unwrap();
         assert_eq!(bohm.table(n).unwrap(), t);
@@ -320,4 +298,17 @@ fn bohm_runs_tpcc_new_order_and_payment_to_the_serial_state() {
     }
     let cons = check_consistency(&db, &cfg).unwrap();
     assert!(cons.passed, "{}", cons.summary());
+}
+
+/// Every row of table `t`, in key order, from an interactive worker.
+fn dump(w: &mut tessera::Worker, t: tessera::TableId) -> Vec<(Vec<u8>, Vec<u8>)> {
+    w.run(|tx| {
+        tx.scan_collect(
+            t,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            ScanOptions::default(),
+        )
+    })
+    .unwrap()
 }

@@ -161,22 +161,10 @@ impl tessera::det::Procedure for TpccProc {
     }
 
     fn decode(b: &[u8]) -> Result<Self, String> {
-        let mut at = 0usize;
-        let mut take = |n: usize| -> Result<&[u8], String> {
-            let s = b
-                .get(at..at + n)
-                .ok_or_else(|| format!("tpcc arguments end at byte {at} of {}", b.len()))?;
-            at += n;
-            Ok(s)
-        };
-        macro_rules! le {
-            ($t:ty) => {
-                <$t>::from_le_bytes(take(std::mem::size_of::<$t>())?.try_into().unwrap())
-            };
-        }
+        let mut r = tessera::det::ArgReader::new("tpcc", b);
         let mut ids = [TableId::from_u32(0); 11];
         for id in ids.iter_mut() {
-            *id = TableId::from_u32(le!(u32));
+            *id = TableId::from_u32(r.u32()?);
         }
         let t = Tables {
             warehouse: ids[0],
@@ -192,50 +180,50 @@ impl tessera::det::Procedure for TpccProc {
             stock: ids[10],
         };
         let mut txn = TpccTxn::default();
-        match le!(u8) {
+        match r.u8()? {
             0 => {
                 txn.kind = TxnType::NewOrder;
                 let n = &mut txn.new_order;
                 *n = NewOrderInput {
-                    w_id: le!(u16),
-                    d_id: le!(u8),
-                    c_id: le!(u32),
-                    o_entry_d: le!(u64),
-                    ol_cnt: le!(u8),
+                    w_id: r.u16()?,
+                    d_id: r.u8()?,
+                    c_id: r.u32()?,
+                    o_entry_d: r.u64()?,
+                    ol_cnt: r.u8()?,
                     ..NewOrderInput::default()
                 };
                 if n.ol_cnt as usize > MAX_OL_CNT {
                     return Err(format!("tpcc NewOrder with {} lines", n.ol_cnt));
                 }
                 for l in n.lines[..n.ol_cnt as usize].iter_mut() {
-                    l.i_id = le!(u32);
-                    l.supply_w_id = le!(u16);
-                    l.quantity = le!(u8);
+                    l.i_id = r.u32()?;
+                    l.supply_w_id = r.u16()?;
+                    l.quantity = r.u8()?;
                 }
             }
             1 => {
                 txn.kind = TxnType::Payment;
                 let p = &mut txn.payment;
-                p.w_id = le!(u16);
-                p.d_id = le!(u8);
-                p.c_w_id = le!(u16);
-                p.c_d_id = le!(u8);
-                p.customer = match le!(u8) {
-                    0 => CustomerSel::Id(le!(u32)),
+                p.w_id = r.u16()?;
+                p.d_id = r.u8()?;
+                p.c_w_id = r.u16()?;
+                p.c_d_id = r.u8()?;
+                p.customer = match r.u8()? {
+                    0 => CustomerSel::Id(r.u32()?),
                     1 => {
-                        let len = le!(u8) as usize;
+                        let len = r.u8()? as usize;
                         if len > 16 {
                             return Err(format!("tpcc last name of {len} bytes"));
                         }
-                        CustomerSel::LastName(Text::new(take(len)?))
+                        CustomerSel::LastName(Text::new(r.take(len)?))
                     }
                     x => return Err(format!("tpcc customer selector {x}")),
                 };
-                p.h_amount = le!(i64);
-                p.h_date = le!(u64);
-                p.h_key = take(8)?.try_into().unwrap();
-                let has = le!(u8);
-                let c = le!(u32);
+                p.h_amount = r.i64()?;
+                p.h_date = r.u64()?;
+                p.h_key = r.take(8)?.try_into().unwrap();
+                let has = r.u8()?;
+                let c = r.u32()?;
                 txn.recon = Recon {
                     c_id: (has == 1).then_some(c),
                     ..Recon::default()
@@ -243,9 +231,7 @@ impl tessera::det::Procedure for TpccProc {
             }
             x => return Err(format!("tpcc transaction kind {x}")),
         }
-        if at != b.len() {
-            return Err(format!("{} bytes after the tpcc arguments", b.len() - at));
-        }
+        r.finish()?;
         Ok(TpccProc {
             t,
             txn,

@@ -102,8 +102,73 @@ where
     /// ones included) to `out`.
     fn encode(&self, out: &mut Vec<u8>);
     /// The procedure whose arguments `encode` wrote as `bytes`; a message
-    /// saying what is wrong otherwise.
+    /// saying what is wrong otherwise ([`ArgReader`] reads them in order
+    /// and refuses short or overlong input).
     fn decode(bytes: &[u8]) -> Result<Self, String>;
+}
+
+/// Reads a procedure's encoded arguments front to back, for
+/// [`Procedure::decode`]: a read past the end, or bytes left over at
+/// [`ArgReader::finish`], is an error naming the procedure (`what`) and
+/// the offset, so a damaged input log is refused, never misread.
+pub struct ArgReader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    what: &'static str,
+}
+
+macro_rules! arg_ints {
+    ($($name:ident: $t:ty),*) => {$(
+        #[doc = concat!("The next `", stringify!($t), "`, little-endian.")]
+        pub fn $name(&mut self) -> Result<$t, String> {
+            let b = self.take(std::mem::size_of::<$t>())?;
+            Ok(<$t>::from_le_bytes(b.try_into().expect("the size asked for")))
+        }
+    )*};
+}
+
+impl<'a> ArgReader<'a> {
+    /// A reader of `bytes`, the arguments of the procedure named `what`.
+    pub fn new(what: &'static str, bytes: &'a [u8]) -> ArgReader<'a> {
+        ArgReader { bytes, at: 0, what }
+    }
+
+    /// The next `n` bytes.
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let s = self
+            .bytes
+            .get(self.at..self.at.saturating_add(n))
+            .ok_or_else(|| {
+                format!(
+                    "{} arguments end at byte {} of {}",
+                    self.what,
+                    self.at,
+                    self.bytes.len()
+                )
+            })?;
+        self.at += n;
+        Ok(s)
+    }
+
+    arg_ints!(u8: u8, u16: u16, u32: u32, u64: u64, i64: i64);
+
+    /// The whole length of the arguments.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the arguments are empty.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Every byte was read (an error says how many were left).
+    pub fn finish(self) -> Result<(), String> {
+        match self.bytes.len() - self.at {
+            0 => Ok(()),
+            n => Err(format!("{n} bytes after the {} arguments", self.what)),
+        }
+    }
 }
 
 /// The object-safe form of a [`Procedure`] that the runtime holds: the

@@ -2542,10 +2542,10 @@ impl BohmTx<'_> {
     }
 
     fn write(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()> {
-        if self.slot(t, key).is_none() && self.txn.in_wrange(t, key) {
-            return self.write_in_range(t, key, val);
-        }
         let Some(s) = self.slot(t, key) else {
+            if self.txn.in_wrange(t, key) {
+                return self.write_in_range(t, key, val);
+            }
             return Err(TxError::Error(Error::InvalidArgument(format!(
                 "BOHM: a write to table {} key {key:02x?} that the request did not declare",
                 t.as_u32()
