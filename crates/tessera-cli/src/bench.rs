@@ -199,8 +199,8 @@ impl TypedValueParser for ProtocolParser {
 }
 
 /// What `--cc` of `tessera bench` names: an interactive protocol, or a
-/// deterministic one (`bohm`, `2pl-ordered`: `tessera::cc::bohm`), which
-/// runs its own engine until it joins the protocol list.
+/// deterministic one (`bohm`, `2pl-ordered`), which the open-loop driver
+/// runs (`det_bench`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cc {
     /// A protocol of `tessera::Protocol`.
@@ -208,9 +208,6 @@ pub enum Cc {
     /// BOHM or its deterministic 2PL baseline.
     Det(DetProtocol),
 }
-
-/// The deterministic protocols `--cc` takes.
-pub const DET: [DetProtocol; 2] = [DetProtocol::Bohm, DetProtocol::TwoPlOrdered];
 
 impl std::fmt::Display for Cc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -221,14 +218,19 @@ impl std::fmt::Display for Cc {
 impl std::str::FromStr for Cc {
     type Err = tessera::Error;
     fn from_str(s: &str) -> Result<Cc, tessera::Error> {
-        match DET.into_iter().find(|d| s.eq_ignore_ascii_case(d.name())) {
-            Some(d) => Ok(Cc::Det(d)),
-            None => s.parse().map(Cc::Interactive),
-        }
+        s.parse().map(Cc::of)
     }
 }
 
 impl Cc {
+    /// `p`, sorted by kind.
+    pub fn of(p: Protocol) -> Cc {
+        match p.deterministic() {
+            Some(d) => Cc::Det(d),
+            None => Cc::Interactive(p),
+        }
+    }
+
     /// The name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -251,7 +253,7 @@ impl Cc {
     }
 }
 
-/// `--cc` of `tessera bench`: every protocol name, and `bohm`.
+/// `--cc` of `tessera bench`: every protocol name.
 #[derive(Clone)]
 pub(crate) struct BenchCcParser;
 
@@ -264,24 +266,11 @@ impl TypedValueParser for BenchCcParser {
         arg: Option<&clap::Arg>,
         value: &OsStr,
     ) -> Result<Cc, clap::Error> {
-        if let Some(d) = value
-            .to_str()
-            .and_then(|s| DET.into_iter().find(|d| s.eq_ignore_ascii_case(d.name())))
-        {
-            return Ok(Cc::Det(d));
-        }
-        ProtocolParser
-            .parse_ref(cmd, arg, value)
-            .map(Cc::Interactive)
+        ProtocolParser.parse_ref(cmd, arg, value).map(Cc::of)
     }
 
     fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(
-            Protocol::ALL
-                .into_iter()
-                .map(|p| PossibleValue::new(p.name()))
-                .chain(DET.into_iter().map(|d| PossibleValue::new(d.name()))),
-        ))
+        ProtocolParser.possible_values()
     }
 }
 

@@ -678,7 +678,7 @@ mod tests {
     /// money moved.
     #[test]
     fn money_is_conserved_under_every_isolated_protocol() {
-        for p in Protocol::ALL
+        for p in Protocol::INTERACTIVE
             .into_iter()
             .filter(|p| p.caps().serializable || p.caps().snapshot_reads)
         {

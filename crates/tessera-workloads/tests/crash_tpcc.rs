@@ -525,7 +525,7 @@ fn crash_tpcc_every_other_durable_protocol() {
     // A child runs this function again and meets `crash_tpcc` with the
     // first protocol of the loop; `crash_tpcc` takes the child's protocol
     // from the environment.
-    for p in Protocol::ALL
+    for p in Protocol::INTERACTIVE
         .into_iter()
         .filter(|p| p.caps().durable && !matches!(p, Protocol::Silo | Protocol::Ssn))
     {

@@ -243,7 +243,7 @@ fn run_and_check(cfg: TpccConfig, protocol: Protocol, threads: usize, seconds: f
 /// applies writes without concurrency control): a newly listed protocol is
 /// checked by being listed.
 fn isolated() -> impl Iterator<Item = Protocol> {
-    Protocol::ALL
+    Protocol::INTERACTIVE
         .into_iter()
         .filter(|p| p.caps().serializable || p.caps().snapshot_reads)
 }

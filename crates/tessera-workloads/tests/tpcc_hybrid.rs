@@ -179,7 +179,7 @@ fn load_mapping_and_one_q2_star() {
 /// being listed).
 #[test]
 fn two_threads_under_every_protocol_commit_every_type_and_stay_consistent() {
-    for p in Protocol::ALL
+    for p in Protocol::INTERACTIVE
         .into_iter()
         .filter(|p| p.caps().serializable || p.caps().snapshot_reads)
     {

@@ -3,7 +3,7 @@
 //! the exact total, which only a serializable execution guarantees.
 //!
 //! A conformance matrix: every test runs under every protocol of
-//! [`Protocol::ALL`] that isolates transactions (serializable, or reading
+//! [`Protocol::INTERACTIVE`] that isolates transactions (serializable, or reading
 //! a snapshot; `nocc` does neither), the snapshot-auditor ones under those
 //! with snapshot transactions; a protocol added to the list is checked by
 //! being listed.
@@ -127,7 +127,7 @@ fn transfer(
 /// The protocols the bank checks: every one that isolates transactions
 /// (serializable, or reading a snapshot); `nocc` conserves nothing.
 fn isolated() -> impl Iterator<Item = Protocol> {
-    Protocol::ALL.into_iter().filter(|p| {
+    Protocol::INTERACTIVE.into_iter().filter(|p| {
         let c = p.caps();
         c.serializable || c.snapshot_reads
     })
@@ -267,7 +267,7 @@ fn snapshot_auditor_sees_consistent_totals() {
 /// transaction already reads a snapshot), and one with them accepts it.
 #[test]
 fn snapshots_option_follows_the_capability() {
-    for p in Protocol::ALL {
+    for p in Protocol::INTERACTIVE {
         let r = Database::open(Options::in_memory().protocol(p).snapshots(true));
         if p.caps().snapshot_txns {
             assert!(r.is_ok(), "{p}: {:?}", r.err());

@@ -166,7 +166,7 @@ fn a_reconnaissance_cannot_write() {
 
 #[test]
 fn batches_run_in_order_and_check_declarations() {
-    for p in Protocol::ALL {
+    for p in Protocol::INTERACTIVE {
         let db = Database::open(Options::in_memory().protocol(p)).unwrap();
         let t = db.create_table("acct").unwrap();
         let mut w = db.worker().unwrap();

@@ -12,7 +12,7 @@
 //! transfer starts), never through its stdout.
 //!
 //! A conformance matrix: each test crashes every durable protocol of
-//! [`Protocol::ALL`] (one case per protocol, run one after the other), so a
+//! [`Protocol::INTERACTIVE`] (one case per protocol, run one after the other), so a
 //! protocol added to the list is crash-tested by being listed.
 //! `crash_bank_sync` crashes each under `Durability::Sync`,
 //! `crash_bank_async` under `Durability::Async`; the other dimensions
@@ -316,7 +316,7 @@ struct Case {
 /// over runs (seeds) every protocol meets both logger counts.
 fn cases(test: &str, durability: Durability, seed: u64) -> Vec<Case> {
     let sync = durability == Durability::Sync;
-    Protocol::ALL
+    Protocol::INTERACTIVE
         .into_iter()
         .filter(|p| p.caps().durable)
         .enumerate()

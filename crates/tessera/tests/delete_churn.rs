@@ -12,7 +12,7 @@
 //! 2PL every operation takes a record lock held to the end: `2pl-nowait`
 //! must never wait at all, `2pl-waitdie` only from older to younger.
 //!
-//! Both tests run under every protocol of [`Protocol::ALL`] except those
+//! Both tests run under every protocol of [`Protocol::INTERACTIVE`] except those
 //! without isolation (`nocc`: its writes race by design).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +26,7 @@ use tessera::{Database, Options, Protocol};
 /// Every protocol that isolates transactions (serializable, or reading a
 /// snapshot).
 fn isolated() -> impl Iterator<Item = Protocol> {
-    Protocol::ALL.into_iter().filter(|p| {
+    Protocol::INTERACTIVE.into_iter().filter(|p| {
         let c = p.caps();
         c.serializable || c.snapshot_reads
     })

@@ -3,7 +3,7 @@
 //! directory is found and named.
 //!
 //! The recovery tests form a conformance matrix: they run under every
-//! protocol of [`Protocol::ALL`] that is `durable`, so a protocol added to
+//! protocol of [`Protocol::INTERACTIVE`] that is `durable`, so a protocol added to
 //! the list is checked by being listed. The tests of the log and checkpoint
 //! files themselves (damage, torn tails, format versions, the directory
 //! lock) do not depend on the protocol and run under Silo only.
@@ -17,7 +17,9 @@ use tessera::{Database, Durability, Error, Options, Protocol, ScanOptions};
 
 /// Every protocol that can log.
 fn durable() -> impl Iterator<Item = Protocol> {
-    Protocol::ALL.into_iter().filter(|p| p.caps().durable)
+    Protocol::INTERACTIVE
+        .into_iter()
+        .filter(|p| p.caps().durable)
 }
 
 /// `f` for every durable protocol, each on its own thread: for tests that
@@ -175,7 +177,10 @@ fn bad_options() {
     assert!(e.to_string().contains("needs a data directory"), "{e}");
     let dir = tempfile::tempdir().unwrap();
     // A protocol that cannot log is refused a log, by name.
-    for p in Protocol::ALL.into_iter().filter(|p| !p.caps().durable) {
+    for p in Protocol::INTERACTIVE
+        .into_iter()
+        .filter(|p| !p.caps().durable)
+    {
         let e = Database::open(Options::durable(dir.path()).protocol(p))
             .err()
             .unwrap_or_else(|| panic!("{p} opened with a log"));

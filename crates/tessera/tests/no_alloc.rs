@@ -170,7 +170,7 @@ fn check(p: Protocol, durability: Durability) {
 
 #[test]
 fn steady_transactions_allocate_nothing_in_memory() {
-    for p in Protocol::ALL {
+    for p in Protocol::INTERACTIVE {
         check(p, Durability::None);
     }
 }
@@ -178,7 +178,10 @@ fn steady_transactions_allocate_nothing_in_memory() {
 #[test]
 fn steady_transactions_allocate_nothing_with_the_log() {
     // No-CC applies writes without a commit and has nothing to log.
-    for p in Protocol::ALL.into_iter().filter(|p| p.caps().durable) {
+    for p in Protocol::INTERACTIVE
+        .into_iter()
+        .filter(|p| p.caps().durable)
+    {
         check(p, Durability::Async);
     }
 }

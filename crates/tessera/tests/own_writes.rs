@@ -157,7 +157,7 @@ fn writes_after_scan(protocol: Protocol) {
 
 #[test]
 fn writes_after_a_scan_under_every_protocol() {
-    for p in Protocol::ALL {
+    for p in Protocol::INTERACTIVE {
         writes_after_scan(p);
     }
 }
@@ -170,7 +170,7 @@ fn writes_after_a_scan_under_every_protocol() {
 fn a_write_after_a_stale_scan_does_not_commit() {
     use std::ops::Bound;
     use tessera::{ScanOptions, TxError};
-    for p in Protocol::ALL {
+    for p in Protocol::INTERACTIVE {
         let caps = p.caps();
         if !caps.serializable || caps.blocks {
             continue;

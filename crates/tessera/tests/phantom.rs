@@ -2,7 +2,7 @@
 //! leaves in the node set; an insert into a scanned range by a concurrent
 //! transaction must abort the scanner. Also the read-validation counterpart.
 //!
-//! The scenarios run as a conformance matrix over [`Protocol::ALL`],
+//! The scenarios run as a conformance matrix over [`Protocol::INTERACTIVE`],
 //! selected by capability: every `phantom_safe` protocol must pass them,
 //! so a newly listed one gets them automatically. Today all of them use
 //! Silo's node set: `silo`, `ssn` (checked after its exclusion-window
@@ -34,9 +34,9 @@ fn k(i: u64) -> [u8; 8] {
 }
 
 /// The protocols whose capabilities satisfy `pred`, in the order of
-/// [`Protocol::ALL`]. Panics if none does (the test would be vacuous).
+/// [`Protocol::INTERACTIVE`]. Panics if none does (the test would be vacuous).
 fn protocols(pred: impl Fn(Capabilities) -> bool) -> Vec<Protocol> {
-    let ps: Vec<Protocol> = Protocol::ALL
+    let ps: Vec<Protocol> = Protocol::INTERACTIVE
         .into_iter()
         .filter(|p| pred(p.caps()))
         .collect();

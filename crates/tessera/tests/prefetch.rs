@@ -47,7 +47,7 @@ fn replace(w: &mut Worker, t: TableId, k: &[u8]) {
 
 #[test]
 fn prefetch_changes_no_result() {
-    for p in Protocol::ALL {
+    for p in Protocol::INTERACTIVE {
         let db = open(p);
         let t = db.create_table("t").unwrap();
         let other = db.create_table("other").unwrap();
@@ -110,7 +110,7 @@ fn prefetch_changes_no_result() {
 /// value (under snapshot reads: the old value, from A's snapshot).
 #[test]
 fn a_prefetched_record_replaced_before_the_get_is_not_read() {
-    for p in Protocol::ALL {
+    for p in Protocol::INTERACTIVE {
         if p.caps().blocks {
             continue;
         }
@@ -146,7 +146,7 @@ fn a_prefetched_record_replaced_before_the_get_is_not_read() {
 /// through the index).
 #[test]
 fn puts_after_a_prefetch() {
-    for p in Protocol::ALL {
+    for p in Protocol::INTERACTIVE {
         if p.caps().blocks {
             continue;
         }

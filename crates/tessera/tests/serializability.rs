@@ -291,11 +291,11 @@ fn record_with(
 }
 
 /// The protocols whose capabilities satisfy `pred`, in the order of
-/// [`Protocol::ALL`]: a newly listed protocol joins every test below whose
+/// [`Protocol::INTERACTIVE`]: a newly listed protocol joins every test below whose
 /// property it claims. Panics if none does (a filter that selects nothing
 /// would make a test vacuous).
 fn protocols(pred: impl Fn(Capabilities) -> bool) -> Vec<Protocol> {
-    let ps: Vec<Protocol> = Protocol::ALL
+    let ps: Vec<Protocol> = Protocol::INTERACTIVE
         .into_iter()
         .filter(|p| pred(p.caps()))
         .collect();
@@ -331,7 +331,7 @@ fn list_append_histories_are_serializable() {
 /// no-concurrency-control baseline) needs a property of its own.
 #[test]
 fn every_protocol_has_a_history_check() {
-    for p in Protocol::ALL {
+    for p in Protocol::INTERACTIVE {
         let c = p.caps();
         assert!(
             c.serializable || c.snapshot_reads || p == Protocol::NoCc,

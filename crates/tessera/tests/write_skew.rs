@@ -11,7 +11,7 @@
 //! * `silo` aborts one of them too (read validation);
 //! * `2pl-nowait` aborts the second one at the lock it cannot take.
 //!
-//! The properties run as a conformance matrix over [`Protocol::ALL`],
+//! The properties run as a conformance matrix over [`Protocol::INTERACTIVE`],
 //! selected by capability: every serializable protocol must keep the
 //! invariant, so a newly listed one gets these tests automatically. Which
 //! transaction aborts, and why, is protocol mechanics; those tests stay
@@ -40,9 +40,9 @@ const ON: &[u8] = &[1];
 const OFF: &[u8] = &[0];
 
 /// The protocols whose capabilities satisfy `pred`, in the order of
-/// [`Protocol::ALL`]. Panics if none does (the test would be vacuous).
+/// [`Protocol::INTERACTIVE`]. Panics if none does (the test would be vacuous).
 fn protocols(pred: impl Fn(Capabilities) -> bool) -> Vec<Protocol> {
-    let ps: Vec<Protocol> = Protocol::ALL
+    let ps: Vec<Protocol> = Protocol::INTERACTIVE
         .into_iter()
         .filter(|p| pred(p.caps()))
         .collect();
@@ -271,7 +271,7 @@ fn twopl_nowait_prevents_write_skew_at_the_lock() {
 /// protocol: the second sees the first's write and stays on call.
 #[test]
 fn serial_doctors_keep_one_on_call() {
-    for p in Protocol::ALL {
+    for p in Protocol::INTERACTIVE {
         let db = open(p);
         let t = two_doctors(&db);
         let mut w = db.worker().unwrap();

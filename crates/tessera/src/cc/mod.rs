@@ -194,6 +194,10 @@ pub struct Capabilities {
     /// (a lock held by it): two interleaved transactions driven from one
     /// thread can then wait for ever, so such tests need two threads.
     pub blocks: bool,
+    /// Requests are ordered in batches before they run (Faleiro's
+    /// deterministic protocols): no interactive transactions, only
+    /// procedures submitted with `Database::submit`.
+    pub deterministic: bool,
 }
 
 /// A concurrency-control protocol. Everything it needs beyond the substrate
@@ -593,38 +597,76 @@ pub(crate) trait Visit {
 
 /// The protocol list. Each line: the `Protocol` variant (with its doc), the
 /// type implementing [`CcProtocol`], its name, other accepted names, and its
-/// capabilities. Adding a protocol is its module plus one line here.
+/// capabilities. Adding a protocol is its module plus one line here. The
+/// second group lists the deterministic protocols: each names the
+/// [`bohm::DetProtocol`] mode of the batch engine that runs it, since they
+/// have no interactive operations (`Database::submit` drives them).
 macro_rules! protocols {
-    ($( $(#[$doc:meta])* $var:ident => $ty:ty, $name:literal, [$($alias:literal),*], $caps:expr; )*) => {
+    (
+        interactive {
+            $( $(#[$doc:meta])* $var:ident => $ty:ty, $name:literal, [$($alias:literal),*], $caps:expr; )*
+        }
+        deterministic {
+            $( $(#[$ddoc:meta])* $dvar:ident => $det:expr, $dname:literal, [$($dalias:literal),*], $dcaps:expr; )*
+        }
+    ) => {
         /// The concurrency-control protocol, chosen at run time.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum Protocol {
             $( $(#[$doc])* $var, )*
+            $( $(#[$ddoc])* $dvar, )*
         }
 
         impl Protocol {
-            /// Every protocol, in the order of the list.
-            pub const ALL: [Protocol; [$($name),*].len()] = [$(Protocol::$var),*];
+            /// Every protocol, in the order of the list (the interactive
+            /// ones first).
+            pub const ALL: [Protocol; [$($name,)* $($dname),*].len()] =
+                [$(Protocol::$var,)* $(Protocol::$dvar),*];
+
+            /// The protocols that run interactive transactions
+            /// ([`Worker::run`](crate::Worker::run)): every one but the
+            /// deterministic ones.
+            pub const INTERACTIVE: [Protocol; [$($name),*].len()] = [$(Protocol::$var),*];
 
             /// The name used on the command line and in reports.
             pub fn name(self) -> &'static str {
-                match self { $(Protocol::$var => $name,)* }
+                match self { $(Protocol::$var => $name,)* $(Protocol::$dvar => $dname,)* }
             }
 
             /// What the protocol promises.
             pub fn caps(self) -> Capabilities {
-                match self { $(Protocol::$var => $caps,)* }
+                match self { $(Protocol::$var => $caps,)* $(Protocol::$dvar => $dcaps,)* }
+            }
+
+            /// The batch engine's mode, for a deterministic protocol.
+            pub fn deterministic(self) -> Option<bohm::DetProtocol> {
+                match self {
+                    $(Protocol::$dvar => Some($det),)*
+                    _ => None,
+                }
             }
 
             /// Run `v` with the protocol's type: the one match per call.
+            /// Never called for a deterministic protocol (a deterministic
+            /// database makes no `Worker`).
             #[inline(always)]
             pub(crate) fn dispatch<V: Visit>(self, v: V) -> V::Out {
-                match self { $(Protocol::$var => v.visit::<$ty>(),)* }
+                match self {
+                    $(Protocol::$var => v.visit::<$ty>(),)*
+                    $(Protocol::$dvar => unreachable!(
+                        "{} is deterministic: it has no interactive transactions", $dname),)*
+                }
             }
 
             /// The protocol's shared state for a database opened with `opts`.
+            /// A deterministic database runs no interactive worker, so its
+            /// slot holds no-CC's (empty) state, which nothing uses.
             pub(crate) fn new_shared(self, opts: &Settings) -> Box<dyn SharedState> {
-                match self { $(Protocol::$var => Box::new(SharedOf::<$ty>(<$ty>::new_shared(opts))),)* }
+                match self {
+                    $(Protocol::$var => Box::new(SharedOf::<$ty>(<$ty>::new_shared(opts))),)*
+                    $(Protocol::$dvar => Box::new(SharedOf::<nocc::NoCc>(
+                        <nocc::NoCc>::new_shared(opts))),)*
+                }
             }
         }
 
@@ -633,6 +675,7 @@ macro_rules! protocols {
             fn from_str(s: &str) -> Result<Self, Error> {
                 match s.to_ascii_lowercase().as_str() {
                     $($name $(| $alias)* => Ok(Protocol::$var),)*
+                    $($dname $(| $dalias)* => Ok(Protocol::$dvar),)*
                     other => Err(Error::InvalidArgument(format!(
                         "unknown protocol '{other}' (known: {})",
                         Protocol::ALL.map(|p| p.name()).join(", ")
@@ -651,6 +694,7 @@ const SV: Capabilities = Capabilities {
     phantom_safe: true,
     durable: true,
     blocks: false,
+    deterministic: false,
 };
 
 const TWO_PL: Capabilities = Capabilities {
@@ -663,6 +707,17 @@ const TWO_PL_WAITING: Capabilities = Capabilities {
     ..TWO_PL
 };
 
+const DET: Capabilities = Capabilities {
+    serializable: true,
+    multi_version: true,
+    snapshot_reads: false,
+    snapshot_txns: false,
+    phantom_safe: true,
+    durable: true,
+    blocks: false,
+    deterministic: true,
+};
+
 impl Protocol {
     /// The protocol of `Options::in_memory()` and `Options::durable()`
     /// (the command line's `--cc` defaults to it too).
@@ -670,6 +725,7 @@ impl Protocol {
 }
 
 protocols! {
+    interactive {
     /// Silo's OCC (Tu et al., SOSP 2013): serializable.
     Silo => silo::Silo, "silo", [], SV;
     /// ERMIA's snapshot isolation (Kim et al., SIGMOD 2016, section 3.6.1):
@@ -677,11 +733,13 @@ protocols! {
     /// skew is possible).
     Si => ermia::Ermia<ermia::SiMode>, "si", ["ermia-si"], Capabilities {
         serializable: false, multi_version: true, snapshot_reads: true,
-        snapshot_txns: false, phantom_safe: false, durable: true, blocks: false };
+        snapshot_txns: false, phantom_safe: false, durable: true, blocks: false,
+        deterministic: false };
     /// ERMIA's SI plus the Serial Safety Net (section 3.6.2): serializable.
     Ssn => ermia::Ermia<ermia::SsnMode>, "ssn", ["ermia-ssn", "ermia"], Capabilities {
         serializable: true, multi_version: true, snapshot_reads: true,
-        snapshot_txns: false, phantom_safe: true, durable: true, blocks: false };
+        snapshot_txns: false, phantom_safe: true, durable: true, blocks: false,
+        deterministic: false };
     /// Strict two-phase locking, no-wait (DBx1000's NO_WAIT, CCBench's
     /// ss2pl): a lock conflict aborts at once. Serializable.
     TwoPlNoWait => twopl::TwoPl<twopl::NoWait>, "2pl-nowait", ["2pl", "nowait", "no-wait", "ss2pl"], TWO_PL;
@@ -694,7 +752,21 @@ protocols! {
     /// For measuring what tracking costs, never for real data.
     NoCc => nocc::NoCc, "nocc", ["none"], Capabilities {
         serializable: false, multi_version: false, snapshot_reads: false,
-        snapshot_txns: true, phantom_safe: false, durable: false, blocks: false };
+        snapshot_txns: true, phantom_safe: false, durable: false, blocks: false,
+        deterministic: false };
+    }
+    deterministic {
+    /// BOHM (Faleiro and Abadi, VLDB 2015; the thesis's chapter 5):
+    /// batches ordered by a sequencer, placeholders inserted by CC threads
+    /// in timestamp order, multi-version reads that never block writes.
+    /// Serializable, with no validation and no aborts but the logic's.
+    Bohm => bohm::DetProtocol::Bohm, "bohm", [], DET;
+    /// The thesis's deterministic 2PL baseline: locks granted in timestamp
+    /// order and taken in lexicographic key order, one version per record.
+    /// Serializable, deadlock-free.
+    TwoPlOrdered => bohm::DetProtocol::TwoPlOrdered, "2pl-ordered", ["2pl-ord"], Capabilities {
+        multi_version: false, ..DET };
+    }
 }
 
 impl std::fmt::Display for Protocol {

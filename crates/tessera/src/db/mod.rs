@@ -6,6 +6,7 @@
 //! (`Options`), `recover` (the data directory: its lock, recovery and the
 //! reports of an accepted loss) and `worker` (`Worker` and the retry loop).
 
+mod det;
 mod options;
 mod recover;
 mod worker;
@@ -29,6 +30,7 @@ pub use crate::engine::WorkerStats;
 use crate::engine::{Engine, Settings};
 
 pub use crate::cc::{Capabilities, Protocol};
+pub use det::{DetStats, Rows};
 pub use options::Options;
 pub use worker::Worker;
 
@@ -52,12 +54,26 @@ pub(crate) struct DbInner {
     pub checkpoints: AtomicU64,
     /// Holds the data directory's lock file (released when closed).
     _dir_lock: Option<std::fs::File>,
+    /// The batch engine of a deterministic protocol (`bohm`,
+    /// `2pl-ordered`); `None` under an interactive one.
+    pub det: Option<det::DetDb>,
     ticker: Mutex<Option<Ticker>>,
 }
 
 impl DbInner {
     /// Take a checkpoint now, one at a time (see `log::checkpoint`).
     pub(crate) fn take_checkpoint(&self) -> Result<CheckpointInfo, Error> {
+        if let Some(d) = &self.det {
+            if self.opts.data_dir.is_none() {
+                return Err(Error::InvalidArgument(
+                    "checkpoints need a durable database (Options::durable)".into(),
+                ));
+            }
+            let info = d.checkpoint()?;
+            self.checkpoints
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(info);
+        }
         let (Some(log), Some(dir)) = (&self.log, &self.opts.data_dir) else {
             return Err(Error::InvalidArgument(
                 "checkpoints need a durable database (Options::durable)".into(),
@@ -110,6 +126,11 @@ impl Checkpointer {
                     }
                 }
                 let Some(db) = db.upgrade() else { return };
+                if db.det.as_ref().is_some_and(|d| d.idle()) {
+                    // A deterministic database before its first submission:
+                    // nothing has run since its recovery's checkpoint.
+                    continue;
+                }
                 if let Err(e) = db.take_checkpoint() {
                     *db.checkpoint_error.lock() = Some(e);
                 }
@@ -130,6 +151,11 @@ impl Checkpointer {
 
 impl Drop for DbInner {
     fn drop(&mut self) {
+        if let Some(d) = &self.det {
+            // The last batch is cut, executed and released; an error was
+            // already given to its submitters.
+            let _ = d.close();
+        }
         // Stop the ticker first; then no worker exists (each holds an Arc), so
         // the tables can free their records.
         drop(self.ticker.lock().take());
@@ -163,7 +189,10 @@ impl Drop for DbInner {
 /// directory unlocked) when the last `Database` and `Worker` are dropped.
 #[derive(Clone)]
 pub struct Database {
-    // Dropped first: stops the checkpointer, which may hold `inner`.
+    /// Workers for `submit`, `load` and `dump` under an interactive
+    /// protocol (dropped first: each holds the engine).
+    pool: Arc<Mutex<Vec<Worker>>>,
+    // Dropped next: stops the checkpointer, which may hold `inner`.
     closer: Arc<Closer>,
     pub(crate) inner: Arc<DbInner>,
 }
@@ -216,8 +245,23 @@ impl Database {
         };
         // Recovery rebuilds records through the protocol's layout hooks.
         let cc = opts.protocol.new_shared(&settings);
-        if let Some(dir) = &opts.data_dir {
+        let mut det = None;
+        if let Some(d) = opts.protocol.deterministic() {
+            let lock = match &opts.data_dir {
+                Some(dir) => Database::lock_dir(dir, false)?,
+                None => None,
+            };
+            det = Some(det::DetDb::open(&opts, d, lock)?);
+        } else if let Some(dir) = &opts.data_dir {
             dir_lock = Database::lock_dir(dir, opts.read_only)?;
+            if let Some((proto, _)) = crate::det::checkpoint::dir_tables(dir)? {
+                return Err(Error::InvalidArgument(format!(
+                    "{} is a deterministic data directory written by {proto}: open it with \
+                     that protocol, not {}",
+                    dir.display(),
+                    opts.protocol
+                )));
+            }
             let (m, t, l, r) = Database::recover(&opts, dir, &epochs, &*cc)?;
             meta = m;
             tables = t;
@@ -243,8 +287,10 @@ impl Database {
                 checkpoint_error: Mutex::new(None),
                 checkpoints: AtomicU64::new(0),
                 _dir_lock: dir_lock,
+                det,
                 ticker: Mutex::new(Some(ticker)),
             }),
+            pool: Arc::default(),
             closer: Arc::new(Closer::default()),
         };
         if db.inner.opts.recovery_mode == RecoveryMode::Salvage
@@ -339,6 +385,11 @@ impl Database {
                 "table name must not be empty".into(),
             ));
         }
+        if let Some(d) = &self.inner.det {
+            // A secondary index is an ordinary table to the batch engine:
+            // requests keep it in step with their primary table.
+            return d.add_table(name);
+        }
         let mut ts = self.inner.tables.write();
         if ts.iter().any(|t| t.name == name) {
             return Err(Error::TableExists(name.into()));
@@ -392,6 +443,9 @@ impl Database {
 
     /// Look a table up by name.
     pub fn table(&self, name: &str) -> Result<TableId, Error> {
+        if let Some(d) = &self.inner.det {
+            return d.table(name);
+        }
         self.inner
             .tables
             .read()
@@ -403,6 +457,9 @@ impl Database {
 
     /// Names of all tables, in creation order.
     pub fn table_names(&self) -> Vec<String> {
+        if let Some(d) = &self.inner.det {
+            return d.table_names();
+        }
         self.inner
             .tables
             .read()

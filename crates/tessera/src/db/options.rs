@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::cc::bohm::{BohmConfig, DetProtocol};
 use crate::cc::Protocol;
+use crate::det::{Procedures, SequencerConfig};
 use crate::error::Error;
 use crate::log::recovery::RecoveryMode;
 use crate::log::Durability;
@@ -24,6 +26,28 @@ pub struct Options {
     pub(crate) checkpoint_interval: Option<Duration>,
     pub(crate) recovery_mode: RecoveryMode,
     pub(crate) read_only: bool,
+    pub(crate) det: DetOptions,
+}
+
+/// The deterministic protocols' knobs (`Options::cc_threads` and the rest).
+#[derive(Clone, Debug)]
+pub(crate) struct DetOptions {
+    pub cc_threads: usize,
+    pub exec_threads: usize,
+    pub sequencer: SequencerConfig,
+    pub procedures: Option<Procedures>,
+}
+
+impl DetOptions {
+    /// The batch engine's configuration under `p`.
+    pub fn config(&self, p: DetProtocol) -> BohmConfig {
+        BohmConfig {
+            cc_threads: self.cc_threads,
+            exec_threads: self.exec_threads,
+            sequencer: self.sequencer,
+            protocol: p,
+        }
+    }
 }
 
 impl Options {
@@ -45,6 +69,12 @@ impl Options {
             checkpoint_interval: None,
             recovery_mode: RecoveryMode::Strict,
             read_only: false,
+            det: DetOptions {
+                cc_threads: 1,
+                exec_threads: 1,
+                sequencer: SequencerConfig::default(),
+                procedures: None,
+            },
         }
     }
 
@@ -124,6 +154,43 @@ impl Options {
     /// The concurrency-control protocol.
     pub fn protocol(mut self, p: Protocol) -> Options {
         self.protocol = p;
+        self
+    }
+
+    /// Deterministic protocols: the concurrency-control threads, each
+    /// owning a hash partition of the keys (BOHM's CC stage; default 1).
+    pub fn cc_threads(mut self, n: usize) -> Options {
+        self.det.cc_threads = n;
+        self
+    }
+
+    /// Deterministic protocols: the execution threads (default 1).
+    pub fn exec_threads(mut self, n: usize) -> Options {
+        self.det.exec_threads = n;
+        self
+    }
+
+    /// Deterministic protocols: requests per batch at most (default
+    /// 10,000, as the thesis's authors ran BOHM).
+    pub fn batch_size(mut self, n: usize) -> Options {
+        self.det.sequencer.batch_size = n;
+        self
+    }
+
+    /// Deterministic protocols: a batch is cut this long after its first
+    /// request arrived, full or not (default 2 ms). A submitter waits
+    /// about this long for its outcome when requests are few.
+    pub fn batch_time(mut self, d: Duration) -> Options {
+        self.det.sequencer.batch_time = d;
+        self
+    }
+
+    /// Deterministic protocols with a data directory: the procedures the
+    /// input log may name, so that recovery can decode and replay it.
+    /// Required with [`Options::durable`] under a deterministic protocol;
+    /// ignored otherwise.
+    pub fn procedures(mut self, p: Procedures) -> Options {
+        self.det.procedures = Some(p);
         self
     }
 
@@ -232,6 +299,29 @@ impl Options {
                     "checkpoint interval must be at least 10 ms, got {d:?}"
                 )));
             }
+        }
+        if let Some(d) = self.protocol.deterministic() {
+            let name = d.name();
+            if self.durability == Durability::Async {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} releases a batch's outcomes only once its input is durable: \
+                     use durability sync (or none)"
+                )));
+            }
+            if self.read_only {
+                return Err(Error::InvalidArgument(format!(
+                    "read_only(true) is not supported under {name} (recovery replays the \
+                     input log through the running stages): use `tessera inspect` to read a \
+                     deterministic directory without changing it"
+                )));
+            }
+            if self.data_dir.is_some() && self.det.procedures.is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "a durable {name} database needs Options::procedures: the registry that \
+                     decodes its input log for replay"
+                )));
+            }
+            self.det.config(d).validate()?;
         }
         if self.loggers == 0 || self.loggers > 64 {
             return Err(Error::InvalidArgument(format!(

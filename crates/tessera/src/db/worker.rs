@@ -17,6 +17,13 @@ impl Database {
     /// A worker for the calling thread (one per thread; a `Worker` may move
     /// between threads but is used by one at a time).
     pub fn worker(&self) -> Result<Worker, Error> {
+        if let Some(d) = self.inner.opts.protocol.deterministic() {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a deterministic protocol: it runs no interactive transactions; \
+                 submit procedures with Database::submit",
+                d.name()
+            )));
+        }
         let local = self
             .inner
             .epochs
@@ -368,6 +375,7 @@ impl Worker {
     /// The database this worker belongs to.
     pub fn database(&self) -> Database {
         Database {
+            pool: Arc::default(),
             closer: Arc::clone(&self.closer),
             inner: Arc::clone(&self.db),
         }

@@ -242,6 +242,24 @@ pub struct Receipt<T> {
     _out: PhantomData<fn() -> T>,
 }
 
+impl<T: Send + 'static> Receipt<T> {
+    /// A receipt whose outcome is known already (a request that an
+    /// interactive protocol ran at once: `Database::submit`).
+    pub(crate) fn ready(o: Result<Outcome<T>, Error>) -> Receipt<T> {
+        let boxed: BoxedOutcome = o.map(|o| match o {
+            Outcome::Committed(t) => Outcome::Committed(Box::new(t) as Box<dyn Any + Send>),
+            Outcome::Aborted => Outcome::Aborted,
+        });
+        Receipt {
+            cell: Arc::new(Cell {
+                slot: Mutex::new(Some(boxed)),
+                cv: Condvar::new(),
+            }),
+            _out: PhantomData,
+        }
+    }
+}
+
 impl<T: 'static> Receipt<T> {
     fn unbox(o: BoxedOutcome) -> Result<Outcome<T>, Error> {
         match o? {

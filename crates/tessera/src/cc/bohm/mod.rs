@@ -425,6 +425,25 @@ pub struct BohmConfig {
     pub protocol: DetProtocol,
 }
 
+impl BohmConfig {
+    /// Check the values (the message names the knob).
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.cc_threads == 0
+            || self.cc_threads > 1024
+            || self.exec_threads == 0
+            || self.exec_threads > 1024
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{} needs 1 to 1024 CC threads and execution threads (got {} and {})",
+                self.protocol.name(),
+                self.cc_threads,
+                self.exec_threads
+            )));
+        }
+        self.sequencer.validate()
+    }
+}
+
 impl Default for BohmConfig {
     fn default() -> Self {
         BohmConfig {
@@ -739,6 +758,9 @@ pub struct Bohm {
     dir_lock: Option<std::fs::File>,
     /// One checkpoint at a time (they share GC's pin and file names).
     ckpt_lock: Mutex<()>,
+    /// Where the sequencer started (batch, timestamp): the state before it
+    /// is the loaded or recovered one.
+    start_at: (u64, u64),
 }
 
 fn partition(t: TableId, key: &[u8], m: usize) -> u16 {
@@ -756,17 +778,7 @@ impl Bohm {
     /// Tables `names` (ids 0, 1, ... in order), empty; the threads start
     /// with [`Bohm::start`], after the load.
     pub fn new(names: &[&str], cfg: BohmConfig) -> Result<Bohm, Error> {
-        if cfg.cc_threads == 0
-            || cfg.cc_threads > 1024
-            || cfg.exec_threads == 0
-            || cfg.exec_threads > 1024
-        {
-            return Err(Error::InvalidArgument(format!(
-                "BOHM needs 1 to 1024 CC threads and execution threads (got {} and {})",
-                cfg.cc_threads, cfg.exec_threads
-            )));
-        }
-        cfg.sequencer.validate()?;
+        cfg.validate()?;
         let epochs = Epochs::new(cfg.cc_threads + cfg.exec_threads + 2, 1);
         let loader = epochs.register_internal();
         Ok(Bohm {
@@ -805,7 +817,54 @@ impl Bohm {
             segment_bytes: 64 << 20,
             dir_lock: None,
             ckpt_lock: Mutex::new(()),
+            start_at: (0, 1),
         })
+    }
+
+    /// Add an empty table before the start (its id is the next one).
+    /// Refused once started: the CC threads partition the tables they
+    /// started with.
+    pub fn add_table(&mut self, name: &str) -> Result<TableId, Error> {
+        if self.seq.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "cannot create table {name}: a deterministic database's tables are fixed once \
+                 it has started (at its first submission)"
+            )));
+        }
+        if self.sh.names.iter().any(|n| n == name) {
+            return Err(Error::TableExists(name.to_string()));
+        }
+        let sh = Arc::get_mut(&mut self.sh).ok_or_else(|| {
+            Error::InvalidArgument(format!("cannot create table {name}: the engine has run"))
+        })?;
+        sh.tables.push(BTree::new());
+        sh.names.push(name.to_string());
+        let mut ranges = std::mem::take(&mut sh.ranges).into_vec();
+        ranges.push(RangeReg::default());
+        sh.ranges = ranges.into_boxed_slice();
+        Ok(TableId::from_u32(sh.names.len() as u32 - 1))
+    }
+
+    /// The tables' names, by id.
+    pub fn table_names(&self) -> &[String] {
+        &self.sh.names
+    }
+
+    /// The first batch the sequencer cut or will cut after the start
+    /// (what recovery's checkpoint covers up to).
+    pub fn next_batch_at_start(&self) -> u64 {
+        self.start_at.0
+    }
+
+    /// Whether the stages run (after [`Bohm::start`], until shutdown).
+    pub fn is_running(&self) -> bool {
+        self.seq.is_some()
+    }
+
+    /// Use `lock`, the data directory's `LOCK` already taken by the
+    /// caller (`Database::open`), instead of taking it at the start.
+    pub(crate) fn adopt_dir_lock(&mut self, lock: Option<std::fs::File>) {
+        self.dir_lock = lock;
     }
 
     /// Make `dir` the data directory: every batch is logged to its input
@@ -910,6 +969,7 @@ impl Bohm {
             let (b, t, l) = self.recover(&dir, &procs, &cc_tx)?;
             (first_batch, first_ts, log) = (b, t, Some(l));
         }
+        self.start_at = (first_batch, first_ts);
         let sh = self.sh.clone();
         let sink = Box::new(move |b: Batch| {
             let _feeding = sh.feed.read();
@@ -976,7 +1036,9 @@ impl Bohm {
         let cfg = self.sh.cfg;
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
-        self.dir_lock = crate::db::Database::lock_dir(dir, false)?;
+        if self.dir_lock.is_none() {
+            self.dir_lock = crate::db::Database::lock_dir(dir, false)?;
+        }
         crate::det::checkpoint::mark_dir(dir, &self.sh.names, cfg.protocol.name())?;
         crate::det::checkpoint::remove_unfinished(dir);
         let scan = read_input_log(dir)?;
@@ -1004,7 +1066,7 @@ impl Bohm {
                     )));
                 }
                 let (file, _) = crate::det::checkpoint::write(dir, 0, 1, &mut |emit| {
-                    self.snapshot(u64::MAX, emit)
+                    self.snapshot(u64::MAX, None, emit)
                 })?;
                 self.recovered_from = Some(file);
                 (0, 1)
@@ -1073,10 +1135,18 @@ impl Bohm {
     /// Every live row as of timestamp `x` (every transaction at or below
     /// it complete, and GC held at or below it): for each record, the
     /// newest filled version that begins at or below `x`.
-    fn snapshot(&self, x: u64, emit: &mut crate::det::checkpoint::EmitRow<'_>) {
+    fn snapshot(
+        &self,
+        x: u64,
+        only: Option<usize>,
+        emit: &mut crate::det::checkpoint::EmitRow<'_>,
+    ) {
         let loader = self.loader.lock();
         let local = loader.as_ref().expect("loader slot");
         for (i, tree) in self.sh.tables.iter().enumerate() {
+            if only.is_some_and(|o| o != i) {
+                continue;
+            }
             let mut from: Option<Vec<u8>> = None;
             loop {
                 // Re-pinned every few thousand keys, so the epoch moves.
@@ -1159,52 +1229,23 @@ impl Bohm {
         }
         let started = std::time::Instant::now();
         let _one = self.ckpt_lock.lock();
-        let sh = &self.sh;
-        let _quiet = (sh.cfg.protocol == DetProtocol::TwoPlOrdered).then(|| sh.feed.write());
-        struct Unpin<'a>(&'a AtomicU64);
-        impl Drop for Unpin<'_> {
-            fn drop(&mut self) {
-                self.0.store(u64::MAX, Ordering::SeqCst);
-            }
-        }
-        let (number, x, release) = loop {
-            let Some(cut) = sh.cut.lock().clone() else {
+        let written = self.at_boundary(pinned, |cut| {
+            let Some((number, x)) = cut else {
                 return Ok(None);
             };
-            sh.gc_pin.store(cut.1, Ordering::SeqCst);
-            std::sync::atomic::fence(Ordering::SeqCst);
-            // GC never collected past `x`, unless the executors had
-            // already passed it (a later batch was cut and ran since the
-            // read above): then pin that later batch instead.
-            if sh.executed().is_none_or(|wm| wm <= cut.1) {
-                break cut;
-            }
-            sh.gc_pin.store(u64::MAX, Ordering::SeqCst);
-        };
-        let _unpin = Unpin(&sh.gc_pin);
-        pinned();
-        loop {
-            if self.cc.iter().chain(&self.exec).any(|h| h.is_finished()) {
-                return Err(Error::InvalidArgument(
-                    "checkpoint: a stage thread has stopped".into(),
-                ));
-            }
-            let executed = sh.executed().is_some_and(|wm| wm >= x);
-            match release.durability() {
-                Some(Err(e)) => return Err(e),
-                Some(Ok(())) if executed => break,
-                _ => std::thread::sleep(Duration::from_micros(200)),
-            }
-        }
-        let mut rows = 0u64;
-        let (file, bytes) = crate::det::checkpoint::write(dir, number + 1, x + 1, &mut |emit| {
-            self.snapshot(x, &mut |t, k, v| {
-                rows += 1;
-                emit(t, k, v)
-            })
+            let mut rows = 0u64;
+            let (file, bytes) =
+                crate::det::checkpoint::write(dir, number + 1, x + 1, &mut |emit| {
+                    self.snapshot(x, None, &mut |t, k, v| {
+                        rows += 1;
+                        emit(t, k, v)
+                    })
+                })?;
+            Ok(Some((number, file, rows, bytes)))
         })?;
-        drop(_unpin);
-        drop(_quiet);
+        let Some((number, file, rows, bytes)) = written else {
+            return Ok(None);
+        };
         let segments_deleted = crate::det::checkpoint::delete_covered_segments(dir, number + 1)?;
         Ok(Some(DetCheckpointInfo {
             next_batch: number + 1,
@@ -1214,6 +1255,67 @@ impl Bohm {
             seconds: started.elapsed().as_secs_f64(),
             segments_deleted,
         }))
+    }
+
+    /// Run `read` on the state at the end of the last batch handed to the
+    /// CC stage, while later batches may go on: `read` gets that batch's
+    /// number and last timestamp (`None`: no batch since the start; the
+    /// state is the loaded or recovered one).
+    ///
+    /// Under BOHM the state is a snapshot read at that timestamp: the
+    /// multi-version chains serve it, and GC is held back to it while
+    /// `read` runs (`pinned` runs once it is held). Under `2pl-ordered`
+    /// (one version per record) the feed of new batches stops and the
+    /// stages drain first. Either way it waits for the batch to be
+    /// executed and its input durable, so what `read` sees never depends
+    /// on a batch the log could lose (results are released only then).
+    fn at_boundary<T>(
+        &self,
+        pinned: impl FnOnce(),
+        read: impl FnOnce(Option<(u64, u64)>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let sh = &self.sh;
+        let _quiet = (sh.cfg.protocol == DetProtocol::TwoPlOrdered).then(|| sh.feed.write());
+        struct Unpin<'a>(&'a AtomicU64);
+        impl Drop for Unpin<'_> {
+            fn drop(&mut self) {
+                self.0.store(u64::MAX, Ordering::SeqCst);
+            }
+        }
+        let cut = loop {
+            let cut = sh.cut.lock().clone();
+            // No batch yet: the loaded state is the one below the first
+            // timestamp, and GC collects nothing before a batch ends.
+            let x = cut.as_ref().map_or(self.start_at.1 - 1, |c| c.1);
+            sh.gc_pin.store(x, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            // GC never collected past `x`, unless the executors had
+            // already passed it (a later batch was cut and ran since the
+            // read above): then pin that later batch instead.
+            if sh.executed().is_none_or(|wm| wm <= x) {
+                break cut;
+            }
+            sh.gc_pin.store(u64::MAX, Ordering::SeqCst);
+        };
+        let _unpin = Unpin(&sh.gc_pin);
+        pinned();
+        let Some((number, x, release)) = cut else {
+            return read(None);
+        };
+        loop {
+            if self.cc.iter().chain(&self.exec).any(|h| h.is_finished()) {
+                return Err(Error::InvalidArgument(
+                    "a BOHM stage thread has stopped".into(),
+                ));
+            }
+            let executed = sh.executed().is_some_and(|wm| wm >= x);
+            match release.durability() {
+                Some(Err(e)) => return Err(e),
+                Some(Ok(())) if executed => break,
+                _ => std::thread::sleep(Duration::from_micros(200)),
+            }
+        }
+        read(Some((number, x)))
     }
 
     /// Submit a request.
@@ -1275,45 +1377,30 @@ impl Bohm {
         }
     }
 
-    /// Every key and its latest value of table `t` (a tombstone or no
-    /// version: absent). Only once stopped.
+    /// Every key and its value of table `t`, in key order (a tombstone or
+    /// no version: absent). While the engine runs, the state after the
+    /// last batch handed to the CC stage, once that batch is executed and
+    /// its input durable (see [`Bohm::checkpoint`]: a snapshot under BOHM,
+    /// a paused feed under `2pl-ordered`); before the start or once shut
+    /// down, the state then.
     pub fn dump(&self, t: TableId) -> Result<Rows, Error> {
-        if self.seq.is_some() {
-            return Err(Error::InvalidArgument(
-                "BOHM: dump only once shut down".into(),
-            ));
-        }
-        let tree = self.sh.table(t)?;
-        let loader = self.loader.lock();
-        let g = loader.as_ref().expect("loader slot").pin();
+        let i = t.as_u32() as usize;
+        self.sh.table(t)?;
         let mut out = Vec::new();
-        tree.scan(
-            Bound::Unbounded,
-            Bound::Unbounded,
-            false,
-            &g,
-            Unobserved,
-            |k, v| {
-                // SAFETY: records live until the engine is dropped; no thread
-                // runs.
-                let rec = unsafe { &*(v as *const BRecord) };
-                let mut p = rec.head.load(Ordering::Acquire);
-                while !p.is_null() {
-                    // SAFETY: as above.
-                    let ver = unsafe { &*p };
-                    match ver.state.load(Ordering::Acquire) {
-                        VALUE => {
-                            // SAFETY: published with the state.
-                            out.push((k.to_vec(), unsafe { (*ver.data.get()).to_vec() }));
-                            break;
-                        }
-                        TOMBSTONE => break,
-                        _ => p = ver.prev.load(Ordering::Acquire),
-                    }
-                }
-                true
-            },
-        );
+        let mut collect = |_: u32, k: &[u8], v: &[u8]| out.push((k.to_vec(), v.to_vec()));
+        if self.seq.is_none() {
+            self.snapshot(u64::MAX, Some(i), &mut collect);
+        } else {
+            let _one = self.ckpt_lock.lock();
+            self.at_boundary(
+                || {},
+                |cut| {
+                    let x = cut.map_or(self.start_at.1 - 1, |c| c.1);
+                    self.snapshot(x, Some(i), &mut collect);
+                    Ok(())
+                },
+            )?;
+        }
         Ok(out)
     }
 }
