@@ -3,9 +3,11 @@
 //! workload's transactions, submit them as procedures and keep a window of
 //! receipts in flight (two batches' worth across the clients), as the
 //! thesis's harness feeds BOHM a stream of pre-generated transactions; a
-//! transaction counts once its batch is released. The data is loaded
-//! through an in-memory database (the workload's own loader) and copied
-//! into the engine's tables at timestamp 0.
+//! transaction counts once its batch is released. The engine is a
+//! `Database` opened with the deterministic protocol (`Database::submit`);
+//! the data is loaded through an in-memory database under the default
+//! protocol (the workload's own loader, which reconnaissance reads too)
+//! and copied into the engine's tables at timestamp 0 (`Database::load`).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
-use tessera::cc::bohm::{Bohm, BohmConfig, DetProtocol};
+use tessera::cc::bohm::{BohmConfig, DetProtocol};
 use tessera::det::{Outcome, Procedure, SequencerConfig};
-use tessera::{Database, Options, Request, ScanOptions, TableId};
+use tessera::{Database, Options, Protocol, Request, ScanOptions, TableId};
 use tessera_workloads::driver::Workload;
 use tessera_workloads::smallbank::{SbProc, SmallBank};
 use tessera_workloads::tpcc::det::TpccProc;
@@ -156,10 +158,11 @@ impl DetArgs {
 }
 
 /// What a run leaves for the workload's consistency check: the engine,
-/// stopped (its tables can be dumped), and the tally of committed outputs.
+/// every request settled (`Database::dump` reads the final state), and
+/// the tally of committed outputs.
 pub struct DetRun<'a> {
-    /// The stopped engine.
-    pub engine: &'a Bohm,
+    /// The engine.
+    pub engine: &'a Database,
     /// The sum of [`DetWorkload::tally`] over committed outcomes (the
     /// measured ones and the rest).
     pub tally: i64,
@@ -221,25 +224,30 @@ pub fn run_checked<W: DetWorkload>(
     wl.load(&db, cores, &|_| {})
         .map_err(|e| Failure::from_error(&format!("cannot load {}: ", wl.name()), &e))?;
     let names = db.table_names();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let mut bohm =
-        Bohm::new(&refs, cfg).map_err(|e| Failure::from_error(&format!("{name}: "), &e))?;
+    let mut opts = Options::in_memory();
     if let Some(dir) = &input_dir {
         let procs = tessera::det::Procedures::new()
             .register::<W::Proc>()
             .map_err(|e| Failure::from_error("", &e))?;
-        bohm = bohm.with_input_log(dir, procs);
+        opts = Options::durable(dir).procedures(procs);
     }
+    let opts = opts
+        .protocol(Protocol::of_deterministic(protocol))
+        .cc_threads(cfg.cc_threads)
+        .exec_threads(cfg.exec_threads)
+        .batch_size(cfg.sequencer.batch_size)
+        .batch_time(cfg.sequencer.batch_time);
+    let engine = Database::open(opts).map_err(|e| Failure::from_error(&format!("{name}: "), &e))?;
     {
         let mut w = db.worker().map_err(|e| Failure::from_error("", &e))?;
         for n in &names {
             let t = db.table(n).map_err(|e| Failure::from_error("", &e))?;
-            if bohm.table(n).ok() != Some(t) {
+            if engine.create_table(n).ok() != Some(t) {
                 return Err(Failure::run(format!(
                     "table {n}: the engine's id differs from the loader's"
                 )));
             }
-            copy_table(&mut w, &bohm, t)?;
+            copy_table(&mut w, &engine, t)?;
         }
         drop(w);
     }
@@ -253,7 +261,8 @@ pub fn run_checked<W: DetWorkload>(
             cfg.sequencer.batch_time.as_micros()
         );
     }
-    bohm.start()
+    engine
+        .start()
         .map_err(|e| Failure::from_error(&format!("cannot start {name}: "), &e))?;
     let measuring = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
@@ -264,10 +273,10 @@ pub fn run_checked<W: DetWorkload>(
     let failure: std::sync::Mutex<Option<tessera::Error>> = std::sync::Mutex::new(None);
     // Background checkpoints (a snapshot at a batch boundary under BOHM, a
     // paused feed under 2pl-ordered): counted, and the last one reported.
-    let ckpts = std::sync::Mutex::new((0u64, None::<tessera::cc::bohm::DetCheckpointInfo>));
+    let ckpts = std::sync::Mutex::new((0u64, None::<tessera::CheckpointInfo>));
     let (run_start, run_end) = std::thread::scope(|s| {
         if let Some(secs) = c.durability.checkpoint_secs {
-            let (bohm, stop, failure, ckpts) = (&bohm, &stop, &failure, &ckpts);
+            let (engine, stop, failure, ckpts) = (&engine, &stop, &failure, &ckpts);
             s.spawn(move || {
                 let every = Duration::from_secs_f64(secs);
                 let mut next = Instant::now() + every;
@@ -277,21 +286,20 @@ pub fn run_checked<W: DetWorkload>(
                         continue;
                     }
                     next = Instant::now() + every;
-                    match bohm.checkpoint() {
-                        Ok(Some(i)) => {
+                    match engine.checkpoint() {
+                        Ok(i) => {
                             let mut g = ckpts.lock().unwrap_or_else(|e| e.into_inner());
                             g.0 += 1;
                             g.1 = Some(i);
                         }
-                        Ok(None) => {}
                         Err(e) => give_up(failure, stop, e),
                     }
                 }
             });
         }
         for i in 0..clients {
-            let (bohm, measuring, stop, committed, aborted, failure, tally, db) = (
-                &bohm, &measuring, &stop, &committed, &aborted, &failure, &tally, &db,
+            let (engine, measuring, stop, committed, aborted, failure, tally, db) = (
+                &engine, &measuring, &stop, &committed, &aborted, &failure, &tally, &db,
             );
             s.spawn(move || {
                 let mut recon = match db.worker() {
@@ -333,7 +341,7 @@ pub fn run_checked<W: DetWorkload>(
                         give_up(e);
                         break;
                     }
-                    match bohm.submit(p) {
+                    match engine.submit(p) {
                         Ok(r) => inflight.push_back(r),
                         Err(e) => {
                             give_up(e);
@@ -376,19 +384,21 @@ pub fn run_checked<W: DetWorkload>(
         (a, b)
     });
     std::mem::forget(db); // freed with the process, as `bench` does
-    let stats = bohm
-        .shutdown()
-        .map_err(|e| Failure::from_error(&format!("{name}: "), &e))?;
     if let Some(e) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(Failure::from_error(
             &format!("a {name} request failed: "),
             &e,
         ));
     }
+    // Every request is settled: the check reads the final state.
     let checked = check(&DetRun {
-        engine: &bohm,
+        engine: &engine,
         tally: tally.load(Ordering::Relaxed),
     })?;
+    let stats = engine.det_stats().expect("a deterministic database").stages;
+    engine
+        .close()
+        .map_err(|e| Failure::from_error(&format!("{name}: "), &e))?;
     let secs = (run_end - run_start).as_secs_f64();
     let n = committed.load(Ordering::Relaxed);
     // Logic aborts only: BOHM has no other kind.
@@ -403,8 +413,8 @@ pub fn run_checked<W: DetWorkload>(
         json!({
             "taken": g.0,
             "last": g.1.as_ref().map(|i| json!({
-                "next_batch": i.next_batch,
-                "rows": i.rows,
+                "next_batch": i.epoch,
+                "rows": i.records,
                 "bytes": i.bytes,
                 "seconds": i.seconds,
                 "segments_deleted": i.segments_deleted,
@@ -493,7 +503,7 @@ fn give_up(
 }
 
 /// Copy every row of `t` from the loading database into the engine.
-fn copy_table(w: &mut tessera::Worker, bohm: &Bohm, t: TableId) -> Result<(), Failure> {
+fn copy_table(w: &mut tessera::Worker, engine: &Database, t: TableId) -> Result<(), Failure> {
     let mut err = None;
     w.run(|tx| {
         tx.scan(
@@ -501,7 +511,7 @@ fn copy_table(w: &mut tessera::Worker, bohm: &Bohm, t: TableId) -> Result<(), Fa
             std::ops::Bound::Unbounded,
             std::ops::Bound::Unbounded,
             ScanOptions::default(),
-            |k, v| match bohm.load(t, k, v) {
+            |k, v| match engine.load(t, k, v) {
                 Ok(()) => true,
                 Err(e) => {
                     err = Some(e);

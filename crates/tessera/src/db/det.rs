@@ -185,6 +185,10 @@ impl DetDb {
 
     /// Stop the stages (the last batch is cut and executed).
     pub(super) fn close(&self) -> Result<BohmStats, Error> {
+        // Never started again (a later submission is refused).
+        self.failed
+            .lock()
+            .get_or_insert_with(|| Error::InvalidArgument("the database was closed".into()));
         self.engine.write().shutdown()
     }
 }
@@ -305,6 +309,34 @@ impl Database {
                 )
             })
         })?
+    }
+
+    /// Start a deterministic protocol's stages now (with a fresh data
+    /// directory: checkpoint the loaded rows first) rather than at the
+    /// first submission; from here on the table set is fixed. Nothing to
+    /// do under an interactive protocol.
+    pub fn start(&self) -> Result<(), Error> {
+        match self.det() {
+            Some(d) => d.running().map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Close this handle and say what went wrong at the end, which a drop
+    /// would not: under a deterministic protocol the stages stop (the last
+    /// batch is cut, executed and released) and an error is a stage
+    /// thread that failed or an input log that could not be written; under
+    /// every protocol, the last background checkpoint's failure. Other
+    /// clones of the database stay usable only under an interactive
+    /// protocol (a deterministic one's stages have stopped).
+    pub fn close(self) -> Result<(), Error> {
+        if let Some(d) = self.det() {
+            d.close()?;
+        }
+        match self.inner.checkpoint_error.lock().take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// The stages' counters and what recovery replayed, under a

@@ -302,6 +302,8 @@ pub type BatchSink = Box<dyn FnMut(Batch) + Send>;
 pub struct Sequencer {
     tx: Mutex<Option<mpsc::Sender<Submission>>>,
     failed: Arc<Mutex<Option<Error>>>,
+    /// Bytes in the input log, updated before each batch is released.
+    written: Arc<std::sync::atomic::AtomicU64>,
     thread: Mutex<Option<JoinHandle<SequencerStats>>>,
 }
 
@@ -330,6 +332,8 @@ impl Sequencer {
         let (tx, rx) = mpsc::channel::<Submission>();
         let failed: Arc<Mutex<Option<Error>>> = Arc::default();
         let failed2 = failed.clone();
+        let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let written2 = written.clone();
         let thread = std::thread::Builder::new()
             .name("tessera-sequencer".into())
             .spawn(move || {
@@ -423,6 +427,9 @@ impl Sequencer {
                     if let Err(e) = &synced {
                         *failed2.lock() = Some(e.clone());
                     }
+                    if let Some(log) = &input {
+                        written2.store(log.bytes_written(), std::sync::atomic::Ordering::Relaxed);
+                    }
                     rel.durable(synced);
                 }
                 stats.input_bytes = input.as_ref().map_or(0, |l| l.bytes_written());
@@ -432,8 +439,15 @@ impl Sequencer {
         Ok(Sequencer {
             tx: Mutex::new(Some(tx)),
             failed,
+            written,
             thread: Mutex::new(Some(thread)),
         })
+    }
+
+    /// Bytes written to the input log so far (every released batch's
+    /// included).
+    pub fn input_bytes(&self) -> u64 {
+        self.written.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Submit `p`: it gets the next timestamp, and its outcome comes once

@@ -1365,7 +1365,10 @@ impl Bohm {
             collected: self.sh.collected.load(Ordering::Relaxed),
             set_aside: self.sh.set_aside.load(Ordering::Relaxed),
             batches: self.sh.batches.load(Ordering::Relaxed),
-            input_bytes: self.input_bytes,
+            input_bytes: self
+                .seq
+                .as_ref()
+                .map_or(self.input_bytes, |s| s.input_bytes()),
             cc_busy_ns: self.sh.cc_busy_ns.load(Ordering::Relaxed),
             exec_busy_ns: self.sh.exec_busy_ns.load(Ordering::Relaxed),
             cc_map_entries: self
