@@ -12,11 +12,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use tessera::cc::bohm::{Bohm, BohmConfig, DetProtocol};
+use tessera::cc::bohm::DetProtocol;
 use tessera::det::checkpoint::{dir_tables, read_latest};
 use tessera::det::input::{read_input_log, InputScan};
 use tessera::det::{serial, Procedures};
-use tessera::{Database, Error, Options, ScanOptions, TableId};
+use tessera::{Database, Error, Options, Protocol, ScanOptions, TableId};
 
 use crate::failure::{print_json, verdict, Failure};
 use crate::tools::OpenArgs;
@@ -78,35 +78,29 @@ fn recover_dir(dir: &Path) -> Result<Recovered, Error> {
             dir.display()
         ))
     })?;
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let t0 = Instant::now();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut b = Bohm::new(
-        &refs,
-        BohmConfig {
-            cc_threads: 1,
-            exec_threads: cores.clamp(1, 8),
-            protocol,
-            ..Default::default()
-        },
-    )?
-    .with_input_log(dir, procedures()?);
-    b.start()?;
-    b.shutdown()?;
+    // What a program reopening the directory does: `Database::open` with
+    // the protocol recovers it (newest checkpoint, then the input log).
+    let db = Database::open(
+        Options::durable(dir)
+            .protocol(Protocol::of_deterministic(protocol))
+            .exec_threads(cores.clamp(1, 8))
+            .procedures(procedures()?),
+    )?;
     let seconds = t0.elapsed().as_secs_f64();
     let mut tables = Vec::new();
     for n in &names {
-        let t = b.table(n)?;
-        tables.push((n.clone(), b.dump(t)?));
+        let t = db.table(n)?;
+        tables.push((n.clone(), db.dump(t)?));
     }
+    let st = db.det_stats().expect("a deterministic database");
+    db.close()?;
     Ok(Recovered {
         protocol,
         tables,
-        checkpoint: b
-            .recovered_from()
-            .map(Path::to_path_buf)
-            .unwrap_or_default(),
-        replay: b.replayed(),
+        checkpoint: st.recovered_from.unwrap_or_default(),
+        replay: st.replayed,
         seconds,
     })
 }
