@@ -185,6 +185,16 @@ impl DetDb {
 
     /// Stop the stages (the last batch is cut and executed).
     pub(super) fn close(&self) -> Result<BohmStats, Error> {
+        // A durable database closed before its first submission: start it
+        // now, so that its tables and loaded rows are checkpointed (the
+        // start of a fresh directory writes them) rather than dropped.
+        let unstarted = {
+            let e = self.engine.read();
+            !e.is_running() && e.has_input_log() && !e.table_names().is_empty()
+        };
+        if unstarted && self.failed.lock().is_none() {
+            self.running()?;
+        }
         // Never started again (a later submission is refused).
         self.failed
             .lock()
@@ -272,8 +282,9 @@ impl Database {
     /// Write `key -> val` into table `t` outside any request: a bulk load.
     /// Under a deterministic protocol, before the first submission only
     /// (the rows are the state before the first batch, timestamp 0; with a
-    /// data directory the start checkpoints them, so replay never needs
-    /// the load again). Under an interactive protocol it is a committed
+    /// data directory they are durable once the stages start, which
+    /// checkpoints them: at the first submission, [`Database::start`], or
+    /// the close of a database that never started). Under an interactive protocol it is a committed
     /// put on a pooled worker.
     pub fn load(&self, t: TableId, key: &[u8], val: &[u8]) -> Result<(), Error> {
         if let Some(d) = self.det() {

@@ -856,6 +856,11 @@ impl Bohm {
         self.start_at.0
     }
 
+    /// Whether batches are logged to a data directory.
+    pub fn has_input_log(&self) -> bool {
+        self.input.is_some()
+    }
+
     /// Whether the stages run (after [`Bohm::start`], until shutdown).
     pub fn is_running(&self) -> bool {
         self.seq.is_some()
