@@ -193,7 +193,7 @@ impl DetDb {
             !e.is_running() && e.has_input_log() && !e.table_names().is_empty()
         };
         if unstarted && self.failed.lock().is_none() {
-            self.running()?;
+            drop(self.running()?);
         }
         // Never started again (a later submission is refused).
         self.failed
