@@ -731,7 +731,9 @@ pub struct DetCheckpointInfo {
 
 /// A BOHM database: tables on the ordered index, the sequencer and the two
 /// stages. Requests are submitted ([`Bohm::submit`]); each outcome comes
-/// back once its batch has executed.
+/// back once its batch has executed. Applications reach it through
+/// `Database` (a database opened with `Protocol::Bohm` or
+/// `Protocol::TwoPlOrdered` holds one); tests use it directly.
 pub struct Bohm {
     sh: Arc<Shared>,
     seq: Option<Sequencer>,
