@@ -29,7 +29,6 @@ pub type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 /// The batch engine of a deterministic database.
 pub(crate) struct DetDb {
     engine: RwLock<Bohm>,
-    protocol: DetProtocol,
     /// Why the engine could not start (it is not tried again).
     failed: Mutex<Option<Error>>,
 }
@@ -93,7 +92,6 @@ impl DetDb {
         }
         Ok(DetDb {
             engine: RwLock::new(engine),
-            protocol: d,
             failed: Mutex::new(None),
         })
     }
@@ -138,33 +136,20 @@ impl DetDb {
     /// terms: `epoch` is the first batch it does not cover.
     pub(super) fn checkpoint(&self) -> Result<CheckpointInfo, Error> {
         let engine = self.running()?;
-        let started = std::time::Instant::now();
-        match engine.checkpoint()? {
-            Some(i) => Ok(CheckpointInfo {
-                epoch: i.next_batch,
-                file: i.file,
-                records: i.rows,
-                bytes: i.bytes,
-                seconds: i.seconds,
-                segments_deleted: i.segments_deleted,
-            }),
-            // No batch since the start: the checkpoint the start loaded or
-            // wrote is current.
-            None => {
-                let file = engine.recovered_from().map(PathBuf::from).ok_or_else(|| {
-                    Error::InvalidArgument("checkpoints need a data directory".into())
-                })?;
-                let bytes = std::fs::metadata(&file).map_or(0, |m| m.len());
-                Ok(CheckpointInfo {
-                    epoch: engine.next_batch_at_start(),
-                    file,
-                    records: 0,
-                    bytes,
-                    seconds: started.elapsed().as_secs_f64(),
-                    segments_deleted: 0,
-                })
-            }
-        }
+        let taken = engine.checkpoint()?;
+        // `None`: no batch since the start, whose checkpoint is current.
+        let i = taken
+            .as_ref()
+            .or(engine.start_checkpoint())
+            .ok_or_else(|| Error::InvalidArgument("checkpoints need a data directory".into()))?;
+        Ok(CheckpointInfo {
+            epoch: i.next_batch,
+            file: i.file.clone(),
+            records: i.rows,
+            bytes: i.bytes,
+            seconds: i.seconds,
+            segments_deleted: i.segments_deleted,
+        })
     }
 
     /// Whether a background checkpoint has nothing to do: the stages have
@@ -288,14 +273,7 @@ impl Database {
     /// put on a pooled worker.
     pub fn load(&self, t: TableId, key: &[u8], val: &[u8]) -> Result<(), Error> {
         if let Some(d) = self.det() {
-            let e = d.engine.read();
-            if e.is_running() {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: load before the first submission (the stages have started)",
-                    d.protocol.name()
-                )));
-            }
-            return e.load(t, key, val);
+            return d.engine.read().load(t, key, val);
         }
         self.with_pooled(|w| w.run(|tx| tx.put(t, key, val)))?
     }

@@ -268,7 +268,11 @@ impl Database {
             log = l;
             recovery = Some(r);
         }
-        let ticker = Ticker::start(Arc::clone(&epochs), opts.epoch_interval);
+        // The batch engine keeps epochs of its own: a deterministic
+        // database's interactive epochs never need to advance.
+        let ticker = det
+            .is_none()
+            .then(|| Ticker::start(Arc::clone(&epochs), opts.epoch_interval));
         let every = opts.checkpoint_interval;
         #[allow(unused_mut)]
         let mut db = Database {
@@ -288,7 +292,7 @@ impl Database {
                 checkpoints: AtomicU64::new(0),
                 _dir_lock: dir_lock,
                 det,
-                ticker: Mutex::new(Some(ticker)),
+                ticker: Mutex::new(ticker),
             }),
             pool: Arc::default(),
             closer: Arc::new(Closer::default()),

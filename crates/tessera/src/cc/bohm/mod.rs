@@ -752,7 +752,7 @@ pub struct Bohm {
     /// Rows loaded before the start.
     loaded: AtomicU64,
     /// The checkpoint `start` recovered from (with an input log).
-    recovered_from: Option<std::path::PathBuf>,
+    start_checkpoint: Option<DetCheckpointInfo>,
     /// The input log's segment size.
     segment_bytes: u64,
     /// The data directory's `LOCK`, held while the engine lives (a second
@@ -815,7 +815,7 @@ impl Bohm {
             input_bytes: 0,
             loader: Mutex::new(loader),
             loaded: AtomicU64::new(0),
-            recovered_from: None,
+            start_checkpoint: None,
             segment_bytes: 64 << 20,
             dir_lock: None,
             ckpt_lock: Mutex::new(()),
@@ -850,12 +850,6 @@ impl Bohm {
     /// The tables' names, by id.
     pub fn table_names(&self) -> &[String] {
         &self.sh.names
-    }
-
-    /// The first batch the sequencer cut or will cut after the start
-    /// (what recovery's checkpoint covers up to).
-    pub fn next_batch_at_start(&self) -> u64 {
-        self.start_at.0
     }
 
     /// Whether batches are logged to a data directory.
@@ -914,7 +908,10 @@ impl Bohm {
     /// started.
     pub fn load(&self, t: TableId, key: &[u8], val: &[u8]) -> Result<(), Error> {
         if self.seq.is_some() {
-            return Err(Error::InvalidArgument("BOHM: load before start".into()));
+            return Err(Error::InvalidArgument(format!(
+                "{}: load before the first submission (the stages have started)",
+                self.sh.cfg.protocol.name()
+            )));
         }
         let tree = self.sh.table(t)?;
         let loader = self.loader.lock();
@@ -1058,10 +1055,18 @@ impl Bohm {
                         ck.file.display()
                     )));
                 }
+                let started = std::time::Instant::now();
                 for (t, k, v) in &ck.rows {
                     self.load(TableId::from_u32(*t), k, v)?;
                 }
-                self.recovered_from = Some(ck.file.clone());
+                self.start_checkpoint = Some(DetCheckpointInfo {
+                    next_batch: ck.next_batch,
+                    bytes: std::fs::metadata(&ck.file).map_or(0, |m| m.len()),
+                    file: ck.file.clone(),
+                    rows: ck.rows.len() as u64,
+                    seconds: started.elapsed().as_secs_f64(),
+                    segments_deleted: 0,
+                });
                 (ck.next_batch, ck.next_ts)
             }
             None => {
@@ -1072,10 +1077,22 @@ impl Bohm {
                         b.number
                     )));
                 }
-                let (file, _) = crate::det::checkpoint::write(dir, 0, 1, &mut |emit| {
-                    self.snapshot(u64::MAX, None, emit)
+                let started = std::time::Instant::now();
+                let mut rows = 0u64;
+                let (file, bytes) = crate::det::checkpoint::write(dir, 0, 1, &mut |emit| {
+                    self.snapshot(u64::MAX, None, &mut |t, k, v| {
+                        rows += 1;
+                        emit(t, k, v)
+                    })
                 })?;
-                self.recovered_from = Some(file);
+                self.start_checkpoint = Some(DetCheckpointInfo {
+                    next_batch: 0,
+                    file,
+                    rows,
+                    bytes,
+                    seconds: started.elapsed().as_secs_f64(),
+                    segments_deleted: 0,
+                });
                 (0, 1)
             }
         };
@@ -1136,7 +1153,13 @@ impl Bohm {
 
     /// The checkpoint `start` loaded or wrote (with an input log).
     pub fn recovered_from(&self) -> Option<&std::path::Path> {
-        self.recovered_from.as_deref()
+        self.start_checkpoint.as_ref().map(|c| c.file.as_path())
+    }
+
+    /// The checkpoint `start` loaded (its load time as `seconds`) or
+    /// wrote, with an input log.
+    pub fn start_checkpoint(&self) -> Option<&DetCheckpointInfo> {
+        self.start_checkpoint.as_ref()
     }
 
     /// Every live row as of timestamp `x` (every transaction at or below
