@@ -152,16 +152,6 @@ impl<'a> ArgReader<'a> {
 
     arg_ints!(u8: u8, u16: u16, u32: u32, u64: u64, i64: i64);
 
-    /// The whole length of the arguments.
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Whether the arguments are empty.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-
     /// Every byte was read (an error says how many were left).
     pub fn finish(self) -> Result<(), String> {
         match self.bytes.len() - self.at {

@@ -250,11 +250,10 @@ impl<T: Send + 'static> Receipt<T> {
             Outcome::Committed(t) => Outcome::Committed(Box::new(t) as Box<dyn Any + Send>),
             Outcome::Aborted => Outcome::Aborted,
         });
+        let cell = Arc::new(Cell::default());
+        cell.set(boxed);
         Receipt {
-            cell: Arc::new(Cell {
-                slot: Mutex::new(Some(boxed)),
-                cv: Condvar::new(),
-            }),
+            cell,
             _out: PhantomData,
         }
     }
@@ -432,7 +431,7 @@ impl Sequencer {
                     }
                     rel.durable(synced);
                 }
-                stats.input_bytes = input.as_ref().map_or(0, |l| l.bytes_written());
+                stats.input_bytes = written2.load(std::sync::atomic::Ordering::Relaxed);
                 stats
             })
             .map_err(|e| Error::io("cannot start the sequencer thread", e))?;

@@ -727,15 +727,5 @@ const PREFETCH_LINES: usize = {
 /// Hint the CPU to fetch a node we are about to search.
 #[inline(always)]
 fn prefetch_node(p: *const u8) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        for line in 0..PREFETCH_LINES {
-            // SAFETY: prefetching is only a hint; it never faults, whatever
-            // the address, and the pointer is not dereferenced.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64) as *const i8) };
-        }
-    }
-    #[cfg(any(not(target_arch = "x86_64"), miri))]
-    let _ = p;
+    crate::storage::prefetch_bytes(p, PREFETCH_LINES * 64);
 }

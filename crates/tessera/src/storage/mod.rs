@@ -32,6 +32,29 @@ use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::epoch::Guard;
 use tid::*;
 
+/// Hint the CPU to fetch the cache lines of `len` bytes from `p` (at
+/// least the line of `p`). Only a hint: nothing is dereferenced and a
+/// prefetch never faults, so any address will do, even a dangling one.
+/// The index's nodes, records and BOHM's versions and maps all use it.
+#[inline(always)]
+pub(crate) fn prefetch_bytes(p: *const u8, len: usize) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let mut off = 0;
+        loop {
+            // SAFETY: a prefetch never faults and dereferences nothing.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off) as *const i8) };
+            off += 64;
+            if off >= len {
+                break;
+            }
+        }
+    }
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
+    let _ = (p, len);
+}
+
 /// A version of a record's value.
 #[repr(C)]
 pub struct Version {
@@ -463,20 +486,7 @@ impl Record {
     /// address will do.
     #[inline(always)]
     pub fn prefetch(rec: *const Record, value_len: usize) {
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let p = rec as *const u8;
-            let end = HEAD + VHDR + value_len;
-            let mut off = 0;
-            while off < end {
-                // SAFETY: a prefetch never faults and dereferences nothing.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off) as *const i8) };
-                off += 64;
-            }
-        }
-        #[cfg(any(not(target_arch = "x86_64"), miri))]
-        let _ = (rec, value_len);
+        prefetch_bytes(rec as *const u8, HEAD + VHDR + value_len);
     }
 
     /// Spin until the lock bit is clear; returns the TID word seen.

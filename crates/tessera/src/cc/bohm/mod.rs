@@ -370,9 +370,6 @@ struct BatchCtx {
     cc_left: AtomicUsize,
     /// Exec threads still running their share.
     exec_left: AtomicUsize,
-    /// Each execution thread's share of `txns` (indices, in timestamp
-    /// order): the thesis's round-robin.
-    share: Box<[Box<[u32]>]>,
 }
 
 /// Which deterministic protocol the stages run.
@@ -760,9 +757,12 @@ pub struct Bohm {
     dir_lock: Option<std::fs::File>,
     /// One checkpoint at a time (they share GC's pin and file names).
     ckpt_lock: Mutex<()>,
-    /// Where the sequencer started (batch, timestamp): the state before it
-    /// is the loaded or recovered one.
-    start_at: (u64, u64),
+    /// The first timestamp once started (the state before it is the
+    /// loaded or recovered one); `None` before the start.
+    start_ts: Option<u64>,
+    /// Stage threads that panicked (a bug): their batches' placeholders
+    /// may be unfilled, so the state is not read.
+    panicked: usize,
 }
 
 fn partition(t: TableId, key: &[u8], m: usize) -> u16 {
@@ -819,7 +819,8 @@ impl Bohm {
             segment_bytes: 64 << 20,
             dir_lock: None,
             ckpt_lock: Mutex::new(()),
-            start_at: (0, 1),
+            start_ts: None,
+            panicked: 0,
         })
     }
 
@@ -827,7 +828,7 @@ impl Bohm {
     /// Refused once started: the CC threads partition the tables they
     /// started with.
     pub fn add_table(&mut self, name: &str) -> Result<TableId, Error> {
-        if self.seq.is_some() {
+        if self.start_ts.is_some() {
             return Err(Error::InvalidArgument(format!(
                 "cannot create table {name}: a deterministic database's tables are fixed once \
                  it has started (at its first submission)"
@@ -973,7 +974,7 @@ impl Bohm {
             let (b, t, l) = self.recover(&dir, &procs, &cc_tx)?;
             (first_batch, first_ts, log) = (b, t, Some(l));
         }
-        self.start_at = (first_batch, first_ts);
+        self.start_ts = Some(first_ts);
         let sh = self.sh.clone();
         let sink = Box::new(move |b: Batch| {
             let _feeding = sh.feed.read();
@@ -1077,22 +1078,9 @@ impl Bohm {
                         b.number
                     )));
                 }
-                let started = std::time::Instant::now();
-                let mut rows = 0u64;
-                let (file, bytes) = crate::det::checkpoint::write(dir, 0, 1, &mut |emit| {
-                    self.snapshot(u64::MAX, None, &mut |t, k, v| {
-                        rows += 1;
-                        emit(t, k, v)
-                    })
-                })?;
-                self.start_checkpoint = Some(DetCheckpointInfo {
-                    next_batch: 0,
-                    file,
-                    rows,
-                    bytes,
-                    seconds: started.elapsed().as_secs_f64(),
-                    segments_deleted: 0,
-                });
+                // The loaded rows, at timestamp 0, before batch 0.
+                let info = self.write_checkpoint(dir, 0, 0, std::time::Instant::now())?;
+                self.start_checkpoint = Some(info);
                 (0, 1)
             }
         };
@@ -1259,38 +1247,50 @@ impl Bohm {
         }
         let started = std::time::Instant::now();
         let _one = self.ckpt_lock.lock();
-        let written = self.at_boundary(pinned, |cut| {
-            let Some((number, x)) = cut else {
-                return Ok(None);
-            };
-            let mut rows = 0u64;
-            let (file, bytes) =
-                crate::det::checkpoint::write(dir, number + 1, x + 1, &mut |emit| {
-                    self.snapshot(x, None, &mut |t, k, v| {
-                        rows += 1;
-                        emit(t, k, v)
-                    })
-                })?;
-            Ok(Some((number, file, rows, bytes)))
+        let written = self.at_boundary(pinned, |number, x| match number {
+            Some(b) => self.write_checkpoint(dir, b + 1, x, started).map(Some),
+            None => Ok(None),
         })?;
-        let Some((number, file, rows, bytes)) = written else {
+        let Some(mut info) = written else {
             return Ok(None);
         };
-        let segments_deleted = crate::det::checkpoint::delete_covered_segments(dir, number + 1)?;
-        Ok(Some(DetCheckpointInfo {
-            next_batch: number + 1,
+        info.segments_deleted =
+            crate::det::checkpoint::delete_covered_segments(dir, info.next_batch)?;
+        info.seconds = started.elapsed().as_secs_f64();
+        Ok(Some(info))
+    }
+
+    /// Write the checkpoint of the state at timestamp `x`, the end of the
+    /// batches below `next_batch` (replay starts at `next_batch`, timestamp
+    /// `x + 1`); `started` is when the caller began (for `seconds`).
+    fn write_checkpoint(
+        &self,
+        dir: &std::path::Path,
+        next_batch: u64,
+        x: u64,
+        started: std::time::Instant,
+    ) -> Result<DetCheckpointInfo, Error> {
+        let mut rows = 0u64;
+        let (file, bytes) = crate::det::checkpoint::write(dir, next_batch, x + 1, &mut |emit| {
+            self.snapshot(x, None, &mut |t, k, v| {
+                rows += 1;
+                emit(t, k, v)
+            })
+        })?;
+        Ok(DetCheckpointInfo {
+            next_batch,
             file,
             rows,
             bytes,
             seconds: started.elapsed().as_secs_f64(),
-            segments_deleted,
-        }))
+            segments_deleted: 0,
+        })
     }
 
     /// Run `read` on the state at the end of the last batch handed to the
     /// CC stage, while later batches may go on: `read` gets that batch's
-    /// number and last timestamp (`None`: no batch since the start; the
-    /// state is the loaded or recovered one).
+    /// number (`None`: no batch since the start; the state is the loaded
+    /// or recovered one) and the timestamp to read at.
     ///
     /// Under BOHM the state is a snapshot read at that timestamp: the
     /// multi-version chains serve it, and GC is held back to it while
@@ -1302,7 +1302,7 @@ impl Bohm {
     fn at_boundary<T>(
         &self,
         pinned: impl FnOnce(),
-        read: impl FnOnce(Option<(u64, u64)>) -> Result<T, Error>,
+        read: impl FnOnce(Option<u64>, u64) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let sh = &self.sh;
         let _quiet = (sh.cfg.protocol == DetProtocol::TwoPlOrdered).then(|| sh.feed.write());
@@ -1312,25 +1312,25 @@ impl Bohm {
                 self.0.store(u64::MAX, Ordering::SeqCst);
             }
         }
-        let cut = loop {
+        let (cut, x) = loop {
             let cut = sh.cut.lock().clone();
             // No batch yet: the loaded state is the one below the first
             // timestamp, and GC collects nothing before a batch ends.
-            let x = cut.as_ref().map_or(self.start_at.1 - 1, |c| c.1);
+            let x = cut.as_ref().map_or(self.start_ts.unwrap_or(1) - 1, |c| c.1);
             sh.gc_pin.store(x, Ordering::SeqCst);
             std::sync::atomic::fence(Ordering::SeqCst);
             // GC never collected past `x`, unless the executors had
             // already passed it (a later batch was cut and ran since the
             // read above): then pin that later batch instead.
             if sh.executed().is_none_or(|wm| wm <= x) {
-                break cut;
+                break (cut, x);
             }
             sh.gc_pin.store(u64::MAX, Ordering::SeqCst);
         };
         let _unpin = Unpin(&sh.gc_pin);
         pinned();
-        let Some((number, x, release)) = cut else {
-            return read(None);
+        let Some((number, _, release)) = cut else {
+            return read(None, x);
         };
         loop {
             if self.cc.iter().chain(&self.exec).any(|h| h.is_finished()) {
@@ -1345,7 +1345,7 @@ impl Bohm {
                 _ => std::thread::sleep(Duration::from_micros(200)),
             }
         }
-        read(Some((number, x)))
+        read(Some(number), x)
     }
 
     /// Submit a request.
@@ -1371,11 +1371,13 @@ impl Bohm {
         for h in self.exec.drain(..) {
             panicked += usize::from(h.join().is_err());
         }
-        if panicked > 0 {
+        self.panicked += panicked;
+        if self.panicked > 0 {
             // A bug, not a body's panic (those are caught): say so rather
             // than return statistics as if the run had been whole.
             return Err(Error::InvalidArgument(format!(
-                "BOHM: {panicked} stage thread(s) panicked"
+                "BOHM: {} stage thread(s) panicked",
+                self.panicked
             )));
         }
         let input_bytes = match r {
@@ -1419,6 +1421,12 @@ impl Bohm {
     pub fn dump(&self, t: TableId) -> Result<Rows, Error> {
         let i = t.as_u32() as usize;
         self.sh.table(t)?;
+        if self.panicked > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "BOHM: {} stage thread(s) panicked, so the state may hold unfilled versions",
+                self.panicked
+            )));
+        }
         let mut out = Vec::new();
         let mut collect = |_: u32, k: &[u8], v: &[u8]| out.push((k.to_vec(), v.to_vec()));
         if self.seq.is_none() {
@@ -1427,8 +1435,7 @@ impl Bohm {
             let _one = self.ckpt_lock.lock();
             self.at_boundary(
                 || {},
-                |cut| {
-                    let x = cut.map_or(self.start_at.1 - 1, |c| c.1);
+                |_, x| {
                     self.snapshot(x, Some(i), &mut collect);
                     Ok(())
                 },
@@ -1565,7 +1572,6 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
     let mut ws: Vec<(TableId, u32, u32)> = Vec::new();
     let mut rs: Vec<(TableId, u32, u32)> = Vec::new();
     let mut wr: Vec<WRange> = Vec::new();
-    let mut share: Vec<Vec<u32>> = vec![Vec::with_capacity(b.txns.len() / n.max(1) + 1); n];
     let txns: Box<[BTxn]> = b
         .txns
         .into_iter()
@@ -1576,7 +1582,6 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
             ws.clear();
             rs.clear();
             wr.clear();
-            share[i % n].push(i as u32);
             let unusable = if s.proc.needs_reconnaissance() {
                 Some(Error::InvalidArgument(format!(
                     "BOHM does not yet run requests that need a reconnaissance ('{}')",
@@ -1691,7 +1696,6 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
         ranges,
         cc_left: AtomicUsize::new(m),
         exec_left: AtomicUsize::new(n),
-        share: share.into_iter().map(Vec::into_boxed_slice).collect(),
     }
 }
 
@@ -1704,6 +1708,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
     // superseded an older one: GC candidates.
     let mut superseded: std::collections::VecDeque<(u64, *mut Version)> = Default::default();
     let locking = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
+    let mut ever: Vec<bool> = Vec::new();
     loop {
         let ctx = match rx.recv_timeout(Duration::from_millis(2)) {
             Ok(ctx) => ctx,
@@ -1718,6 +1723,12 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
         let busy = std::time::Instant::now();
+        // Which tables ever had a write range, read once per batch: it
+        // cannot change while the batch is in this stage (see the head
+        // store below), and the flag shares its line with the range lock
+        // that execution threads write.
+        ever.clear();
+        ever.extend(sh.ranges.iter().map(|r| r.ever.load(Ordering::Acquire)));
         {
             let g = local.pin();
             for txn in ctx.txns.iter().take(PREFETCH_AHEAD) {
@@ -1761,10 +1772,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     // SAFETY: records live while the engine runs.
                     let head = unsafe { &(*slot.rec).head };
                     let mut prev = head.load(Ordering::Acquire);
-                    if sh.ranges[w.table.as_u32() as usize]
-                        .ever
-                        .load(Ordering::Acquire)
-                    {
+                    if ever[w.table.as_u32() as usize] {
                         loop {
                             // SAFETY: `v` is not shared yet.
                             unsafe { (*v).prev.store(prev, Ordering::Relaxed) };
@@ -2024,21 +2032,23 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
         if locking {
             run_locked(sh, local, &ctx, me, &mut blocked);
         } else {
-            let share = &ctx.share[me];
-            for (i, &j) in share.iter().enumerate() {
+            // This thread's share: the thesis's round-robin, every n-th
+            // transaction from its own index.
+            let n = sh.cfg.exec_threads;
+            for j in (me..ctx.txns.len()).step_by(n) {
                 // The read set is known before the body runs: bring the
                 // next transactions' versions in while this one runs.
-                let ahead = |d: usize| share.get(i + d).map(|&a| &ctx.txns[a as usize]);
+                let ahead = |d: usize| ctx.txns.get(j + d * n);
                 if let Some(t) = ahead(2) {
                     prefetch_versions(t, false);
                 }
                 if let Some(t) = ahead(1) {
                     prefetch_versions(t, true);
                 }
-                let txn = &ctx.txns[j as usize];
+                let txn = &ctx.txns[j];
                 if !try_execute(sh, local, txn) && txn.state.load(Ordering::Acquire) != COMPLETE {
                     // Another thread runs it: take other work, come back.
-                    aside.push((j as usize, 0, 0));
+                    aside.push((j, 0, 0));
                 }
             }
         }
@@ -2124,7 +2134,7 @@ fn prefetch_versions(txn: &BTxn, data: bool) {
     }
 }
 
-/// `2pl-ordered`: run this thread's share of the batch (`BatchCtx::share`,
+/// `2pl-ordered`: run this thread's share of the batch (every n-th,
 /// ...). A transaction takes its locks in lexicographic key order; when the
 /// next one is held, the transaction is set aside with the locks it has,
 /// and the thread goes on with its other transactions, coming back to the
@@ -2139,8 +2149,7 @@ fn run_locked(
     blocked: &mut Vec<(usize, usize)>,
 ) {
     blocked.clear();
-    for &j in ctx.share[me].iter() {
-        let j = j as usize;
+    for j in (me..ctx.txns.len()).step_by(sh.cfg.exec_threads) {
         let mut held = 0;
         if take_locks(&ctx.txns[j], &mut held) {
             run_claimed(sh, local, &ctx.txns[j]);
@@ -2425,11 +2434,16 @@ impl BohmTx<'_> {
                 // `done` is published with release after acquiring each
                 // transaction's COMPLETE, so acquiring it orders this read
                 // after their inserts as acquiring each state would.
-                let mut d = e.done.load(Ordering::Acquire).min(older);
+                let seen = e.done.load(Ordering::Acquire).min(older);
+                let mut d = seen;
                 while d < older && complete(e.txns[d].1) {
                     d += 1;
                 }
-                e.done.fetch_max(d, Ordering::AcqRel);
+                if d > seen {
+                    // Written only when it moves: every reader of a hot
+                    // range would otherwise write its cache line.
+                    e.done.fetch_max(d, Ordering::AcqRel);
+                }
                 for &(_, w) in e.txns[d..older].iter() {
                     if !complete(w) {
                         pending.push(w);

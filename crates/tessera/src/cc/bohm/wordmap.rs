@@ -48,13 +48,7 @@ pub(super) fn mix(mut h: u64) -> u64 {
 /// effect (any address may be given, even a dangling one).
 #[inline]
 pub(super) fn prefetch_line<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing and cannot fault.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    crate::storage::prefetch_bytes(p.cast(), 1);
 }
 
 impl WordMap {
