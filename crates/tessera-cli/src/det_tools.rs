@@ -462,6 +462,8 @@ fn inspect_into(dir: &Path, v: &mut Value) -> Result<(), Error> {
             "bytes": std::fs::metadata(p).map(|m| m.len()).ok(),
         }))
         .collect::<Vec<_>>());
+    // The input log is reported as read even when recovery would refuse
+    // it.
     let log = read_input_log(dir)?;
     let segments = tessera::log::segment::list_segments(dir)
         .map_err(|e| Error::io(format!("cannot list the input log in {}", dir.display()), e))?;
@@ -483,23 +485,17 @@ fn inspect_into(dir: &Path, v: &mut Value) -> Result<(), Error> {
             "file": f.display().to_string(), "offset": at, "why": why,
         })),
     });
-    // What recovery does: the newest checkpoint (its rows are read to
-    // check it), then every logged batch from the one it stops at.
+    // Recovery's own check of how the checkpoint and the log join.
     let ck = tessera::det::checkpoint::read_latest(dir)?;
-    let from = ck.as_ref().map_or(0, |c| c.next_batch);
-    if let Some(first) = log.batches.first() {
-        if first.number > from {
-            return Err(Error::Corrupt(format!(
-                "{}: the input log starts at batch {} but the newest checkpoint covers only \
-                 the batches below {from}",
-                dir.display(),
-                first.number
-            )));
-        }
-    }
-    let replay: Vec<_> = log.batches.iter().filter(|b| b.number >= from).collect();
+    let (from, _) = tessera::det::checkpoint::join(dir, &log, ck.as_ref())?;
+    let replay = &log.batches[from..];
+    let file_name = |c: &tessera::det::checkpoint::DetCheckpoint| {
+        c.file
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+    };
     v["recovery"] = json!({
-        "checkpoint": ck.as_ref().map(|c| c.file.file_name().map(|n| n.to_string_lossy().into_owned())),
+        "checkpoint": ck.as_ref().map(file_name),
         "checkpoint_rows": ck.as_ref().map(|c| c.rows.len()),
         "batches_to_replay": replay.len(),
         "requests_to_replay": replay.iter().map(|b| b.entries.len()).sum::<usize>(),
@@ -508,15 +504,10 @@ fn inspect_into(dir: &Path, v: &mut Value) -> Result<(), Error> {
     v["verdict"] = json!(match &ck {
         Some(c) => format!(
             "recovery would load {} and replay {} batch(es)",
-            c.file
-                .file_name()
-                .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+            file_name(c),
             replay.len()
         ),
-        None => format!(
-            "recovery would replay {} batch(es) from an empty state",
-            replay.len()
-        ),
+        None => "recovery would start a fresh directory (no checkpoint, no input log)".into(),
     });
     Ok(())
 }

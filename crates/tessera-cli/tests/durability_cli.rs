@@ -772,6 +772,18 @@ fn deterministic_bench_recover_and_check() {
             "damaged",
             "cannot recover",
         );
+        // No checkpoint at all under an input log: inspect refuses it as
+        // recovery does (it used to say "replay from an empty state").
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "tckp") {
+                std::fs::remove_file(e.path()).unwrap();
+            }
+        }
+        for cmd in [&["inspect"][..], &["recover", "--dry-run"]] {
+            let mut args = cmd.to_vec();
+            args.extend(["--data-dir", dir_str(&d), "--json"]);
+            fails_with(&args, 1, "damaged", "no checkpoint to replay it over");
+        }
     }
 }
 

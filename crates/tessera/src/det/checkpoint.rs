@@ -297,6 +297,85 @@ pub fn read_latest(dir: &Path) -> Result<Option<DetCheckpoint>, Error> {
     Ok(Some(out))
 }
 
+/// What recovery of a deterministic directory will load and replay,
+/// checked before anything changes (`Bohm`'s start and `tessera inspect`
+/// both take it from [`plan_recovery`], so they cannot disagree).
+pub struct RecoveryPlan {
+    /// The newest checkpoint (`None`: a fresh directory, no input log).
+    pub checkpoint: Option<DetCheckpoint>,
+    /// The input log as read (its torn tail, if any, is cut by recovery).
+    pub log: crate::det::input::InputScan,
+    /// Index in `log.batches` of the first batch to replay.
+    pub replay_from: usize,
+    /// Where the sequencer continues: batch number and timestamp.
+    pub next: (u64, u64),
+}
+
+impl RecoveryPlan {
+    /// The logged batches recovery replays, in order.
+    pub fn replay(&self) -> &[crate::det::input::LoggedBatch] {
+        &self.log.batches[self.replay_from..]
+    }
+}
+
+/// Read `dir`'s newest checkpoint and input log and check that they join:
+/// an input log needs a checkpoint to replay over, and the batches from
+/// the checkpoint's on must follow it and each other with no gap in
+/// numbers or timestamps. Changes nothing.
+pub fn plan_recovery(dir: &Path) -> Result<RecoveryPlan, Error> {
+    let log = crate::det::input::read_input_log(dir)?;
+    let checkpoint = read_latest(dir)?;
+    let (replay_from, next) = join(dir, &log, checkpoint.as_ref())?;
+    Ok(RecoveryPlan {
+        checkpoint,
+        log,
+        replay_from,
+        next,
+    })
+}
+
+/// [`plan_recovery`]'s check, on what was read from `dir`: the index of
+/// the first batch to replay, and where the sequencer continues.
+pub fn join(
+    dir: &Path,
+    log: &crate::det::input::InputScan,
+    checkpoint: Option<&DetCheckpoint>,
+) -> Result<(usize, (u64, u64)), Error> {
+    let (mut batch, mut ts) = match checkpoint {
+        Some(ck) => (ck.next_batch, ck.next_ts),
+        None => {
+            if let Some(b) = log.batches.first() {
+                return Err(Error::Corrupt(format!(
+                    "{}: an input log from batch {} but no checkpoint to replay it over",
+                    dir.display(),
+                    b.number
+                )));
+            }
+            (0, 1)
+        }
+    };
+    let replay_from = log
+        .batches
+        .iter()
+        .position(|b| b.number >= batch)
+        .unwrap_or(log.batches.len());
+    for lb in &log.batches[replay_from..] {
+        if lb.number != batch || lb.first_ts != ts {
+            return Err(Error::Corrupt(format!(
+                "{}: the input log continues with batch {} (timestamp {}) after a \
+                 checkpoint or batch that ends before batch {batch} (timestamp {ts}): \
+                 batches are missing",
+                dir.display(),
+                lb.number,
+                lb.first_ts
+            )));
+        }
+        batch = lb.number + 1;
+        ts = lb.first_ts + lb.entries.len() as u64;
+    }
+    Ok((replay_from, (batch, ts)))
+}
+
 /// Delete the input log segments that hold only batches below
 /// `next_batch` (a checkpoint covers them), except the newest segment
 /// (the sequencer may be writing it). Returns how many were deleted.

@@ -82,7 +82,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::catalog::TableId;
-use crate::det::input::{read_input_log, InputLog};
+use crate::det::input::InputLog;
 use crate::det::sequencer::{Batch, BatchRelease};
 use crate::det::{
     DynProcedure, Outcome, Procedure, Procedures, Receipt, Sequencer, SequencerConfig,
@@ -1046,8 +1046,10 @@ impl Bohm {
         }
         crate::det::checkpoint::mark_dir(dir, &self.sh.names, cfg.protocol.name())?;
         crate::det::checkpoint::remove_unfinished(dir);
-        let scan = read_input_log(dir)?;
-        let (next_batch, next_ts) = match crate::det::checkpoint::read_latest(dir)? {
+        // Checked whole before anything is replayed (a gap is refused
+        // with nothing changed).
+        let rp = crate::det::checkpoint::plan_recovery(dir)?;
+        match &rp.checkpoint {
             Some(ck) => {
                 if self.loaded.load(Ordering::Relaxed) > 0 {
                     return Err(Error::InvalidArgument(format!(
@@ -1068,40 +1070,21 @@ impl Bohm {
                     seconds: started.elapsed().as_secs_f64(),
                     segments_deleted: 0,
                 });
-                (ck.next_batch, ck.next_ts)
             }
             None => {
-                if let Some(b) = scan.batches.first() {
-                    return Err(Error::Corrupt(format!(
-                        "{}: an input log from batch {} but no checkpoint to replay it over",
-                        dir.display(),
-                        b.number
-                    )));
-                }
                 // The loaded rows, at timestamp 0, before batch 0.
                 let info = self.write_checkpoint(dir, 0, 0, std::time::Instant::now())?;
                 self.start_checkpoint = Some(info);
-                (0, 1)
             }
-        };
+        }
+        let scan = &rp.log;
         if let Some((path, off, _)) = &scan.torn {
             segment::truncate_file(path, *off).map_err(|e| {
                 Error::io(format!("cannot cut the torn tail of {}", path.display()), e)
             })?;
         }
-        let (mut first_batch, mut first_ts) = (next_batch, next_ts);
         let mut waits = Vec::new();
-        for lb in scan.batches.iter().filter(|b| b.number >= next_batch) {
-            if lb.number != first_batch || lb.first_ts != first_ts {
-                return Err(Error::Corrupt(format!(
-                    "{}: the input log continues with batch {} (timestamp {}) after a \
-                     checkpoint or batch that ends before batch {first_batch} (timestamp \
-                     {first_ts}): batches are missing",
-                    dir.display(),
-                    lb.number,
-                    lb.first_ts
-                )));
-            }
+        for lb in rp.replay() {
             let mut ps = Vec::with_capacity(lb.entries.len());
             for (id, args) in &lb.entries {
                 ps.push(procs.decode(*id, args)?);
@@ -1119,8 +1102,6 @@ impl Bohm {
                 let _ = tx.send(ctx.clone());
             }
             waits.push(w);
-            first_batch = lb.number + 1;
-            first_ts = lb.first_ts + lb.entries.len() as u64;
         }
         for w in waits {
             let (c, a) = w.wait();
@@ -1136,7 +1117,7 @@ impl Bohm {
                 e,
             )
         })?;
-        Ok((first_batch, first_ts, log))
+        Ok((rp.next.0, rp.next.1, log))
     }
 
     /// The checkpoint `start` loaded or wrote (with an input log).
