@@ -240,7 +240,7 @@ impl Cc {
     }
 
     /// The interactive protocol; a usage error for a deterministic one,
-    /// which runs `bench ycsb` and `bench smallbank` only so far.
+    /// which runs `bench ycsb`, `bench smallbank` and `bench tpcc` only.
     pub fn interactive(self) -> Result<Protocol, Failure> {
         match self {
             Cc::Interactive(p) => Ok(p),
@@ -318,9 +318,11 @@ pub struct Common {
     /// 2pl-nowait and 2pl-waitdie (strict two-phase locking, DBx1000's
     /// NO_WAIT and WAIT_DIE), nocc (no concurrency control, for measuring
     /// overheads).
-    /// bohm is Faleiro's deterministic multi-version protocol (BOHM), with
-    /// --cc-threads, --exec-threads and --batch-size; it runs `bench ycsb`
-    /// so far.
+    /// bohm (Faleiro's deterministic multi-version protocol) and
+    /// 2pl-ordered (its deterministic 2PL baseline) take --cc-threads,
+    /// --exec-threads, --clients, --batch-size and --batch-us; they run
+    /// `bench ycsb`, `bench smallbank` and `bench tpcc` (NewOrder and
+    /// Payment; 2pl-ordered: not TPC-C).
     #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = BenchCcParser)]
     pub cc: Cc,
     /// Driver threads, each with its own worker (loading uses at least as

@@ -5,7 +5,8 @@
 //! BOHM's stages; `check det` also replays the same checkpoint and log
 //! serially on an interactive database and compares the two states;
 //! `check tpcc` recovers it and checks TPC-C's consistency conditions on
-//! the recovered state.
+//! the recovered state; `inspect` reads it, changing nothing, and says
+//! what recovery would do or why it would refuse.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -169,15 +170,44 @@ fn target(a: &OpenArgs) -> Result<(PathBuf, Option<tempfile::TempDir>), Error> {
 /// A recovery mode other than strict is the redo log's (it accepts a
 /// loss); a deterministic directory recovers strictly only: said, not
 /// ignored.
-fn refuse_lossy_mode(a: &OpenArgs, base: &Value) -> Option<ExitCode> {
-    (a.mode != tessera::RecoveryMode::Strict).then(|| {
+fn refuse_lossy_mode(
+    mode: tessera::RecoveryMode,
+    dir: &Path,
+    json_out: bool,
+    base: &Value,
+) -> Option<ExitCode> {
+    (mode != tessera::RecoveryMode::Strict).then(|| {
         Failure::new(
             2,
             "invalid_argument",
             format!(
                 "--recovery-mode {} applies to the redo log; a deterministic directory ({}) recovers \
                  strictly only (a damaged input log or checkpoint is an error)",
-                a.mode.name(),
+                mode.name(),
+                dir.display()
+            ),
+        )
+        .report(json_out, base.clone())
+    })
+}
+
+/// What `recover` and `check` refuse on a deterministic directory: a
+/// lossy recovery mode, and a `--cc` other than the protocol its
+/// `tessera.det` names (which recovery uses; saying nothing would let the
+/// flag look obeyed).
+fn refuse_redo_options(a: &OpenArgs, base: &Value) -> Option<ExitCode> {
+    if let Some(code) = refuse_lossy_mode(a.mode, &a.data_dir, a.json, base) {
+        return Some(code);
+    }
+    let p = a.cc?;
+    let written = dir_tables(&a.data_dir).ok().flatten()?.0;
+    (p.name() != written).then(|| {
+        Failure::new(
+            2,
+            "invalid_argument",
+            format!(
+                "{} was written by {written}, which recovers it: leave --cc out or name {written} \
+                 (not {p})",
                 a.data_dir.display()
             ),
         )
@@ -189,7 +219,7 @@ fn refuse_lossy_mode(a: &OpenArgs, base: &Value) -> Option<ExitCode> {
 /// `recover` does; a failure already reported (its exit status) otherwise.
 fn recover_target(a: &OpenArgs) -> Result<Recovered, ExitCode> {
     let base = json!({ "data_dir": a.data_dir.display().to_string(), "deterministic": true });
-    if let Some(code) = refuse_lossy_mode(a, &base) {
+    if let Some(code) = refuse_redo_options(a, &base) {
         return Err(code);
     }
     let r = target(a).and_then(|(dir, keep)| {
@@ -269,7 +299,7 @@ pub fn check(a: &OpenArgs) -> ExitCode {
         Failure::from_error(&format!("{what} {}: ", a.data_dir.display()), &e)
             .report(a.json, base.clone())
     };
-    if let Some(code) = refuse_lossy_mode(a, &base) {
+    if let Some(code) = refuse_redo_options(a, &base) {
         return code;
     }
     if !is_det_dir(&a.data_dir) {
@@ -410,19 +440,10 @@ fn copy_into_memory(tables: &[(String, Rows)]) -> Result<Database, Error> {
 /// names, the checkpoints, the input log, and what recovery would do (load
 /// the newest checkpoint, replay the batches after it), read only: nothing
 /// is recovered or changed.
-pub fn inspect(dir: &Path, strict: bool, json_out: bool) -> ExitCode {
+pub fn inspect(dir: &Path, mode: tessera::RecoveryMode, json_out: bool) -> ExitCode {
     let mut v = json!({ "data_dir": dir.display().to_string(), "deterministic": true });
-    if !strict {
-        return Failure::new(
-            2,
-            "invalid_argument",
-            format!(
-                "--recovery-mode applies to the redo log; a deterministic directory ({}) \
-                 recovers strictly only",
-                dir.display()
-            ),
-        )
-        .report(json_out, v);
+    if let Some(code) = refuse_lossy_mode(mode, dir, json_out, &v) {
+        return code;
     }
     match inspect_into(dir, &mut v) {
         Ok(()) => {

@@ -55,7 +55,9 @@ enum Cmd {
     Recover(tools::RecoverArgs),
     /// Describe a data directory without changing it: tessera.meta, each
     /// logger's segments, the durable epoch recovery would use, torn tails
-    /// and damage (exit status 1 on damage).
+    /// and damage; for a deterministic directory (tessera.det), its
+    /// checkpoints and input log and what recovery would load and replay
+    /// (exit status 1 on damage).
     Inspect(tools::InspectArgs),
     /// Recover a data directory and check a workload's invariants on it.
     #[command(subcommand)]

@@ -30,9 +30,11 @@ pub struct OpenArgs {
     /// The database's data directory.
     #[arg(long = "data-dir", value_name = "DIR")]
     pub data_dir: PathBuf,
-    /// Concurrency-control protocol to open the recovered database with.
-    #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = ProtocolParser)]
-    pub cc: Protocol,
+    /// Concurrency-control protocol to open the recovered database with
+    /// [default: silo]. A deterministic directory (tessera.det) is
+    /// recovered with the protocol it names: --cc may only repeat it.
+    #[arg(long = "cc", value_name = "PROTOCOL", value_parser = ProtocolParser)]
+    pub cc: Option<Protocol>,
     /// What damage recovery accepts: strict (default: only a torn tail
     /// after the recorded durable frontier), tolerate-tail, point-in-time
     /// or salvage. The last three accept a loss, report it, and keep
@@ -80,10 +82,12 @@ pub struct InspectArgs {
 #[derive(Subcommand, Debug)]
 pub enum CheckCmd {
     /// Recover a database written by `tessera bench tpcc` (or
-    /// `tpcc-hybrid`) and check the TPC-C consistency conditions on it.
+    /// `tpcc-hybrid`, or `tpcc --cc bohm`: a deterministic directory) and
+    /// check the TPC-C consistency conditions on it.
     Tpcc(CheckTpccArgs),
     /// Recover a deterministic engine's data directory (`tessera bench
-    /// ycsb|smallbank --cc bohm|2pl-ordered --durability sync --data-dir`)
+    /// ycsb|smallbank|tpcc --cc bohm|2pl-ordered --durability sync
+    /// --data-dir`)
     /// and check that its state equals a serial replay of the same
     /// checkpoint and input log.
     Det(CheckTpccArgs),
@@ -145,12 +149,27 @@ fn require_database(dir: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+impl OpenArgs {
+    /// The protocol to reopen a redo-log directory with.
+    pub fn protocol(&self) -> Protocol {
+        self.cc.unwrap_or(Protocol::DEFAULT)
+    }
+}
+
 /// Open (and so recover) the database in `dir`.
 fn open(a: &OpenArgs) -> Result<Database, Failure> {
     require_database(&a.data_dir)?;
+    if a.protocol().caps().deterministic {
+        return Err(Failure::usage(format!(
+            "{} holds a redo log, written by an interactive protocol: --cc {} recovers \
+             deterministic directories only (tessera.det)",
+            a.data_dir.display(),
+            a.protocol()
+        )));
+    }
     Database::open(
         Options::in_memory()
-            .protocol(a.cc)
+            .protocol(a.protocol())
             .durability(Durability::Async)
             .data_dir(&a.data_dir)
             .recovery_mode(a.mode)
@@ -327,7 +346,7 @@ pub fn recover(a: &RecoverArgs) -> ExitCode {
     }
     let base = json!({
         "data_dir": a.data_dir.display().to_string(),
-        "protocol": a.cc.name(),
+        "protocol": a.protocol().name(),
     });
     let db = match open(a) {
         Ok(db) => db,
@@ -383,7 +402,7 @@ pub fn check(cmd: &CheckCmd) -> ExitCode {
     }
     let base = json!({
         "data_dir": a.data_dir.display().to_string(),
-        "protocol": a.cc.name(),
+        "protocol": a.protocol().name(),
     });
     let db = match open(a) {
         Ok(db) => db,
@@ -444,7 +463,7 @@ pub fn check(cmd: &CheckCmd) -> ExitCode {
 pub fn inspect(a: &InspectArgs) -> ExitCode {
     let dir = &a.data_dir;
     if crate::det_tools::is_det_dir(dir) {
-        return crate::det_tools::inspect(dir, a.mode == RecoveryMode::Strict, a.json);
+        return crate::det_tools::inspect(dir, a.mode, a.json);
     }
     let mut out = json!({ "data_dir": dir.display().to_string(), "mode": a.mode.name() });
     let mut text = format!("data dir {}\n", dir.display());

@@ -93,6 +93,13 @@ fn tpcc_async_bench_then_recover_then_check() {
     check_latency(&v["durable_latency_us"], "durable_latency_us");
     assert!(v["transactions"]["new_order"]["durable_latency_us"]["p50"].is_f64());
 
+    // A deterministic protocol does not reopen a redo log.
+    fails_with(
+        &["recover", "--data-dir", d, "--cc", "bohm", "--json"],
+        2,
+        "invalid_argument",
+        "holds a redo log",
+    );
     let r = ok_json(&["recover", "--data-dir", d, "--json"]);
     let rec = &r["recovery"];
     assert!(rec["txns_replayed"].as_u64().unwrap() > 0, "{rec}");
@@ -668,7 +675,8 @@ fn dry_run_changes_nothing_and_a_recovery_mode_accepts_a_loss_knowingly() {
 /// under each deterministic protocol with its input log and background
 /// checkpoints; `recover` loads the newest checkpoint and replays the log
 /// after it; `check det` finds the state equal to a serial replay; a dry
-/// run changes nothing; `check tpcc` points to `check det`.
+/// run changes nothing; `check tpcc` says it is not a TPC-C database; a
+/// `--cc` other than the directory's own is refused.
 #[test]
 fn deterministic_bench_recover_and_check() {
     for cc in ["bohm", "2pl-ordered"] {
@@ -741,6 +749,21 @@ fn deterministic_bench_recover_and_check() {
         );
         let c = ok_json(&["check", "det", "--data-dir", dir_str(&d), "--json"]);
         assert_eq!(c["consistency"]["passed"], true, "{c}");
+        let other = if cc == "bohm" { "2pl-ordered" } else { "bohm" };
+        for cmd in [&["recover"][..], &["check", "det"]] {
+            let mut args = cmd.to_vec();
+            args.extend(["--data-dir", dir_str(&d), "--cc", other, "--json"]);
+            fails_with(&args, 2, "invalid_argument", "leave --cc out");
+        }
+        ok_json(&[
+            "check",
+            "det",
+            "--data-dir",
+            dir_str(&d),
+            "--cc",
+            cc,
+            "--json",
+        ]);
         fails_with(
             &["check", "tpcc", "--data-dir", dir_str(&d), "--json"],
             1,
