@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Subcommand, ValueEnum};
 use serde_json::Value;
-use tessera::cc::bohm::DetProtocol;
 use tessera::{Database, Durability, Options, Protocol};
 use tessera_workloads::driver::{self, Report, RunConfig, Workload};
 use tessera_workloads::smallbank::{SmallBank, SmallBankConfig};
@@ -198,80 +197,16 @@ impl TypedValueParser for ProtocolParser {
     }
 }
 
-/// What `--cc` of `tessera bench` names: an interactive protocol, or a
-/// deterministic one (`bohm`, `2pl-ordered`), which the open-loop driver
-/// runs (`det_bench`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cc {
-    /// A protocol of `tessera::Protocol`.
-    Interactive(Protocol),
-    /// BOHM or its deterministic 2PL baseline.
-    Det(DetProtocol),
-}
-
-impl std::fmt::Display for Cc {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+/// The interactive protocol `p`; a usage error for a deterministic one,
+/// which runs `bench ycsb`, `bench smallbank` and `bench tpcc` only.
+pub fn interactive(p: Protocol) -> Result<Protocol, Failure> {
+    if p.caps().deterministic {
+        return Err(Failure::usage(format!(
+            "--cc {p} runs `tessera bench ycsb`, `tessera bench smallbank` and `tessera bench \
+             tpcc` (NewOrder and Payment) only so far"
+        )));
     }
-}
-
-impl std::str::FromStr for Cc {
-    type Err = tessera::Error;
-    fn from_str(s: &str) -> Result<Cc, tessera::Error> {
-        s.parse().map(Cc::of)
-    }
-}
-
-impl Cc {
-    /// `p`, sorted by kind.
-    pub fn of(p: Protocol) -> Cc {
-        match p.deterministic() {
-            Some(d) => Cc::Det(d),
-            None => Cc::Interactive(p),
-        }
-    }
-
-    /// The name on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Cc::Interactive(p) => p.name(),
-            Cc::Det(d) => d.name(),
-        }
-    }
-
-    /// The interactive protocol; a usage error for a deterministic one,
-    /// which runs `bench ycsb`, `bench smallbank` and `bench tpcc` only.
-    pub fn interactive(self) -> Result<Protocol, Failure> {
-        match self {
-            Cc::Interactive(p) => Ok(p),
-            Cc::Det(d) => Err(Failure::usage(format!(
-                "--cc {} runs `tessera bench ycsb`, `tessera bench smallbank` and `tessera bench \
-                 tpcc` (NewOrder and Payment) only so far",
-                d.name()
-            ))),
-        }
-    }
-}
-
-/// `--cc` of `tessera bench`: every protocol name.
-#[derive(Clone)]
-pub(crate) struct BenchCcParser;
-
-impl TypedValueParser for BenchCcParser {
-    type Value = Cc;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<Cc, clap::Error> {
-        ProtocolParser.parse_ref(cmd, arg, value).map(Cc::of)
-    }
-
-    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        ProtocolParser.possible_values()
-    }
+    Ok(p)
 }
 
 fn parse_ratio(s: &str) -> Result<f64, String> {
@@ -323,8 +258,8 @@ pub struct Common {
     /// --exec-threads, --clients, --batch-size and --batch-us; they run
     /// `bench ycsb`, `bench smallbank` and `bench tpcc` (NewOrder and
     /// Payment; 2pl-ordered: not TPC-C).
-    #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = BenchCcParser)]
-    pub cc: Cc,
+    #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = ProtocolParser)]
+    pub cc: Protocol,
     /// Driver threads, each with its own worker (loading uses at least as
     /// many threads as there are cores).
     #[arg(long, value_name = "N", default_value_t = 1,
@@ -762,8 +697,8 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
                     if c.read_latest { ", read latest" } else { "" },
                 );
             }
-            if let Cc::Det(d) = a.common.cc {
-                return match crate::det_bench::run(&wl, d, &a.common) {
+            if a.common.cc.caps().deterministic {
+                return match crate::det_bench::run(&wl, a.common.cc, &a.common) {
                     Ok(out) => emit(&a.common, Ok(out)),
                     Err(f) => fail(&a.common, f),
                 };
@@ -845,8 +780,8 @@ fn smallbank(a: &SmallbankArgs) -> ExitCode {
             a.mix.map(|x| x.to_string()).join("/"),
         );
     }
-    if let Cc::Det(d) = c.cc {
-        return match crate::det_bench::run_checked(&wl, d, c, |run| det_conservation(&wl, run)) {
+    if c.cc.caps().deterministic {
+        return match crate::det_bench::run_checked(&wl, c.cc, c, |run| det_conservation(&wl, run)) {
             Ok(out) => emit(c, Ok(out)),
             Err(f) => fail(c, f),
         };
@@ -866,10 +801,9 @@ fn smallbank(a: &SmallbankArgs) -> ExitCode {
     };
     dispose(db, c);
     // load_and_run refused anything but an interactive protocol.
-    let caps =
-        c.cc.interactive()
-            .map(|p| p.caps())
-            .unwrap_or(Protocol::DEFAULT.caps());
+    let caps = interactive(c.cc)
+        .map(|p| p.caps())
+        .unwrap_or(Protocol::DEFAULT.caps());
     let enforced = caps.serializable || caps.snapshot_reads || c.threads == 1;
     let failure = (!cons.passed && enforced).then(|| {
         Failure::new(
@@ -923,8 +857,8 @@ fn tpcc(a: &TpccArgs) -> ExitCode {
             cfg.remote_payment_pct,
         );
     }
-    if let Cc::Det(d) = c.cc {
-        return tpcc_det(&wl, d, c);
+    if c.cc.caps().deterministic {
+        return tpcc_det(&wl, c.cc, c);
     }
     run_and_check(&wl, wl.config_ref(), c)
 }
@@ -932,8 +866,8 @@ fn tpcc(a: &TpccArgs) -> ExitCode {
 /// `tessera bench tpcc --cc bohm`: NewOrder and Payment (the thesis's
 /// mix), then the TPC-C consistency conditions on the engine's state
 /// (copied into an in-memory database, where the checker reads it).
-fn tpcc_det(wl: &Tpcc, d: DetProtocol, c: &Common) -> ExitCode {
-    if d == DetProtocol::TwoPlOrdered {
+fn tpcc_det(wl: &Tpcc, p: Protocol, c: &Common) -> ExitCode {
+    if p == Protocol::TwoPlOrdered {
         return fail(
             c,
             Failure::usage(
@@ -998,7 +932,7 @@ fn tpcc_det(wl: &Tpcc, d: DetProtocol, c: &Common) -> ExitCode {
             });
             Ok(Some((v, cons.summary())))
         };
-    match crate::det_bench::run_checked(wl, d, c, check) {
+    match crate::det_bench::run_checked(wl, p, c, check) {
         Ok(out) => emit(c, Ok(out)),
         Err(f) => fail(c, f),
     }
@@ -1054,10 +988,9 @@ fn run_and_check<W: Workload>(wl: &W, tpcc_cfg: &TpccConfig, c: &Common) -> Exit
     // Without concurrency control, concurrent terminals race (lost updates
     // of D_NEXT_O_ID, W_YTD, ...): report, but do not fail the run.
     // load_and_run refused anything but an interactive protocol.
-    let caps =
-        c.cc.interactive()
-            .map(|p| p.caps())
-            .unwrap_or(Protocol::DEFAULT.caps());
+    let caps = interactive(c.cc)
+        .map(|p| p.caps())
+        .unwrap_or(Protocol::DEFAULT.caps());
     let enforced = caps.serializable || caps.snapshot_reads || c.threads == 1;
     let failure = (!cons.passed && enforced).then(|| {
         Failure::new(
@@ -1134,7 +1067,7 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
     // Load with every core even when measuring fewer threads.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load_threads = c.threads.max(cores);
-    let cc = c.cc.interactive()?;
+    let cc = interactive(c.cc)?;
     c.det.refuse_unless_det()?;
     let d = &c.durability;
     d.check().map_err(Failure::usage)?;

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
-use tessera::cc::bohm::{BohmConfig, DetProtocol};
 use tessera::det::{Outcome, Procedure, SequencerConfig};
 use tessera::{Database, Options, Protocol, Request, ScanOptions, TableId};
 use tessera_workloads::driver::Workload;
@@ -144,16 +143,35 @@ impl DetArgs {
         Ok(())
     }
 
-    fn config(&self, protocol: DetProtocol, threads: usize) -> BohmConfig {
-        BohmConfig {
+    /// The stages' sizes and batch cutting, with `--threads` as the
+    /// execution threads unless `--exec-threads` says otherwise.
+    fn stages(&self, threads: usize) -> Stages {
+        let d = SequencerConfig::default();
+        Stages {
             cc_threads: self.cc_threads.unwrap_or(1),
             exec_threads: self.exec_threads.unwrap_or(threads),
             sequencer: SequencerConfig {
-                batch_size: self.batch_size.unwrap_or(10_000),
-                batch_time: Duration::from_micros(self.batch_us.unwrap_or(2_000)),
+                batch_size: self.batch_size.unwrap_or(d.batch_size),
+                batch_time: self.batch_us.map_or(d.batch_time, Duration::from_micros),
             },
-            protocol,
         }
+    }
+}
+
+/// How a run sizes the engine (what `Options` is given, and reported).
+#[derive(Clone, Copy, Debug)]
+struct Stages {
+    cc_threads: usize,
+    exec_threads: usize,
+    sequencer: SequencerConfig,
+}
+
+impl Stages {
+    fn apply(&self, o: Options) -> Options {
+        o.cc_threads(self.cc_threads)
+            .exec_threads(self.exec_threads)
+            .batch_size(self.sequencer.batch_size)
+            .batch_time(self.sequencer.batch_time)
     }
 }
 
@@ -169,7 +187,7 @@ pub struct DetRun<'a> {
 }
 
 /// Load, run open loop, report (one JSON object, or a few lines).
-pub fn run<W: DetWorkload>(wl: &W, protocol: DetProtocol, c: &Common) -> Result<String, Failure> {
+pub fn run<W: DetWorkload>(wl: &W, protocol: Protocol, c: &Common) -> Result<String, Failure> {
     run_checked(wl, protocol, c, |_| Ok(None))
 }
 
@@ -177,7 +195,7 @@ pub fn run<W: DetWorkload>(wl: &W, protocol: DetProtocol, c: &Common) -> Result<
 /// (`consistency`), and an error fails the run.
 pub fn run_checked<W: DetWorkload>(
     wl: &W,
-    protocol: DetProtocol,
+    protocol: Protocol,
     c: &Common,
     check: impl FnOnce(&DetRun<'_>) -> Result<Option<(Value, String)>, Failure>,
 ) -> Result<String, Failure> {
@@ -212,7 +230,7 @@ pub fn run_checked<W: DetWorkload>(
             "--declared is implied by --cc {name}: every request declares its sets"
         )));
     }
-    let cfg = c.det.config(protocol, c.threads);
+    let cfg = c.det.stages(c.threads);
     let clients = c.det.clients.unwrap_or_else(|| wl.default_clients());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let prefault_secs = crate::bench::prefault(c)?;
@@ -231,12 +249,7 @@ pub fn run_checked<W: DetWorkload>(
             .map_err(|e| Failure::from_error("", &e))?;
         opts = Options::durable(dir).procedures(procs);
     }
-    let opts = opts
-        .protocol(Protocol::of_deterministic(protocol))
-        .cc_threads(cfg.cc_threads)
-        .exec_threads(cfg.exec_threads)
-        .batch_size(cfg.sequencer.batch_size)
-        .batch_time(cfg.sequencer.batch_time);
+    let opts = cfg.apply(opts.protocol(protocol));
     let engine = Database::open(opts).map_err(|e| Failure::from_error(&format!("{name}: "), &e))?;
     {
         let mut w = db.worker().map_err(|e| Failure::from_error("", &e))?;
@@ -450,7 +463,7 @@ pub fn run_checked<W: DetWorkload>(
             "batches": stats.batches,
             // BOHM: one placeholder per declared write; 2pl-ordered: one
             // lock entry per declared key.
-            "cc_entry": if protocol == DetProtocol::Bohm { "placeholder" } else { "lock" },
+            "cc_entry": if protocol == Protocol::Bohm { "placeholder" } else { "lock" },
             "cc_entries": stats.placeholders,
             "recursive_executions": stats.recursive,
             // Executions abandoned on a read whose producer ran on another

@@ -13,7 +13,6 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use tessera::cc::bohm::DetProtocol;
 use tessera::det::checkpoint::{dir_tables, read_latest};
 use tessera::det::input::{read_input_log, InputScan};
 use tessera::det::{serial, Procedures};
@@ -40,7 +39,7 @@ type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// What a recovery found and did.
 struct Recovered {
-    protocol: DetProtocol,
+    protocol: Protocol,
     tables: Vec<(String, Rows)>,
     checkpoint: PathBuf,
     replay: tessera::cc::bohm::ReplayStats,
@@ -73,19 +72,23 @@ fn recover_dir(dir: &Path) -> Result<Recovered, Error> {
             dir.display()
         ))
     })?;
-    let protocol = DetProtocol::from_name(&protocol).ok_or_else(|| {
-        Error::Corrupt(format!(
-            "{}: written by an unknown protocol '{protocol}'",
-            dir.display()
-        ))
-    })?;
+    let protocol = protocol
+        .parse::<Protocol>()
+        .ok()
+        .filter(|p| p.caps().deterministic)
+        .ok_or_else(|| {
+            Error::Corrupt(format!(
+                "{}: written by an unknown deterministic protocol '{protocol}'",
+                dir.display()
+            ))
+        })?;
     let t0 = Instant::now();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     // What a program reopening the directory does: `Database::open` with
     // the protocol recovers it (newest checkpoint, then the input log).
     let db = Database::open(
         Options::durable(dir)
-            .protocol(Protocol::of_deterministic(protocol))
+            .protocol(protocol)
             .exec_threads(cores.clamp(1, 8))
             .procedures(procedures()?),
     )?;

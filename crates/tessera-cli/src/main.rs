@@ -125,7 +125,7 @@ mod tests {
         let Cmd::Bench(bench::BenchCmd::Ycsb(a)) = cli.cmd else {
             panic!("not ycsb");
         };
-        assert_eq!(a.common.cc, bench::Cc::Interactive(tessera::Protocol::NoCc));
+        assert_eq!(a.common.cc, tessera::Protocol::NoCc);
         assert_eq!(a.common.threads, 3);
         let c = a.ycsb_config().unwrap();
         assert_eq!(c.preset, tessera_workloads::ycsb::Preset::F);

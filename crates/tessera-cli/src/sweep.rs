@@ -15,8 +15,9 @@ use clap::Args;
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::{BenchCcParser, Cc};
+use crate::bench::ProtocolParser;
 use crate::failure::Failure;
+use tessera::Protocol;
 
 const SWEEP_HELP: &str = "\
 Example (the YCSB theta sweep of docs/BENCHMARKS.md):
@@ -46,8 +47,8 @@ pub struct SweepArgs {
     pub workload: Option<String>,
     /// Protocols, comma-separated (bohm and 2pl-ordered too, for ycsb and smallbank).
     #[arg(long = "cc", value_name = "P1,P2,...", value_delimiter = ',',
-          required_unless_present = "replot", value_parser = BenchCcParser)]
-    pub cc: Vec<Cc>,
+          required_unless_present = "replot", value_parser = ProtocolParser)]
+    pub cc: Vec<Protocol>,
     /// The varied knob and its values: NAME=V1,V2,...
     #[arg(long, value_name = "NAME=V1,V2,...", required_unless_present = "replot", value_parser = parse_vary)]
     pub vary: Option<(String, Vec<String>)>,
@@ -99,7 +100,7 @@ fn parse_vary(s: &str) -> Result<(String, Vec<String>), String> {
 
 /// One finished run.
 struct Run {
-    cc: Cc,
+    cc: Protocol,
     value: String,
     round: u32,
     /// The report (`None`: the run failed).
@@ -224,7 +225,7 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
                     v.clone(),
                 ];
                 args.extend(a.rest.iter().cloned());
-                if let (Cc::Det(_), Some(extra)) = (cc, &a.det_args) {
+                if let (true, Some(extra)) = (cc.caps().deterministic, &a.det_args) {
                     args.extend(extra.split_whitespace().map(String::from));
                 }
                 args.extend(["--json".into(), "--quiet".into()]);
@@ -278,7 +279,7 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
 type Point = (String, Option<f64>, Option<f64>);
 
 /// Per protocol, its points in the order of the values.
-type Medians = Vec<(Cc, Vec<Point>)>;
+type Medians = Vec<(Protocol, Vec<Point>)>;
 
 fn medians(a: &SweepArgs, values: &[String], runs: &[Run]) -> Medians {
     a.cc.iter()
@@ -330,7 +331,7 @@ fn replot(a: &SweepArgs) -> Result<(), Failure> {
     let knob = doc["knob"].as_str().ok_or_else(|| bad("no knob"))?;
     let mut meds: Medians = Vec::new();
     for m in doc["medians"].as_array().ok_or_else(|| bad("no medians"))? {
-        let cc: Cc = m["protocol"]
+        let cc: Protocol = m["protocol"]
             .as_str()
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| bad("a median without a known protocol"))?;
@@ -462,7 +463,7 @@ fn plot(
     path: &Path,
     title: &str,
     knob: &str,
-    meds: &[(Cc, Vec<Point>)],
+    meds: &[(Protocol, Vec<Point>)],
 ) -> Result<(), Box<dyn std::error::Error>> {
     let values: Vec<String> = meds
         .first()

@@ -646,14 +646,6 @@ macro_rules! protocols {
                 }
             }
 
-            /// The deterministic protocol whose batch engine mode is `d`.
-            pub fn of_deterministic(d: bohm::DetProtocol) -> Protocol {
-                match d {
-                    $(d if d == $det => Protocol::$dvar,)*
-                    _ => unreachable!("every DetProtocol is listed"),
-                }
-            }
-
             /// Run `v` with the protocol's type: the one match per call.
             /// Never called for a deterministic protocol (a deterministic
             /// database makes no `Worker`).

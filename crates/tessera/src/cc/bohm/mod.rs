@@ -400,13 +400,6 @@ impl DetProtocol {
             DetProtocol::TwoPlOrdered => "2pl-ordered",
         }
     }
-
-    /// The protocol `name` names (as [`DetProtocol::name`] spells it).
-    pub fn from_name(name: &str) -> Option<DetProtocol> {
-        [DetProtocol::Bohm, DetProtocol::TwoPlOrdered]
-            .into_iter()
-            .find(|p| p.name() == name)
-    }
 }
 
 /// How the stages are sized.
