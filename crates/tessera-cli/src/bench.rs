@@ -890,26 +890,17 @@ fn tpcc_det(wl: &Tpcc, p: Protocol, c: &Common) -> ExitCode {
         move |run: &crate::det_bench::DetRun<'_>| -> Result<Option<(Value, String)>, Failure> {
             let e = run.engine;
             let t0 = Instant::now();
-            let db = Database::open(Options::in_memory())
-                .map_err(|e| Failure::from_error("cannot open the checking database: ", &e))?;
-            tessera_workloads::tpcc::schema::Tables::create(&db)
-                .map_err(|e| Failure::from_error("", &e))?;
-            let mut w = db.worker().map_err(|e| Failure::from_error("", &e))?;
-            for name in db.table_names() {
-                let from = e.table(&name).map_err(|e| Failure::from_error("", &e))?;
-                let to = db.table(&name).map_err(|e| Failure::from_error("", &e))?;
-                let rows = e.dump(from).map_err(|e| Failure::from_error("", &e))?;
-                for chunk in rows.chunks(1_000) {
-                    w.run(|tx| {
-                        for (k, v) in chunk {
-                            tx.put(to, k, v)?;
-                        }
-                        Ok(())
-                    })
-                    .map_err(|e| Failure::from_error("cannot copy the engine's rows: ", &e))?;
-                }
-            }
-            drop(w);
+            let tables = e
+                .table_names()
+                .into_iter()
+                .map(|n| {
+                    let rows = e.dump(e.table(&n)?)?;
+                    Ok((n, rows))
+                })
+                .collect::<Result<Vec<_>, tessera::Error>>()
+                .map_err(|e| Failure::from_error("cannot read the engine's rows: ", &e))?;
+            let db = crate::det_tools::copy_into_memory(&tables)
+                .map_err(|e| Failure::from_error("cannot copy the engine's rows: ", &e))?;
             let cons = check_consistency(&db, &cfg)
                 .map_err(|e| Failure::run(format!("the consistency check could not run: {e}")))?;
             let seconds = t0.elapsed().as_secs_f64();

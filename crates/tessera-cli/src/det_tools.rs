@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tessera::det::checkpoint::{dir_tables, read_latest};
 use tessera::det::input::{read_input_log, InputScan};
 use tessera::det::{serial, Procedures};
-use tessera::{Database, Error, Options, Protocol, ScanOptions, TableId};
+use tessera::{Database, Error, Options, Protocol, TableId};
 
 use crate::failure::{print_json, verdict, Failure};
 use crate::tools::OpenArgs;
@@ -35,7 +35,7 @@ fn procedures() -> Result<Procedures, Error> {
         .register::<tessera_workloads::tpcc::det::TpccProc>()
 }
 
-type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+use tessera::db::Rows;
 
 /// What a recovery found and did.
 struct Recovered {
@@ -44,6 +44,17 @@ struct Recovered {
     checkpoint: PathBuf,
     replay: tessera::cc::bohm::ReplayStats,
     seconds: f64,
+}
+
+/// The protocol and tables `dir`'s `tessera.det` names (an error if it
+/// has none).
+fn marker(dir: &Path) -> Result<(String, Vec<String>), Error> {
+    dir_tables(dir)?.ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{} is not a deterministic data directory",
+            dir.display()
+        ))
+    })
 }
 
 /// Copy the directory's files to a fresh temporary directory (a dry run
@@ -66,12 +77,7 @@ fn copy_dir(dir: &Path) -> Result<tempfile::TempDir, Error> {
 /// both are deterministic and equivalent to the serial order, but they
 /// refuse different requests).
 fn recover_dir(dir: &Path) -> Result<Recovered, Error> {
-    let (protocol, names) = dir_tables(dir)?.ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "{} is not a deterministic data directory",
-            dir.display()
-        ))
-    })?;
+    let (protocol, names) = marker(dir)?;
     let protocol = protocol
         .parse::<Protocol>()
         .ok()
@@ -281,18 +287,7 @@ fn serial_state(dir: &Path, names: &[String], log: &InputScan) -> Result<Vec<Row
         ..Default::default()
     };
     serial::replay(&mut w, &after, &procedures()?)?;
-    ids.iter()
-        .map(|&t| {
-            w.run(|tx| {
-                tx.scan_collect(
-                    t,
-                    std::ops::Bound::Unbounded,
-                    std::ops::Bound::Unbounded,
-                    ScanOptions::new(),
-                )
-            })
-        })
-        .collect()
+    ids.iter().map(|&t| db.dump(t)).collect()
 }
 
 /// `tessera check det`: recover with BOHM, replay serially, compare.
@@ -417,8 +412,9 @@ pub fn check_tpcc(a: &OpenArgs) -> ExitCode {
     })
 }
 
-/// The recovered tables, in id order, as an in-memory database.
-fn copy_into_memory(tables: &[(String, Rows)]) -> Result<Database, Error> {
+/// Tables (name and rows, in id order) as an in-memory database, where
+/// the interactive checkers read them.
+pub(crate) fn copy_into_memory(tables: &[(String, Rows)]) -> Result<Database, Error> {
     let db = Database::open(Options::in_memory())?;
     let ids: Vec<TableId> = tables
         .iter()
@@ -469,12 +465,7 @@ pub fn inspect(dir: &Path, mode: tessera::RecoveryMode, json_out: bool) -> ExitC
 }
 
 fn inspect_into(dir: &Path, v: &mut Value) -> Result<(), Error> {
-    let (protocol, names) = dir_tables(dir)?.ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "{} is not a deterministic data directory",
-            dir.display()
-        ))
-    })?;
+    let (protocol, names) = marker(dir)?;
     v["protocol"] = json!(protocol);
     v["tables"] = json!(names);
     let ckpts = tessera::det::checkpoint::list(dir)?;
