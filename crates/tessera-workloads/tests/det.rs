@@ -4,12 +4,11 @@
 //! SmallBank at high contention, with its logic aborts) to the outcomes
 //! and the state a serial execution in the same order reaches.
 
-use std::ops::Bound;
 use std::time::Duration;
 
 use tessera::cc::bohm::{Bohm, BohmConfig, DetProtocol};
 use tessera::det::{serial, Outcome, Procedure, SequencerConfig};
-use tessera::{Database, Options, ScanOptions};
+use tessera::{Database, Options};
 use tessera_workloads::driver::Workload;
 use tessera_workloads::smallbank::{SbProc, SmallBank, SmallBankConfig};
 use tessera_workloads::ycsb::{Ycsb, YcsbConfig, YcsbProc};
@@ -64,16 +63,7 @@ fn bohm_runs_ycsb_to_the_serial_state() {
         let db = loaded(&wl);
         let t = db.table(tessera_workloads::ycsb::TABLE).unwrap();
         let mut w = db.worker().unwrap();
-        let rows = w
-            .run(|tx| {
-                tx.scan_collect(
-                    t,
-                    Bound::Unbounded,
-                    Bound::Unbounded,
-                    ScanOptions::default(),
-                )
-            })
-            .unwrap();
+        let rows = db.dump(t).unwrap();
         let mut bohm = Bohm::new(
             &[tessera_workloads::ycsb::TABLE],
             BohmConfig {
@@ -111,16 +101,7 @@ fn bohm_runs_ycsb_to_the_serial_state() {
             let mut p = p.clone();
             serial::run_one(&mut w, &mut p).unwrap();
         }
-        let want = w
-            .run(|tx| {
-                tx.scan_collect(
-                    t,
-                    Bound::Unbounded,
-                    Bound::Unbounded,
-                    ScanOptions::default(),
-                )
-            })
-            .unwrap();
+        let want = db.dump(t).unwrap();
         assert_eq!(
             bohm.dump(t).unwrap(),
             want,
@@ -173,7 +154,7 @@ fn smallbank_equals_serial(protocol: DetProtocol) {
     .unwrap();
     for n in &order {
         let t = db.table(n).unwrap();
-        for (k, v) in dump(&mut w, t) {
+        for (k, v) in db.dump(t).unwrap() {
             bohm.load(t, &k, &v).unwrap();
         }
     }
@@ -209,7 +190,7 @@ fn smallbank_equals_serial(protocol: DetProtocol) {
     assert!(aborted > 0, "no transact_saving rolled back");
     for n in &order {
         let t = db.table(n).unwrap();
-        assert_eq!(bohm.dump(t).unwrap(), dump(&mut w, t), "table {n}");
+        assert_eq!(bohm.dump(t).unwrap(), db.dump(t).unwrap(), "table {n}");
     }
 }
 
@@ -249,7 +230,7 @@ fn bohm_runs_tpcc_new_order_and_payment_to_the_serial_state() {
     for n in &names {
         let t = db.table(n).unwrap();
         assert_eq!(bohm.table(n).unwrap(), t);
-        for (k, v) in dump(&mut w, t) {
+        for (k, v) in db.dump(t).unwrap() {
             bohm.load(t, &k, &v).unwrap();
         }
     }
@@ -294,21 +275,8 @@ fn bohm_runs_tpcc_new_order_and_payment_to_the_serial_state() {
     }
     for n in &names {
         let t = db.table(n).unwrap();
-        assert!(bohm.dump(t).unwrap() == dump(&mut w, t), "table {n}");
+        assert!(bohm.dump(t).unwrap() == db.dump(t).unwrap(), "table {n}");
     }
     let cons = check_consistency(&db, &cfg).unwrap();
     assert!(cons.passed, "{}", cons.summary());
-}
-
-/// Every row of table `t`, in key order, from an interactive worker.
-fn dump(w: &mut tessera::Worker, t: tessera::TableId) -> Vec<(Vec<u8>, Vec<u8>)> {
-    w.run(|tx| {
-        tx.scan_collect(
-            t,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            ScanOptions::default(),
-        )
-    })
-    .unwrap()
 }
