@@ -30,6 +30,26 @@ fn dir_str(d: &Path) -> &str {
     d.to_str().expect("temp dir path is UTF-8")
 }
 
+/// A deterministic benchmark (`args`: the command, protocol and
+/// workload) writing its input log into `dir`, with batches of 500 and a
+/// background checkpoint every `ckpt_secs`: its JSON report.
+fn det_bench_into(dir: &Path, args: &[&str], ckpt_secs: &str) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend([
+        "--batch-size",
+        "500",
+        "--durability",
+        "sync",
+        "--data-dir",
+        dir_str(dir),
+        "--checkpoint-secs",
+        ckpt_secs,
+        "--json",
+        "--quiet",
+    ]);
+    ok_json(&all)
+}
+
 /// A short logged YCSB run into `dir`.
 fn ycsb_into(dir: &Path, durability: &str, extra: &[&str]) -> Output {
     let mut args = vec![
@@ -682,30 +702,24 @@ fn deterministic_bench_recover_and_check() {
     for cc in ["bohm", "2pl-ordered"] {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path().join("det");
-        let v = ok_json(&[
-            "bench",
-            "smallbank",
-            "--cc",
-            cc,
-            "--customers",
-            "200",
-            "--spin-us",
-            "0",
-            "--seconds",
-            "1",
-            "--warmup",
+        let v = det_bench_into(
+            &d,
+            &[
+                "bench",
+                "smallbank",
+                "--cc",
+                cc,
+                "--customers",
+                "200",
+                "--spin-us",
+                "0",
+                "--seconds",
+                "1",
+                "--warmup",
+                "0.2",
+            ],
             "0.2",
-            "--batch-size",
-            "500",
-            "--durability",
-            "sync",
-            "--data-dir",
-            dir_str(&d),
-            "--checkpoint-secs",
-            "0.2",
-            "--json",
-            "--quiet",
-        ]);
+        );
         assert!(v["committed"].as_u64().unwrap() > 0, "{v}");
         assert!(v["checkpoints"]["taken"].as_u64().unwrap() > 0, "{v}");
         assert_eq!(v["consistency"]["passed"], true, "{v}");
@@ -818,30 +832,24 @@ fn deterministic_bench_recover_and_check() {
 fn deterministic_tpcc_recovers_and_stays_consistent() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("det-tpcc");
-    let v = ok_json(&[
-        "bench",
-        "tpcc",
-        "--cc",
-        "bohm",
-        "--warehouses",
-        "1",
-        "--mix",
-        "50,50,0,0,0",
-        "--seconds",
-        "1",
-        "--warmup",
-        "0",
-        "--batch-size",
-        "500",
-        "--durability",
-        "sync",
-        "--data-dir",
-        dir_str(&d),
-        "--checkpoint-secs",
+    let v = det_bench_into(
+        &d,
+        &[
+            "bench",
+            "tpcc",
+            "--cc",
+            "bohm",
+            "--warehouses",
+            "1",
+            "--mix",
+            "50,50,0,0,0",
+            "--seconds",
+            "1",
+            "--warmup",
+            "0",
+        ],
         "0.3",
-        "--json",
-        "--quiet",
-    ]);
+    );
     assert!(v["committed"].as_u64().unwrap() > 0, "{v}");
     let c = ok_json(&["check", "det", "--data-dir", dir_str(&d), "--json"]);
     assert_eq!(c["consistency"]["passed"], true, "{c}");
