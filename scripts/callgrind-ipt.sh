@@ -15,7 +15,8 @@
 #        scripts/callgrind-ipt.sh all [CC ...]      (TPC-C and YCSB, default silo)
 #   WORKLOAD: tpcc (W=1, full mix) or ycsb (CCBench settings: 1M records,
 #   10 ops, 50% reads, 4-byte values, uniform)
-# BIN=path overrides the binary (to compare two builds).
+# BIN=path overrides the binary (to compare two builds); EXTRA="--mix 0,0,0,0,100"
+# adds arguments to the bench command (one TPC-C transaction type alone, say).
 set -euo pipefail
 BIN=${BIN:-target/release/tessera}
 [ -x "$BIN" ] || cargo build --release -p tessera-cli >&2
@@ -47,7 +48,7 @@ case "$WL" in
 esac
 for s in "$S1" "$S2"; do
   if ! valgrind --tool=callgrind --callgrind-out-file="$OUT/cg-$s.out" \
-    "$BIN" "${ARGS[@]}" --txns "$s" --warmup 0 --quiet --json >"$OUT/cg-$s.json" 2>"$OUT/cg-$s.err"; then
+    "$BIN" "${ARGS[@]}" ${EXTRA:-} --txns "$s" --warmup 0 --quiet --json >"$OUT/cg-$s.json" 2>"$OUT/cg-$s.err"; then
     echo "the $s s run failed:" >&2
     tail -20 "$OUT/cg-$s.err" >&2
     exit 1

@@ -172,6 +172,64 @@ unsafe fn copy_words(src: *const AtomicU64, dst: *mut u8, n: usize) {
     }
 }
 
+/// Store the leading 64-byte blocks of `src` into the words at `dst`, the
+/// writer's half of [`copy_words`]: the record is locked, but optimistic
+/// readers may be copying the same words meanwhile (they re-check the TID
+/// word and discard what they read). On x86-64 the stores are 16-byte SSE2
+/// moves in inline assembly, four per step (a 320-byte TPC-C stock row
+/// takes 5 steps instead of 40 relaxed 8-byte stores); the hardware performs
+/// plain stores, and a racing reader's copy is thrown away by its re-check,
+/// as for the reader's side. Returns the words written (a multiple of 8; 0
+/// elsewhere and under Miri, where the caller's word loop does it all).
+///
+/// # Safety
+/// `dst` points to at least `src.len() / 8` words of a live allocation that
+/// `src` does not overlap.
+#[inline(always)]
+unsafe fn store_blocks(dst: *const AtomicU64, src: &[u8]) -> usize {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        let blocks = src.len() / 64;
+        if blocks > 0 {
+            // SAFETY: reads 64 * blocks <= src.len() bytes of `src` and writes
+            // as many to `dst`, in bounds per the contract; see above for why
+            // the stores that race with optimistic readers are sound here.
+            // The registers named are declared clobbered; no stack is used.
+            unsafe {
+                std::arch::asm!(
+                    "2:",
+                    "movdqu {a}, [{s}]",
+                    "movdqu {b}, [{s} + 16]",
+                    "movdqu {c}, [{s} + 32]",
+                    "movdqu {d}, [{s} + 48]",
+                    "movdqu [{t}], {a}",
+                    "movdqu [{t} + 16], {b}",
+                    "movdqu [{t} + 32], {c}",
+                    "movdqu [{t} + 48], {d}",
+                    "add {s}, 64",
+                    "add {t}, 64",
+                    "dec {k}",
+                    "jnz 2b",
+                    s = inout(reg) src.as_ptr() => _,
+                    t = inout(reg) dst => _,
+                    k = inout(reg) blocks => _,
+                    a = out(xmm_reg) _,
+                    b = out(xmm_reg) _,
+                    c = out(xmm_reg) _,
+                    d = out(xmm_reg) _,
+                    options(nostack),
+                );
+            }
+        }
+        blocks * 8
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    {
+        let _ = (dst, src);
+        0
+    }
+}
+
 /// How a protocol lays its records out, as checkpoints and recovery see
 /// them: they reach records only through these hooks (implemented by every
 /// protocol's shared state), never by decoding a protocol's bits.
@@ -334,8 +392,10 @@ impl Version {
         let this = unsafe { &*v };
         debug_assert!(val.len() <= this.capacity());
         let w = Version::words(v);
-        let mut chunks = val.chunks_exact(8);
-        let mut i = 0;
+        // SAFETY: the capacity fits `val`, so its whole words lie in the
+        // version; `val` is a separate buffer.
+        let mut i = unsafe { store_blocks(w, val) };
+        let mut chunks = val[i * 8..].chunks_exact(8);
         for c in &mut chunks {
             let x = u64::from_ne_bytes(c.try_into().expect("8 bytes"));
             // SAFETY: i < cap_words since val fits.
