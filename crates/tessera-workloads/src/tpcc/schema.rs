@@ -358,6 +358,11 @@ row! {
         pub s_i_id: u32,
         pub s_w_id: u16,
         pub s_quantity: i32,
+        // The columns NewOrder changes, next to S_QUANTITY so that one
+        // column write covers them all (the spec fixes no column order).
+        pub s_ytd: u32,
+        pub s_order_cnt: u32,
+        pub s_remote_cnt: u32,
         pub s_dist_01: Text<24>,
         pub s_dist_02: Text<24>,
         pub s_dist_03: Text<24>,
@@ -368,9 +373,6 @@ row! {
         pub s_dist_08: Text<24>,
         pub s_dist_09: Text<24>,
         pub s_dist_10: Text<24>,
-        pub s_ytd: u32,
-        pub s_order_cnt: u32,
-        pub s_remote_cnt: u32,
         pub s_data: Text<50>,
     }
 }
@@ -385,6 +387,22 @@ impl Stock {
     /// the slice is short (so was the row).
     pub fn quantity_at(b: &[u8]) -> Option<i32> {
         Some(i32::from_le_bytes(b.try_into().ok()?))
+    }
+
+    /// The bytes of S_YTD, S_ORDER_CNT and S_REMOTE_CNT (three u32) in an
+    /// encoded row, right after S_QUANTITY: with it, all that NewOrder
+    /// changes in a stock row (it writes just these 16 bytes,
+    /// `update_slice`).
+    pub const COUNTS: Range<usize> = 10..22;
+
+    /// The bytes of S_DATA in an encoded row.
+    pub const DATA: Range<usize> = 282..Self::LEN;
+
+    /// The bytes of S_DIST_xx for district `d` in `1..=10` in an encoded
+    /// row.
+    pub fn dist_at(d: u8) -> Range<usize> {
+        let start = 22 + 26 * (d.clamp(1, 10) as usize - 1);
+        start..start + 26
     }
 
     /// S_DIST_xx for district `d` in `1..=10`.
@@ -865,6 +883,38 @@ mod tests {
         w.encode(&mut buf);
         assert_eq!(Warehouse::decode(&buf).unwrap(), w);
         assert!(decode::<Warehouse>(&buf[..3], "warehouse").is_err());
+    }
+
+    /// The column offsets that NewOrder and StockLevel read and write by
+    /// hand (`get_slice`, `update_slice`) are those of the encoding.
+    #[test]
+    fn stock_column_offsets_match_the_encoding() {
+        let mut st = Stock {
+            s_i_id: 1,
+            s_w_id: 2,
+            s_quantity: -77,
+            s_ytd: 0x0102_0304,
+            s_order_cnt: 0x0506_0708,
+            s_remote_cnt: 0x090a_0b0c,
+            s_data: Text::new(b"some ORIGINAL data"),
+            ..Default::default()
+        };
+        for d in 1..=10u8 {
+            *st.dist_mut(d) = Text::new(format!("district {d:02} info").as_bytes());
+        }
+        let mut buf = Vec::new();
+        st.encode(&mut buf);
+        assert_eq!(buf.len(), Stock::LEN);
+        assert_eq!(Stock::quantity_at(&buf[Stock::QUANTITY]), Some(-77));
+        let mut counts = Vec::new();
+        for x in [st.s_ytd, st.s_order_cnt, st.s_remote_cnt] {
+            counts.extend_from_slice(&x.to_le_bytes());
+        }
+        assert_eq!(&buf[Stock::COUNTS], &counts[..]);
+        assert_eq!(Text::<50>::get(&buf[Stock::DATA]), st.s_data);
+        for d in 1..=10u8 {
+            assert_eq!(Text::<24>::get(&buf[Stock::dist_at(d)]), *st.dist(d), "{d}");
+        }
     }
 
     #[test]

@@ -36,11 +36,14 @@ use crate::index::{Insert, LeafRef};
 use crate::log::LogCursor;
 use crate::storage::tid::*;
 use crate::storage::{Record, RecordLayout};
-use crate::txn::{check_key, check_value, clamp_slice, ScanOptions, Transaction, TxnOps};
+use crate::txn::{
+    check_key, check_patch, check_value, clamp_slice, patch_row, ScanOptions, Transaction, TxnOps,
+};
 
 /// The `CcProtocol` impl of a single-version protocol (Silo, no-CC): the
 /// module that invokes it supplies free functions `get`, `put`, `insert`,
-/// `update`, `delete`, `scan`, `commit` and `abort` over `Tx<'_, $ty>`;
+/// `update`, `update_slice`, `delete`, `scan`, `commit` and `abort` over
+/// `Tx<'_, $ty>`;
 /// Silo's snapshot transactions (section 4.9), the unlinks of deleted
 /// records and the record layout are common.
 macro_rules! single_version_protocol {
@@ -106,6 +109,16 @@ macro_rules! single_version_protocol {
             #[inline]
             fn update(tx: &mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8], val: &[u8]) -> $crate::error::TxResult<bool> {
                 update(tx, table, key, val)
+            }
+            #[inline]
+            fn update_slice(
+                tx: &mut $crate::cc::Tx<'_, $ty>,
+                table: &$crate::catalog::Table,
+                key: &[u8],
+                at: usize,
+                bytes: &[u8],
+            ) -> $crate::error::TxResult<bool> {
+                update_slice(tx, table, key, at, bytes)
             }
             #[inline]
             fn delete(tx: &mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8]) -> $crate::error::TxResult<bool> {
@@ -252,6 +265,30 @@ pub(crate) trait CcProtocol: Sized + 'static {
     fn insert(tx: &mut Tx<'_, Self>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool>;
     /// `Txn::update`: `false` if the key is absent.
     fn update(tx: &mut Tx<'_, Self>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool>;
+    /// `Txn::update_slice`: write `bytes` at `at` of the value if the key
+    /// is present. By default a `get` into the worker's scratch buffer, the
+    /// bytes written over it, and an `update` of the whole row; a protocol
+    /// that can keep only the bytes in its write set overrides it.
+    fn update_slice(
+        tx: &mut Tx<'_, Self>,
+        table: &Table,
+        key: &[u8],
+        at: usize,
+        bytes: &[u8],
+    ) -> TxResult<bool> {
+        let mut row = std::mem::take(&mut tx.core.scratch);
+        row.clear();
+        let r = match Self::get(tx, table, key) {
+            Ok(Some(v)) => {
+                row.extend_from_slice(v);
+                patch_row(&mut row, at, bytes).and_then(|()| Self::update(tx, table, key, &row))
+            }
+            Ok(None) => Ok(false),
+            Err(e) => Err(e),
+        };
+        tx.core.scratch = row;
+        r
+    }
     /// `Txn::delete`: `false` if the key is absent.
     fn delete(tx: &mut Tx<'_, Self>, table: &Table, key: &[u8]) -> TxResult<bool>;
     /// `Txn::scan`.
@@ -339,6 +376,9 @@ pub(crate) struct WorkerCore {
     pub rng: u64,
     /// This worker's logging state.
     pub log: LogCursor,
+    /// A row buffer for the default `update_slice` (kept across
+    /// transactions, so that it allocates only while it grows).
+    pub scratch: Vec<u8>,
 }
 
 /// A transaction in progress under protocol `P`: the substrate, the
@@ -499,6 +539,12 @@ impl<P: CcProtocol> Transaction for Tx<'_, P> {
     }
 
     #[inline]
+    fn update_slice(&mut self, t: TableId, key: &[u8], at: usize, bytes: &[u8]) -> TxResult<bool> {
+        let table = self.for_write(t, key, bytes)?;
+        P::update_slice(self, table, key, at, bytes)
+    }
+
+    #[inline]
     fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
         let table = self.for_write(t, key, &[])?;
         P::delete(self, table, key)
@@ -568,6 +614,9 @@ impl<P: CcProtocol> TxnOps for Tx<'_, P> {
     }
     fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
         Transaction::update(self, t, key, val)
+    }
+    fn update_slice(&mut self, t: TableId, key: &[u8], at: usize, bytes: &[u8]) -> TxResult<bool> {
+        Transaction::update_slice(self, t, key, at, bytes)
     }
     fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
         Transaction::delete(self, t, key)
@@ -804,6 +853,51 @@ pub(crate) struct ReadEntry {
 pub(crate) enum WriteKind {
     Put,
     Delete,
+    /// Column writes (`Txn::update_slice`) of a row this transaction read
+    /// present: the entry's value is a *patch list* (see [`PatchList`]),
+    /// not a row. Only the protocols that write rows in place at commit
+    /// make these (Silo); a read of the row applies the list to the
+    /// committed value.
+    Patch,
+}
+
+/// The bytes of a [`WriteKind::Patch`] entry in `TxnSets::wbuf`: the row's
+/// length (u32), then one segment per `update_slice` call in call order,
+/// each its offset (u32), its length (u32) and its bytes (all little
+/// endian). Later segments win where they overlap, as the calls did.
+pub(crate) struct PatchList<'a>(pub &'a [u8]);
+
+impl<'a> PatchList<'a> {
+    /// The row length the list was checked against.
+    #[inline]
+    pub fn row_len(&self) -> usize {
+        u32::from_le_bytes(self.0[..4].try_into().expect("patch list header")) as usize
+    }
+
+    /// The segments, as (offset, bytes).
+    #[inline]
+    pub fn segments(&self) -> impl Iterator<Item = (usize, &'a [u8])> {
+        let mut rest = &self.0[4..];
+        std::iter::from_fn(move || {
+            if rest.len() < 8 {
+                return None;
+            }
+            let at = u32::from_le_bytes(rest[..4].try_into().expect("offset")) as usize;
+            let n = u32::from_le_bytes(rest[4..8].try_into().expect("length")) as usize;
+            let bytes = &rest[8..8 + n];
+            rest = &rest[8 + n..];
+            Some((at, bytes))
+        })
+    }
+
+    /// Apply the segments to `row` (the committed value, of `row_len`
+    /// bytes).
+    #[inline]
+    pub fn apply(&self, row: &mut [u8]) {
+        for (at, bytes) in self.segments() {
+            row[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+    }
 }
 
 /// `observed` value of a blind write.
@@ -1311,6 +1405,51 @@ impl TxnSets {
     #[inline]
     pub fn stashed(&self, r: (u32, u32)) -> &[u8] {
         &self.wbuf[r.0 as usize..(r.0 + r.1) as usize]
+    }
+
+    /// Stash a new [`PatchList`] for a row of `row_len` bytes with one
+    /// segment (the caller checked that it fits).
+    pub fn stash_patch(&mut self, row_len: usize, at: usize, bytes: &[u8]) -> (u32, u32) {
+        let off = self.wbuf.len();
+        let mut head = [0u8; 12];
+        head[..4].copy_from_slice(&(row_len as u32).to_le_bytes());
+        head[4..8].copy_from_slice(&(at as u32).to_le_bytes());
+        head[8..].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+        self.wbuf.reserve(12 + bytes.len());
+        self.wbuf.extend_from_slice(&head);
+        self.wbuf.extend_from_slice(bytes);
+        (off as u32, (self.wbuf.len() - off) as u32)
+    }
+
+    /// Add a segment to write-set entry `i`'s patch list (moving the list
+    /// to the end of `wbuf` first unless it is there already).
+    pub fn extend_patch(&mut self, i: usize, at: usize, bytes: &[u8]) -> TxResult<()> {
+        let (off, len) = self.writes[i].val;
+        check_patch(
+            PatchList(self.stashed((off, len))).row_len(),
+            at,
+            bytes.len(),
+        )?;
+        let off = if (off + len) as usize == self.wbuf.len() {
+            off as usize
+        } else {
+            let new = self.wbuf.len();
+            self.wbuf
+                .extend_from_within(off as usize..(off + len) as usize);
+            new
+        };
+        self.push_segment(at, bytes);
+        self.writes[i].val = (off as u32, (self.wbuf.len() - off) as u32);
+        Ok(())
+    }
+
+    fn push_segment(&mut self, at: usize, bytes: &[u8]) {
+        let mut head = [0u8; 8];
+        head[..4].copy_from_slice(&(at as u32).to_le_bytes());
+        head[4..].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+        self.wbuf.reserve(8 + bytes.len());
+        self.wbuf.extend_from_slice(&head);
+        self.wbuf.extend_from_slice(bytes);
     }
 }
 

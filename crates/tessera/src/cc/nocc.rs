@@ -13,7 +13,7 @@ use crate::index::Insert;
 use crate::index::OrderedIndex;
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record};
-use crate::txn::ScanOptions;
+use crate::txn::{check_patch, ScanOptions};
 
 const RETRIES: usize = 64;
 
@@ -156,6 +156,33 @@ pub(crate) fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) ->
     match lock_live(tx, table, key)? {
         Some((rec, old)) if old & ABSENT == 0 => {
             write_locked(tx, rec, old, val);
+            Ok(true)
+        }
+        Some((rec, _)) => {
+            rec.unlock();
+            Ok(false)
+        }
+        None => Ok(false),
+    }
+}
+
+/// `Txn::update_slice` without CC: the bytes are written in place under
+/// the record's lock, like every no-CC write.
+pub(crate) fn update_slice(
+    tx: &mut STx<'_>,
+    table: &Table,
+    key: &[u8],
+    at: usize,
+    bytes: &[u8],
+) -> TxResult<bool> {
+    match lock_live(tx, table, key)? {
+        Some((rec, old)) if old & ABSENT == 0 => {
+            if let Err(e) = check_patch(rec.locked_len(), at, bytes.len()) {
+                rec.unlock();
+                return Err(e);
+            }
+            let tid = new_tid(tx, old) | LATEST;
+            rec.install_parts(std::iter::once((at, bytes)), tid);
             Ok(true)
         }
         Some((rec, _)) => {

@@ -23,8 +23,8 @@ use std::ops::Bound;
 
 use super::Tx;
 use super::{
-    own_insert_fixup, remove_if_uncommitted, unlink, NodeEntry, PendingUnlink, ReadEntry, TxnSets,
-    WriteEntry, WriteKind, BLIND, STALE_RETRIES,
+    own_insert_fixup, remove_if_uncommitted, unlink, NodeEntry, PatchList, PendingUnlink,
+    ReadEntry, TxnSets, WriteEntry, WriteKind, BLIND, STALE_RETRIES,
 };
 use crate::catalog::Table;
 use crate::error::{ConflictReason, TxError, TxResult};
@@ -32,7 +32,7 @@ use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup};
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
-use crate::txn::{clamp_slice, ScanOptions};
+use crate::txn::{check_patch, clamp_slice, ScanOptions};
 
 fn conflict<T>(r: ConflictReason) -> TxResult<T> {
     Err(TxError::Conflict(r))
@@ -175,10 +175,28 @@ fn get_inner(
                 let sets = &mut tx.st.sets;
                 if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
                     let w = sets.writes[i];
-                    return Ok(match w.kind {
-                        WriteKind::Put => Found::Own(w.val),
-                        WriteKind::Delete => Found::None,
-                    });
+                    return match w.kind {
+                        WriteKind::Put => Ok(Found::Own(w.val)),
+                        WriteKind::Delete => Ok(Found::None),
+                        WriteKind::Patch => {
+                            let TxnSets { wbuf, rbuf, .. } = sets;
+                            let list =
+                                PatchList(&wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize]);
+                            // SAFETY: reached through the index while pinned.
+                            if !read_patched(unsafe { &*rec }, list, rbuf) {
+                                return conflict(ConflictReason::ReadValidation);
+                            }
+                            let skip = match slice {
+                                None => 0,
+                                Some((s, e)) => {
+                                    let e = e.min(rbuf.len());
+                                    rbuf.truncate(e);
+                                    s.min(e)
+                                }
+                            };
+                            Ok(Found::ReadBuf(skip))
+                        }
+                    };
                 }
                 sets.rbuf.clear();
                 // SAFETY: reached through the index while pinned.
@@ -257,7 +275,7 @@ pub(crate) fn insert(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) ->
                 let rec = v as *const Record;
                 let sets = &mut tx.st.sets;
                 if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
-                    if sets.writes[i].kind == WriteKind::Put {
+                    if sets.writes[i].kind != WriteKind::Delete {
                         return Ok(false);
                     }
                     rewrite(sets, i, WriteKind::Put, val);
@@ -295,12 +313,13 @@ pub(crate) fn insert(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) ->
 }
 
 /// Read the record for `key` into the read set for a conditional write;
-/// returns the record if present (`None` if absent or missing).
+/// returns the record and the TID word read if present (`Err(None)` if
+/// absent or missing, `Err(Some(i))` if write-set entry `i` has it).
 fn read_for_write(
     tx: &mut STx<'_>,
     table: &Table,
     key: &[u8],
-) -> TxResult<Result<*const Record, Option<usize>>> {
+) -> TxResult<Result<(*const Record, u64), Option<usize>>> {
     // A write right after a `get` of the same key: the record and the TID
     // observed are known (and in the read set already).
     let sets = &mut tx.st.sets;
@@ -309,7 +328,7 @@ fn read_for_write(
             return Ok(Err(Some(i)));
         }
         return Ok(if tid & ABSENT == 0 {
-            Ok(rec)
+            Ok((rec, tid))
         } else {
             Err(None)
         });
@@ -333,7 +352,7 @@ fn read_for_write(
                     ReadOutcome::Ok(tid) => {
                         sets.reads.push(ReadEntry { rec, tid });
                         return Ok(if tid & ABSENT == 0 {
-                            Ok(rec)
+                            Ok((rec, tid))
                         } else {
                             Err(None)
                         });
@@ -348,7 +367,7 @@ fn read_for_write(
 /// `Txn::update` under Silo: overwrite if present.
 pub(crate) fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
     match read_for_write(tx, table, key)? {
-        Ok(rec) => {
+        Ok((rec, _)) => {
             let logging = tx.db.log.is_some();
             let sets = &mut tx.st.sets;
             let val = sets.stash(val);
@@ -374,10 +393,83 @@ pub(crate) fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) ->
     }
 }
 
+/// `Txn::update_slice` under Silo: the read of `update`, then only the
+/// bytes go into the write set (a [`WriteKind::Patch`] entry), and commit
+/// writes them into the record in place. Isolation is `update`'s: the row's
+/// TID is in the read set, so a concurrent write of any byte of it aborts
+/// this transaction, and the bytes kept are those this transaction read.
+pub(crate) fn update_slice(
+    tx: &mut STx<'_>,
+    table: &Table,
+    key: &[u8],
+    at: usize,
+    bytes: &[u8],
+) -> TxResult<bool> {
+    match read_for_write(tx, table, key)? {
+        Ok((rec, tid)) => {
+            // SAFETY: reached through the index while pinned.
+            let (now, len) = unsafe { &*rec }.value_len();
+            if now != tid {
+                // Changed since this transaction read it: validation would
+                // fail, and the length may not be the one read.
+                return conflict(ConflictReason::ReadValidation);
+            }
+            check_patch(len, at, bytes.len())?;
+            let logging = tx.db.log.is_some();
+            let sets = &mut tx.st.sets;
+            let val = sets.stash_patch(len, at, bytes);
+            let key = if logging { sets.stash(key) } else { (0, 0) };
+            // The lock phase checks the TID too: the patch goes onto the
+            // very version whose length it was checked against.
+            sets.push_write(WriteEntry {
+                key,
+                observed: tid,
+                ..WriteEntry::new(rec, table.id, WriteKind::Patch, val)
+            });
+            Ok(true)
+        }
+        Err(Some(i)) => {
+            let sets = &mut tx.st.sets;
+            match sets.writes[i].kind {
+                WriteKind::Delete => Ok(false),
+                WriteKind::Put => {
+                    let (off, len) = sets.writes[i].val;
+                    check_patch(len as usize, at, bytes.len())?;
+                    let at = off as usize + at;
+                    sets.wbuf[at..at + bytes.len()].copy_from_slice(bytes);
+                    Ok(true)
+                }
+                WriteKind::Patch => sets.extend_patch(i, at, bytes).map(|()| true),
+            }
+        }
+        Err(None) => {
+            confirm_reads(&tx.st.sets)?;
+            Ok(false)
+        }
+    }
+}
+
+/// The committed value of `rec` with write-set entry `w`'s patch list
+/// applied, into `out` (replacing its contents), for a read of a row this
+/// transaction wrote columns of. `false` if the record is no longer the
+/// latest (unlinked after a delete: commit will abort this transaction).
+fn read_patched(rec: &Record, list: PatchList<'_>, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    match rec.read(out) {
+        ReadOutcome::Ok(tid) if tid & ABSENT == 0 && out.len() == list.row_len() => {
+            list.apply(out);
+            true
+        }
+        // Deleted, or rewritten with another length, since this transaction
+        // read it: its validation fails at commit.
+        _ => false,
+    }
+}
+
 /// `Txn::delete` under Silo: mark absent at commit (section 4.5).
 pub(crate) fn delete(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
     match read_for_write(tx, table, key)? {
-        Ok(rec) => {
+        Ok((rec, _)) => {
             let sets = &mut tx.st.sets;
             let k = sets.stash(key);
             sets.push_write(WriteEntry {
@@ -460,8 +552,17 @@ where
                 if w.kind == WriteKind::Delete {
                     return true;
                 }
+                let mut val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
+                if w.kind == WriteKind::Patch {
+                    // SAFETY: reached through the index while pinned.
+                    if !read_patched(unsafe { &*rec }, PatchList(val), rbuf) {
+                        // Deleted since this transaction read it: the read
+                        // set's entry fails validation at commit.
+                        return true;
+                    }
+                    val = &rbuf[..];
+                }
                 count += 1;
-                let val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
                 let val = if SLICE {
                     clamp_slice(val, start, end)
                 } else {
@@ -617,6 +718,7 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
     // changes (the old value is still in place, under our lock).
     if let Some(log) = &tx.db.log {
         let (writes, wbuf, old) = (&sets.writes, &sets.wbuf, &mut sets.rbuf);
+        let new = &mut tx.core.scratch;
         log.append(tx.core.slot, &mut tx.core.log, e, tid, |redo| {
             for w in writes {
                 let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
@@ -625,7 +727,18 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
                     continue;
                 }
                 let val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
-                if w.created || w.locked_tid & ABSENT != 0 {
+                if w.kind == WriteKind::Patch {
+                    // Logged as the bytes that change, like an overwrite:
+                    // the old row is in place under our lock.
+                    old.clear();
+                    // SAFETY: locked by us, so the newest version is stable;
+                    // pinned, so it is not reclaimed.
+                    unsafe { Version::read_into((*w.rec).newest(), old) };
+                    new.clear();
+                    new.extend_from_slice(old);
+                    PatchList(val).apply(new);
+                    redo.patch(w.table, key, old, new);
+                } else if w.created || w.locked_tid & ABSENT != 0 {
                     redo.put(w.table, key, val);
                 } else {
                     old.clear();
@@ -649,6 +762,22 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
             }
             WriteKind::Delete => {
                 rec.install(w.locked_tid, None, tid | LATEST | ABSENT, keep, tx.g);
+            }
+            WriteKind::Patch => {
+                let list = PatchList(&sets.wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize]);
+                if keep.is_some() {
+                    // Snapshots may need the old version kept: install a
+                    // whole new row (the old one with the patches).
+                    let row = &mut tx.core.scratch;
+                    row.clear();
+                    // SAFETY: locked by us, so the newest version is
+                    // stable; pinned, so it is not reclaimed.
+                    unsafe { Version::read_into(rec.newest(), row) };
+                    list.apply(row);
+                    rec.install(w.locked_tid, Some(row), tid | LATEST, keep, tx.g);
+                } else {
+                    rec.install_parts(list.segments(), tid | LATEST);
+                }
             }
         }
     }

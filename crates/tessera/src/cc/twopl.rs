@@ -639,6 +639,8 @@ fn commit<P: Policy>(tx: &mut LTx<'_, P>) -> TxResult<()> {
                 rec.install(old, Some(val), tid | LATEST, None, tx.g);
             }
             WriteKind::Delete => rec.install(old, None, tid | LATEST | ABSENT, None, tx.g),
+            // 2PL's `update_slice` is the default one (whole rows).
+            WriteKind::Patch => unreachable!("2PL makes no patch entries"),
         }
     }
     // Deleted records leave the index while we still hold their locks.

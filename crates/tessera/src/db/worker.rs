@@ -43,6 +43,7 @@ impl Database {
                 stats: WorkerStats::default(),
                 rng: seed,
                 log: LogCursor::default(),
+                scratch: Vec::new(),
             },
             cc: self.inner.cc.new_local(slot),
             db: Arc::clone(&self.inner),

@@ -411,6 +411,42 @@ impl Version {
         }
         this.len.store(val.len() as u32, Ordering::Relaxed);
     }
+
+    /// Overwrite bytes `at..at + bytes.len()` of the value in place, leaving
+    /// the others (and the length) as they are; the range must lie within
+    /// the value. Only called with the record locked: the partial words at
+    /// either end are read back and merged, which no other writer can race.
+    ///
+    /// # Safety
+    /// `v` must point to a live version whose value holds the range.
+    #[inline]
+    unsafe fn write_at(v: *const Version, at: usize, bytes: &[u8]) {
+        // SAFETY: caller contract.
+        let this = unsafe { &*v };
+        debug_assert!(at + bytes.len() <= this.len.load(Ordering::Relaxed) as usize);
+        let w = Version::words(v);
+        let (mut pos, mut rest) = (at, bytes);
+        while !rest.is_empty() {
+            let (word, off) = (pos / 8, pos % 8);
+            let n = (8 - off).min(rest.len());
+            // SAFETY: `word` holds bytes of the value's range (contract).
+            let cell = unsafe { &*w.add(word) };
+            let x = if let (0, Some(whole)) = (off, rest.first_chunk::<8>()) {
+                u64::from_ne_bytes(*whole)
+            } else {
+                // A partial word: merge byte by byte (at most 7; a loop
+                // rather than a variable-length copy, which is a call).
+                let mut b = cell.load(Ordering::Relaxed).to_ne_bytes();
+                for (d, &s) in b[off..off + n].iter_mut().zip(rest) {
+                    *d = s;
+                }
+                u64::from_ne_bytes(b)
+            };
+            cell.store(x, Ordering::Relaxed);
+            pos += n;
+            rest = &rest[n..];
+        }
+    }
 }
 
 impl Version {
@@ -532,6 +568,42 @@ impl Record {
     #[inline]
     pub fn tid_word(&self) -> u64 {
         self.tid.load(Ordering::Acquire)
+    }
+
+    /// The TID word and the newest value's length, read consistently (the
+    /// read protocol without the copy); the length is 0 for an absent or
+    /// no longer latest record (check the TID word).
+    #[inline]
+    pub fn value_len(&self) -> (u64, usize) {
+        loop {
+            let t1 = self.stable_tid();
+            let len = if t1 & (ABSENT | LATEST) == LATEST {
+                // SAFETY: the newest version is reachable from this record,
+                // and versions are reclaimed only through the epoch.
+                unsafe {
+                    (*self.data.load(Ordering::Acquire))
+                        .len
+                        .load(Ordering::Relaxed) as usize
+                }
+            } else {
+                0
+            };
+            fence(Ordering::Acquire);
+            if t1 == self.tid.load(Ordering::Relaxed) {
+                return (t1, len);
+            }
+        }
+    }
+
+    /// The newest value's length, for the holder of the lock.
+    #[inline]
+    pub fn locked_len(&self) -> usize {
+        // SAFETY: the lock holder's newest version is stable and reachable.
+        unsafe {
+            (*self.data.load(Ordering::Relaxed))
+                .len
+                .load(Ordering::Relaxed) as usize
+        }
     }
 
     /// Newest version pointer.
@@ -761,6 +833,24 @@ impl Record {
                 unsafe { g.retire(head as *mut u8, free_version) };
             }
         }
+        fence(Ordering::Release);
+        self.unlock_with(new_tid);
+    }
+
+    /// Install column writes (commit phase 3 of `Txn::update_slice`): write
+    /// each `(offset, bytes)` of `parts` over the newest value in place,
+    /// then publish `new_tid`, releasing the lock. Must hold the lock, and
+    /// the value must hold every range. Only for commits that keep no old
+    /// version for snapshots (those install the whole new row instead).
+    pub fn install_parts<'b>(&self, parts: impl Iterator<Item = (usize, &'b [u8])>, new_tid: u64) {
+        let head = self.data.load(Ordering::Relaxed);
+        for (at, bytes) in parts {
+            // SAFETY: we hold the lock, so `head` is the newest version and
+            // no other writer touches it; the caller checked the ranges.
+            unsafe { Version::write_at(head, at, bytes) };
+        }
+        // SAFETY: as above.
+        unsafe { &*head }.tid.store(new_tid, Ordering::Relaxed);
         fence(Ordering::Release);
         self.unlock_with(new_tid);
     }
