@@ -266,6 +266,38 @@ row! {
     }
 }
 
+/// Column offsets in encoded rows, for the column reads and writes
+/// (`get_slice`, `update_slice`) of the transactions that change a few
+/// columns of a wide row (checked against the encoding by a test).
+impl Warehouse {
+    /// W_YTD (i64), which Payment adds to.
+    pub const YTD: Range<usize> = 99..107;
+}
+
+impl District {
+    /// D_YTD (i64), which Payment adds to.
+    pub const YTD: Range<usize> = 100..108;
+    /// D_NEXT_O_ID (u32), which NewOrder takes and increments.
+    pub const NEXT_O_ID: Range<usize> = 108..112;
+}
+
+impl Customer {
+    /// C_BALANCE, C_YTD_PAYMENT (i64 each) and C_PAYMENT_CNT (u32):
+    /// Payment's changes (with C_DATA for a bad-credit customer).
+    pub const PAYMENT: Range<usize> = 170..190;
+    /// C_BALANCE (i64), which Delivery adds to.
+    pub const BALANCE: Range<usize> = 170..178;
+    /// C_DELIVERY_CNT (u32), which Delivery increments.
+    pub const DELIVERY_CNT: Range<usize> = 190..194;
+    /// C_DATA (a `Text<500>`: length, then the bytes).
+    pub const DATA: Range<usize> = 194..Self::LEN;
+}
+
+impl Order {
+    /// O_CARRIER_ID (u8), which Delivery sets.
+    pub const CARRIER_ID: Range<usize> = 19..20;
+}
+
 row! {
     /// HISTORY (clause 1.3.4). The spec gives it no primary key; see
     /// [`history_key`].
@@ -332,6 +364,10 @@ impl OrderLine {
     /// u8, OL_W_ID u16, OL_NUMBER u8): StockLevel's scan reads only these
     /// (`ScanOptions::slice`).
     pub const I_ID: Range<usize> = 8..12;
+    /// The bytes of OL_DELIVERY_D (u64), which Delivery writes.
+    pub const DELIVERY_D: Range<usize> = 14..22;
+    /// The bytes of OL_AMOUNT (i64), which Delivery sums.
+    pub const AMOUNT: Range<usize> = 23..31;
 
     /// OL_I_ID from the bytes [`OrderLine::I_ID`] of a row; `None` if the
     /// slice is short (so was the row).
@@ -915,6 +951,65 @@ mod tests {
         for d in 1..=10u8 {
             assert_eq!(Text::<24>::get(&buf[Stock::dist_at(d)]), *st.dist(d), "{d}");
         }
+    }
+
+    /// The same for the other tables' column constants.
+    #[test]
+    fn column_offsets_match_the_encoding() {
+        let mut buf = Vec::new();
+        let wh = Warehouse {
+            w_tax: 1234,
+            w_ytd: -0x0102_0304_0506,
+            ..Default::default()
+        };
+        wh.encode(&mut buf);
+        assert_eq!(&buf[Warehouse::YTD], &wh.w_ytd.to_le_bytes());
+        let d = District {
+            d_ytd: 0x1122_3344_5566,
+            d_next_o_id: 0xA1B2_C3D4,
+            ..Default::default()
+        };
+        d.encode(&mut buf);
+        assert_eq!(&buf[District::YTD], &d.d_ytd.to_le_bytes());
+        assert_eq!(&buf[District::NEXT_O_ID], &d.d_next_o_id.to_le_bytes());
+        let c = Customer {
+            c_balance: -0x0A0B_0C0D,
+            c_ytd_payment: 0x1A1B_1C1D,
+            c_payment_cnt: 0x2A2B_2C2D,
+            c_delivery_cnt: 0x3A3B_3C3D,
+            c_data: Text::new(b"the customer's data"),
+            ..Default::default()
+        };
+        c.encode(&mut buf);
+        let mut pay = Vec::new();
+        pay.extend_from_slice(&c.c_balance.to_le_bytes());
+        pay.extend_from_slice(&c.c_ytd_payment.to_le_bytes());
+        pay.extend_from_slice(&c.c_payment_cnt.to_le_bytes());
+        assert_eq!(&buf[Customer::PAYMENT], &pay[..]);
+        assert_eq!(&buf[Customer::BALANCE], &c.c_balance.to_le_bytes());
+        assert_eq!(
+            &buf[Customer::DELIVERY_CNT],
+            &c.c_delivery_cnt.to_le_bytes()
+        );
+        assert_eq!(Text::<500>::get(&buf[Customer::DATA]), c.c_data);
+        let o = Order {
+            o_carrier_id: 7,
+            o_ol_cnt: 9,
+            ..Default::default()
+        };
+        o.encode(&mut buf);
+        assert_eq!(&buf[Order::CARRIER_ID], &[7]);
+        let ol = OrderLine {
+            ol_i_id: 0x0102_0304,
+            ol_delivery_d: 0x1112_1314_1516,
+            ol_quantity: 3,
+            ol_amount: -0x2122_2324,
+            ..Default::default()
+        };
+        ol.encode(&mut buf);
+        assert_eq!(OrderLine::i_id_at(&buf[OrderLine::I_ID]), Some(ol.ol_i_id));
+        assert_eq!(&buf[OrderLine::DELIVERY_D], &ol.ol_delivery_d.to_le_bytes());
+        assert_eq!(&buf[OrderLine::AMOUNT], &ol.ol_amount.to_le_bytes());
     }
 
     #[test]

@@ -136,8 +136,8 @@ pub struct Scratch {
     /// StockLevel: one bit per item id in `0..=ITEMS + 1`, set for the
     /// ids already taken (cleared again before the transaction returns).
     seen: Vec<u64>,
-    /// Delivery: one order's lines.
-    lines: Vec<OrderLine>,
+    /// Delivery: one order's lines, as (OL_NUMBER, OL_AMOUNT).
+    amounts: Vec<(u8, i64)>,
     /// Payment: the new C_DATA of a bad-credit customer.
     data: Vec<u8>,
 }
@@ -218,17 +218,16 @@ pub(super) fn must_get<R: Row, T: Transaction>(
     }
 }
 
-/// Update a row that was just read; it must still exist.
-fn must_update<R: Row, T: Transaction>(
+/// Write bytes `at..` of a row that was just read; it must still exist.
+fn must_update_slice<T: Transaction>(
     tx: &mut T,
     t: tessera::TableId,
     key: &[u8],
-    row: &R,
-    buf: &mut Vec<u8>,
+    at: usize,
+    bytes: &[u8],
     what: &str,
 ) -> TxResult<()> {
-    row.encode(buf);
-    if tx.update(t, key, buf)? {
+    if tx.update_slice(t, key, at, bytes)? {
         Ok(())
     } else {
         Err(missing(what, key))
@@ -575,10 +574,17 @@ pub fn new_order<T: Transaction>(
 
     let wh: Warehouse = must_get(tx, t.warehouse, &warehouse_key(inp.w_id), "warehouse")?;
     let dkey = district_key(inp.w_id, inp.d_id);
-    let mut dist: District = must_get(tx, t.district, &dkey, "district")?;
+    let dist: District = must_get(tx, t.district, &dkey, "district")?;
     let o_id = dist.d_next_o_id;
-    dist.d_next_o_id += 1;
-    must_update(tx, t.district, &dkey, &dist, &mut s.row, "district")?;
+    let next = (o_id + 1).to_le_bytes();
+    must_update_slice(
+        tx,
+        t.district,
+        &dkey,
+        District::NEXT_O_ID.start,
+        &next,
+        "district",
+    )?;
     let cust: Customer = must_get(
         tx,
         t.customer,
@@ -708,14 +714,22 @@ pub fn payment<T: Transaction>(
     s: &mut Scratch,
 ) -> TxResult<PaymentOutput> {
     let wkey = warehouse_key(inp.w_id);
-    let mut wh: Warehouse = must_get(tx, t.warehouse, &wkey, "warehouse")?;
-    wh.w_ytd += inp.h_amount;
-    must_update(tx, t.warehouse, &wkey, &wh, &mut s.row, "warehouse")?;
+    // Only the changed columns are written back (`update_slice`).
+    let wh: Warehouse = must_get(tx, t.warehouse, &wkey, "warehouse")?;
+    let ytd = (wh.w_ytd + inp.h_amount).to_le_bytes();
+    must_update_slice(
+        tx,
+        t.warehouse,
+        &wkey,
+        Warehouse::YTD.start,
+        &ytd,
+        "warehouse",
+    )?;
 
     let dkey = district_key(inp.w_id, inp.d_id);
-    let mut dist: District = must_get(tx, t.district, &dkey, "district")?;
-    dist.d_ytd += inp.h_amount;
-    must_update(tx, t.district, &dkey, &dist, &mut s.row, "district")?;
+    let dist: District = must_get(tx, t.district, &dkey, "district")?;
+    let ytd = (dist.d_ytd + inp.h_amount).to_le_bytes();
+    must_update_slice(tx, t.district, &dkey, District::YTD.start, &ytd, "district")?;
 
     let (c_id, mut c) = select_customer(
         tx,
@@ -729,6 +743,20 @@ pub fn payment<T: Transaction>(
     c.c_balance -= inp.h_amount;
     c.c_ytd_payment += inp.h_amount;
     c.c_payment_cnt += 1;
+    let ckey = customer_key(inp.c_w_id, inp.c_d_id, c_id);
+    let mut pay = [0u8; 20];
+    pay[..8].copy_from_slice(&c.c_balance.to_le_bytes());
+    pay[8..16].copy_from_slice(&c.c_ytd_payment.to_le_bytes());
+    pay[16..].copy_from_slice(&c.c_payment_cnt.to_le_bytes());
+    const _: () = assert!(Customer::PAYMENT.end - Customer::PAYMENT.start == 20);
+    must_update_slice(
+        tx,
+        t.customer,
+        &ckey,
+        Customer::PAYMENT.start,
+        &pay,
+        "customer",
+    )?;
     if c.c_credit.as_bytes() == b"BC" {
         // Clause 2.5.2.2: the payment's ids and amount go in front of C_DATA,
         // which keeps its first 500 characters.
@@ -748,15 +776,17 @@ pub fn payment<T: Transaction>(
         );
         data.extend_from_slice(c.c_data.as_bytes());
         c.c_data.set(data);
+        let mut col = [0u8; Customer::DATA.end - Customer::DATA.start];
+        c.c_data.put(&mut col);
+        must_update_slice(
+            tx,
+            t.customer,
+            &ckey,
+            Customer::DATA.start,
+            &col,
+            "customer",
+        )?;
     }
-    must_update(
-        tx,
-        t.customer,
-        &customer_key(inp.c_w_id, inp.c_d_id, c_id),
-        &c,
-        &mut s.row,
-        "customer",
-    )?;
 
     // H_DATA: W_NAME, four spaces, D_NAME.
     let mut h_data = [0u8; 24];
@@ -877,29 +907,39 @@ pub fn delivery<T: Transaction>(
             continue;
         }
         let okey = order_key(w, d, o_id);
-        let mut order: Order = must_get(tx, t.order, &okey, "order")?;
+        let order: Order = must_get(tx, t.order, &okey, "order")?;
         if expect.is_some_and(|e| e.map(|(_, c)| c) != Some(order.o_c_id)) {
             return stale_reconnaissance();
         }
-        order.o_carrier_id = inp.carrier_id;
-        must_update(tx, t.order, &okey, &order, &mut s.row, "order")?;
+        let carrier = [inp.carrier_id];
+        must_update_slice(
+            tx,
+            t.order,
+            &okey,
+            Order::CARRIER_ID.start,
+            &carrier,
+            "order",
+        )?;
 
         let lo = order_line_key(w, d, o_id, 0);
         let hi = order_line_key(w, d, o_id, u8::MAX);
-        s.lines.clear();
+        // Each line's OL_AMOUNT is read (a column scan) and its
+        // OL_DELIVERY_D written (a column write); OL_NUMBER is the key's
+        // last byte.
+        s.amounts.clear();
         let mut bad = false;
-        let lines = &mut s.lines;
+        let amounts = &mut s.amounts;
         tx.scan(
             t.order_line,
             Bound::Included(&lo[..]),
             Bound::Included(&hi[..]),
-            ScanOptions::new(),
-            |_, v| match OrderLine::decode(v) {
-                Some(l) => {
-                    lines.push(l);
+            ScanOptions::new().slice(OrderLine::AMOUNT),
+            |k, v| match (k.last(), <[u8; 8]>::try_from(v)) {
+                (Some(&number), Ok(amount)) => {
+                    amounts.push((number, i64::from_le_bytes(amount)));
                     true
                 }
-                None => {
+                _ => {
                     bad = true;
                     false
                 }
@@ -911,21 +951,30 @@ pub fn delivery<T: Transaction>(
             )));
         }
         let mut sum = 0i64;
-        for i in 0..s.lines.len() {
-            let l = &mut s.lines[i];
-            l.ol_delivery_d = inp.delivery_d;
-            sum += l.ol_amount;
-            let key = order_line_key(w, d, o_id, l.ol_number);
-            l.encode(&mut s.row);
-            if !tx.update(t.order_line, &key, &s.row)? {
-                return Err(missing("order_line", &key));
-            }
+        let delivery_d = inp.delivery_d.to_le_bytes();
+        for i in 0..s.amounts.len() {
+            let (number, amount) = s.amounts[i];
+            sum += amount;
+            let key = order_line_key(w, d, o_id, number);
+            let at = OrderLine::DELIVERY_D.start;
+            must_update_slice(tx, t.order_line, &key, at, &delivery_d, "order_line")?;
         }
+        // C_BALANCE and C_DELIVERY_CNT, read and written as one column
+        // range (the two columns between them are written back as read).
         let ckey = customer_key(w, d, order.o_c_id);
-        let mut c: Customer = must_get(tx, t.customer, &ckey, "customer")?;
-        c.c_balance += sum;
-        c.c_delivery_cnt += 1;
-        must_update(tx, t.customer, &ckey, &c, &mut s.row, "customer")?;
+        let (at, end) = (Customer::BALANCE.start, Customer::DELIVERY_CNT.end);
+        let mut cols = [0u8; Customer::DELIVERY_CNT.end - Customer::BALANCE.start];
+        match tx.get_slice(t.customer, &ckey, at..end)? {
+            Some(v) if v.len() == cols.len() => cols.copy_from_slice(v),
+            Some(_) => return Err(short_row("customer", "C_DELIVERY_CNT")),
+            None => return Err(vanished()),
+        }
+        let balance = i64::from_le_bytes(cols[..8].try_into().expect("8 bytes")) + sum;
+        let cnt = cols.len() - 4;
+        let count = u32::from_le_bytes(cols[cnt..].try_into().expect("4 bytes")) + 1;
+        cols[..8].copy_from_slice(&balance.to_le_bytes());
+        cols[cnt..].copy_from_slice(&count.to_le_bytes());
+        must_update_slice(tx, t.customer, &ckey, at, &cols, "customer")?;
         delivered += 1;
     }
     Ok(delivered)
