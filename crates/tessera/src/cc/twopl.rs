@@ -68,7 +68,7 @@ use crate::index::Insert;
 use crate::index::OrderedIndex;
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
-use crate::txn::ScanOptions;
+use crate::txn::{check_patch, ScanOptions};
 
 /// Lock word (64 bits, the newest version's auxiliary word): held
 /// exclusively, the low bits being the holder's slot + 1. Without it, the
@@ -463,6 +463,57 @@ fn write<P: Policy>(
     conflict(tx.st, ConflictReason::Stale)
 }
 
+/// `Txn::update_slice` under 2PL: the record locked exclusively (one
+/// lookup, where a `get` and an `update` take two), its committed value,
+/// which our lock keeps stable, copied into the write set with the bytes
+/// written over it.
+fn update_slice<P: Policy>(
+    tx: &mut LTx<'_, P>,
+    table: &Table,
+    key: &[u8],
+    at: usize,
+    bytes: &[u8],
+) -> TxResult<bool> {
+    let rec = match find_locked(tx, table, key, true)? {
+        Ok(r) => r,
+        Err(n) => {
+            tx.st.sv.sets.nodes.push(n);
+            return Ok(false);
+        }
+    };
+    let sets = &mut tx.st.sv.sets;
+    if let Some(i) = TxnSets::find_write(&sets.writes, &sets.windex, rec) {
+        let w = sets.writes[i];
+        if w.kind != WriteKind::Put {
+            return Ok(false);
+        }
+        check_patch(w.val.1 as usize, at, bytes.len())?;
+        let at = w.val.0 as usize + at;
+        sets.wbuf[at..at + bytes.len()].copy_from_slice(bytes);
+        return Ok(true);
+    }
+    let off = sets.wbuf.len();
+    match rec.read(&mut sets.wbuf) {
+        ReadOutcome::Ok(t) if t & ABSENT == 0 => {}
+        _ => {
+            sets.wbuf.truncate(off);
+            return Ok(false);
+        }
+    }
+    let len = sets.wbuf.len() - off;
+    if let Err(e) = check_patch(len, at, bytes.len()) {
+        sets.wbuf.truncate(off);
+        return Err(e);
+    }
+    sets.wbuf[off + at..off + at + bytes.len()].copy_from_slice(bytes);
+    let k = sets.stash(key);
+    sets.push_write(WriteEntry {
+        key: k,
+        ..WriteEntry::new(rec, table.id, WriteKind::Put, (off as u32, len as u32))
+    });
+    Ok(true)
+}
+
 /// Insert a fresh absent record for `key`, exclusively locked by us, and
 /// add the write. `Ok(false)` if a record for the key appeared first.
 fn create<P: Policy>(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
@@ -719,6 +770,16 @@ impl<P: Policy> CcProtocol for TwoPl<P> {
     #[inline]
     fn update(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
         write(tx, table, key, Some(val), Op::Update)
+    }
+    #[inline]
+    fn update_slice(
+        tx: &mut LTx<'_, P>,
+        table: &Table,
+        key: &[u8],
+        at: usize,
+        bytes: &[u8],
+    ) -> TxResult<bool> {
+        update_slice(tx, table, key, at, bytes)
     }
     #[inline]
     fn delete(tx: &mut LTx<'_, P>, table: &Table, key: &[u8]) -> TxResult<bool> {

@@ -83,7 +83,7 @@ mod visibility;
 
 pub(crate) use commit::{abort, commit};
 pub(crate) use gc::maintain;
-pub(crate) use ops::{delete, get, insert, put, scan, update};
+pub(crate) use ops::{delete, get, insert, put, scan, update, update_slice};
 use ssn::*;
 pub(crate) use visibility::read_latest_committed;
 use visibility::*;
@@ -210,6 +210,16 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     #[inline]
     fn update(tx: &mut ETx<'_, M>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
         update(tx, table, key, val)
+    }
+    #[inline]
+    fn update_slice(
+        tx: &mut ETx<'_, M>,
+        table: &Table,
+        key: &[u8],
+        at: usize,
+        bytes: &[u8],
+    ) -> TxResult<bool> {
+        update_slice(tx, table, key, at, bytes)
     }
     #[inline]
     fn delete(tx: &mut ETx<'_, M>, table: &Table, key: &[u8]) -> TxResult<bool> {

@@ -2,6 +2,7 @@
 //! writes (section 3.6.1), inserts of new records, scans with the node set.
 
 use super::*;
+use crate::txn::patch_row;
 
 /// Read `rec` for the running transaction: the visible version (with the
 /// SSN read hook) into `rbuf`; `Ok(false)` if the key is absent to us.
@@ -166,6 +167,7 @@ pub(super) fn write_record<M: Mode>(
     rec: &MvRecord,
     val: Option<&[u8]>,
     op: Op,
+    mut patch: Option<Patch<'_>>,
 ) -> TxResult<Option<bool>> {
     let meta = ssn(tx);
     let db = tx.db;
@@ -190,6 +192,11 @@ pub(super) fn write_record<M: Mode>(
                 Op::Update | Op::Delete if tomb => return Ok(Some(false)),
                 _ => {}
             }
+            let val = match patch.as_mut() {
+                // SAFETY: our own version, which only we write; pinned.
+                Some(p) => Some(p.apply_to(head)?),
+                None => val,
+            };
             let wi = st
                 .mvw
                 .iter()
@@ -249,6 +256,12 @@ pub(super) fn write_record<M: Mode>(
             }
             return Ok(Some(false));
         }
+        // A column write: the new version is the head's value (committed,
+        // in our snapshot, so immutable) with the bytes written over it.
+        let val = match patch.as_mut() {
+            Some(p) => Some(p.apply_to(head)?),
+            None => val,
+        };
         // The record's inline first version if GC freed it, else a new one.
         // SAFETY: pinned; `rec` came from the index as a raw address.
         let nv = match unsafe { MvRecord::take_inline(rec, val.map_or(0, |v| v.len())) } {
@@ -309,12 +322,46 @@ pub(super) fn write_record<M: Mode>(
     }
 }
 
+/// The bytes of a column write (`Txn::update_slice`) and a buffer to build
+/// the new row in.
+pub(super) struct Patch<'a> {
+    at: usize,
+    bytes: &'a [u8],
+    buf: &'a mut Vec<u8>,
+}
+
+impl Patch<'_> {
+    /// The value of version `v` with the bytes written over it, in `buf`.
+    ///
+    /// The caller makes sure that `v` does not change meanwhile (a
+    /// committed version, or our own) and that it is not reclaimed (pinned).
+    fn apply_to(&mut self, v: *const Version) -> TxResult<&[u8]> {
+        self.buf.clear();
+        // SAFETY: per the contract, a stable, live version.
+        unsafe { Version::read_into(v, self.buf) };
+        patch_row(self.buf, self.at, self.bytes)?;
+        Ok(&self.buf[..])
+    }
+}
+
 pub(super) fn write<M: Mode>(
     tx: &mut ETx<'_, M>,
     table: &Table,
     key: &[u8],
     val: Option<&[u8]>,
     op: Op,
+) -> TxResult<bool> {
+    write_with(tx, table, key, val, op, None)
+}
+
+/// `write`, or with `patch` a column write (`op` is then `Update`).
+fn write_with<M: Mode>(
+    tx: &mut ETx<'_, M>,
+    table: &Table,
+    key: &[u8],
+    val: Option<&[u8]>,
+    op: Op,
+    mut patch: Option<Patch<'_>>,
 ) -> TxResult<bool> {
     for attempt in 0..STALE_RETRIES {
         let mut node = None;
@@ -360,7 +407,12 @@ pub(super) fn write<M: Mode>(
         };
         // SAFETY: reached through the index while pinned.
         let rec = unsafe { MvRecord::from_index(found) };
-        if let Some(done) = write_record(tx, table, key, rec, val, op)? {
+        let p = patch.as_mut().map(|p| Patch {
+            at: p.at,
+            bytes: p.bytes,
+            buf: &mut *p.buf,
+        });
+        if let Some(done) = write_record(tx, table, key, rec, val, op, p)? {
             // SSN: "missing" answered from a tombstone is an absence seen
             // (see `get`).
             if !done && matches!(op, Op::Update | Op::Delete) && ssn(tx) {
@@ -403,6 +455,26 @@ pub(crate) fn update<M: Mode>(
     val: &[u8],
 ) -> TxResult<bool> {
     write(tx, table, key, Some(val), Op::Update)
+}
+
+/// `Txn::update_slice` under ERMIA: the write of `update`, whose new
+/// version is built from the version it supersedes (no separate read).
+pub(crate) fn update_slice<M: Mode>(
+    tx: &mut ETx<'_, M>,
+    table: &Table,
+    key: &[u8],
+    at: usize,
+    bytes: &[u8],
+) -> TxResult<bool> {
+    let mut buf = std::mem::take(&mut tx.core.scratch);
+    let patch = Patch {
+        at,
+        bytes,
+        buf: &mut buf,
+    };
+    let r = write_with(tx, table, key, None, Op::Update, Some(patch));
+    tx.core.scratch = buf;
+    r
 }
 
 /// `Txn::delete` under ERMIA: a tombstone version.
