@@ -585,14 +585,22 @@ impl BTree {
         // rounds below interleave the levels that miss, the leaves and
         // whatever is left above them.
         let lone = self.height.load(Relaxed).saturating_sub(2);
-        let sk: [SKey<'_>; BATCH_MAX] = std::array::from_fn(|i| match keys.get(i) {
-            Some(k) if i < n => SKey::new(k),
-            _ => SKey::EMPTY,
-        });
+        // Per key: its inline prefix and length class (a search key is
+        // made from them and the key where needed: an array of `SKey`s
+        // would be built, then moved, whole).
+        let mut pre = [(0u64, 0u8); BATCH_MAX];
+        for i in 0..n {
+            pre[i] = prefix_of(keys[i]);
+        }
+        let sk = |i: usize| SKey {
+            key: keys[i],
+            prefix: pre[i].0,
+            lc: pre[i].1,
+        };
         // Per key: the node reached and its stable version; null once done.
         let mut at = [(ptr::null::<Header>(), 0u64); BATCH_MAX];
         for i in 0..n {
-            if let Ok(a) = self.descend(&sk[i], lone) {
+            if let Ok(a) = self.descend(&sk(i), lone) {
                 at[i] = a;
             }
         }
@@ -610,7 +618,7 @@ impl BTree {
                     // SAFETY: live node, and it is a leaf.
                     let leaf = unsafe { as_leaf(node) };
                     let c = leaf.h.count(LEAF_MAX);
-                    let (j, eq) = leaf.s.lower_bound(c, &sk[i]);
+                    let (j, eq) = leaf.s.lower_bound(c, &sk(i));
                     let val = if eq { leaf.val[j].load(Relaxed) } else { 0 };
                     if leaf.h.validate(v).is_ok() {
                         out[i] = val;
@@ -621,7 +629,7 @@ impl BTree {
                 // SAFETY: live node, and it is an inner node.
                 let inner = unsafe { as_inner(node) };
                 let c = inner.h.count(INNER_MAX);
-                let pos = inner.route(c, &sk[i]);
+                let pos = inner.route(c, &sk(i));
                 let child = inner.child_prefetch(pos);
                 if child.is_null() {
                     at[i].0 = ptr::null();

@@ -166,6 +166,24 @@ fn prefix_order_matches_memcmp() {
     }
 }
 
+/// The prefix of every key length from 0 to 12 is its first 8 bytes,
+/// big-endian, zero padded (the definition, against the two-load form).
+#[test]
+fn prefix_of_every_length_is_the_padded_big_endian_head() {
+    let bytes: Vec<u8> = (0..12u8).map(|i| 0xF1u8.wrapping_mul(i + 3)).collect();
+    for n in 0..=bytes.len() {
+        let key = &bytes[..n];
+        let mut b = [0u8; 8];
+        let m = n.min(8);
+        b[..m].copy_from_slice(&key[..m]);
+        assert_eq!(
+            prefix_of(key),
+            (u64::from_be_bytes(b), n.min(9) as u8),
+            "length {n}"
+        );
+    }
+}
+
 #[test]
 fn shared_prefixes_empty_key_and_prefix_keys() {
     let (_ep, local) = epoch();
