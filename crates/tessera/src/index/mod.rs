@@ -589,8 +589,8 @@ impl BTree {
         // made from them and the key where needed: an array of `SKey`s
         // would be built, then moved, whole).
         let mut pre = [(0u64, 0u8); BATCH_MAX];
-        for i in 0..n {
-            pre[i] = prefix_of(keys[i]);
+        for (p, k) in pre.iter_mut().zip(&keys[..n]) {
+            *p = prefix_of(k);
         }
         let sk = |i: usize| SKey {
             key: keys[i],
@@ -599,9 +599,9 @@ impl BTree {
         };
         // Per key: the node reached and its stable version; null once done.
         let mut at = [(ptr::null::<Header>(), 0u64); BATCH_MAX];
-        for i in 0..n {
-            if let Ok(a) = self.descend(&sk(i), lone) {
-                at[i] = a;
+        for (i, a) in at[..n].iter_mut().enumerate() {
+            if let Ok(r) = self.descend(&sk(i), lone) {
+                *a = r;
             }
         }
         // Per key, during a round: the child fetched and its parent.
