@@ -50,6 +50,10 @@ impl ScanOptions {
     }
 }
 
+/// The most bytes of each value that `get_many` prefetches (its range may
+/// be open-ended: `0..usize::MAX` reads whole values).
+pub(crate) const GET_MANY_PREFETCH: usize = 256;
+
 /// Bytes `start..end` of `v`, both clamped to its length: what
 /// [`Transaction::get_slice`] returns.
 #[inline]
@@ -133,6 +137,32 @@ pub trait Transaction {
         let _ = (t, keys, value_len);
     }
 
+    /// Column reads of many rows: bytes `at` of the value of each of `keys`
+    /// (as [`get_slice`](Transaction::get_slice) reads them, `None` for an
+    /// absent key), handed to `f(i, value)` in the order of `keys`. A
+    /// protocol that can looks the keys up together (a batched descent,
+    /// whose cache misses overlap), then reads each record found; by
+    /// default it is a [`prefetch`](Transaction::prefetch) and a `get_slice`
+    /// per key. Reads, isolation and own writes are exactly those of the
+    /// `get_slice` calls. TPC-C's StockLevel reads S_QUANTITY of ~200 rows.
+    fn get_many<F>(
+        &mut self,
+        t: TableId,
+        keys: &[&[u8]],
+        at: Range<usize>,
+        mut f: F,
+    ) -> TxResult<()>
+    where
+        F: FnMut(usize, Option<&[u8]>),
+    {
+        self.prefetch(t, keys, at.end.min(GET_MANY_PREFETCH));
+        for (i, k) in keys.iter().enumerate() {
+            let v = self.get_slice(t, k, at.clone())?;
+            f(i, v);
+        }
+        Ok(())
+    }
+
     /// Write `val` under `key`, inserting it if absent (upsert). A blind
     /// write: it does not read the old value.
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()>;
@@ -213,6 +243,21 @@ pub(crate) trait TxnOps {
     fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>>;
     fn get_slice(&mut self, t: TableId, key: &[u8], at: Range<usize>) -> TxResult<Option<&[u8]>>;
     fn prefetch(&mut self, t: TableId, keys: &[&[u8]], value_len: usize);
+    /// By default a prefetch and a `get_slice` per key.
+    fn get_many(
+        &mut self,
+        t: TableId,
+        keys: &[&[u8]],
+        at: Range<usize>,
+        f: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> TxResult<()> {
+        self.prefetch(t, keys, at.end.min(GET_MANY_PREFETCH));
+        for (i, k) in keys.iter().enumerate() {
+            let v = self.get_slice(t, k, at.clone())?;
+            f(i, v);
+        }
+        Ok(())
+    }
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()>;
     fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool>;
     fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool>;
@@ -288,6 +333,22 @@ impl<'a> Txn<'a> {
     #[inline]
     pub fn prefetch(&mut self, t: TableId, keys: &[&[u8]], value_len: usize) {
         self.ops.prefetch(t, keys, value_len)
+    }
+
+    /// Column reads of many rows, handed to `f(i, value)` in order; see
+    /// [`Transaction::get_many`].
+    #[inline]
+    pub fn get_many<F>(
+        &mut self,
+        t: TableId,
+        keys: &[&[u8]],
+        at: Range<usize>,
+        mut f: F,
+    ) -> TxResult<()>
+    where
+        F: FnMut(usize, Option<&[u8]>),
+    {
+        self.ops.get_many(t, keys, at, &mut f)
     }
 
     /// Write `val` under `key`, inserting it if absent (upsert). A blind
@@ -383,6 +444,19 @@ impl Transaction for Txn<'_> {
     #[inline]
     fn prefetch(&mut self, t: TableId, keys: &[&[u8]], value_len: usize) {
         self.ops.prefetch(t, keys, value_len)
+    }
+    #[inline]
+    fn get_many<F>(
+        &mut self,
+        t: TableId,
+        keys: &[&[u8]],
+        at: Range<usize>,
+        mut f: F,
+    ) -> TxResult<()>
+    where
+        F: FnMut(usize, Option<&[u8]>),
+    {
+        self.ops.get_many(t, keys, at, &mut f)
     }
     #[inline]
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {

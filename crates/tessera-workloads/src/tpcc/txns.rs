@@ -546,8 +546,9 @@ pub fn new_order<T: Transaction>(
 ) -> TxResult<NewOrderOutput> {
     let lines = &inp.lines[..inp.ol_cnt as usize];
     // The ITEM and STOCK rows of every line are independent lookups: look
-    // them up together first, so that their cache misses overlap (a hint;
-    // the reads below are the transaction's).
+    // them up together first, so that their cache misses overlap (the
+    // items are read at once, `get_many`; the stock rows' lookup is a hint
+    // for the reads below).
     let ikeys: [[u8; 4]; MAX_OL_CNT] =
         std::array::from_fn(|n| item_key(lines.get(n).map_or(0, |l| l.i_id)));
     let skeys: [[u8; 6]; MAX_OL_CNT] = std::array::from_fn(|n| {
@@ -557,19 +558,22 @@ pub fn new_order<T: Transaction>(
     });
     let ik: [&[u8]; MAX_OL_CNT] = std::array::from_fn(|n| &ikeys[n][..]);
     let sk: [&[u8]; MAX_OL_CNT] = std::array::from_fn(|n| &skeys[n][..]);
-    tx.prefetch(t.item, &ik[..lines.len()], Item::LEN);
     tx.prefetch(t.stock, &sk[..lines.len()], Stock::LEN);
     s.items.clear();
-    for l in lines {
-        match tx.get(t.item, &item_key(l.i_id))? {
-            // Clause 2.4.2.3: an unused item id rolls the transaction back.
-            None => return tx.user_abort(),
-            Some(v) => {
-                let it: Item = decode(v, "item")?;
-                s.items
-                    .push((it.i_price, has_original(it.i_data.as_bytes())));
-            }
-        }
+    let (items, mut unused, mut bad) = (&mut s.items, false, None);
+    tx.get_many(t.item, &ik[..lines.len()], 0..Item::LEN, |_, v| match v {
+        // Clause 2.4.2.3: an unused item id rolls the transaction back.
+        None => unused = true,
+        Some(v) => match decode::<Item>(v, "item") {
+            Ok(it) => items.push((it.i_price, has_original(it.i_data.as_bytes()))),
+            Err(e) => bad = Some(e),
+        },
+    })?;
+    if let Some(e) = bad {
+        return Err(e);
+    }
+    if unused {
+        return tx.user_abort();
     }
 
     let wh: Warehouse = must_get(tx, t.warehouse, &warehouse_key(inp.w_id), "warehouse")?;
@@ -1062,23 +1066,22 @@ pub fn stock_level<T: Transaction>(
     }
     distinct(&mut s.ids, &mut s.seen);
     let mut low = 0;
-    for i in 0..s.ids.len() {
-        if i % PREFETCH_CHUNK == 0 {
-            // The next stock rows are independent lookups: their misses
-            // overlap when looked up together (see `new_order`).
-            let ids = &s.ids[i..s.ids.len().min(i + PREFETCH_CHUNK)];
-            let keys: [[u8; 6]; PREFETCH_CHUNK] =
-                std::array::from_fn(|n| stock_key(inp.w_id, ids.get(n).copied().unwrap_or(0)));
-            let k: [&[u8]; PREFETCH_CHUNK] = std::array::from_fn(|n| &keys[n][..]);
-            tx.prefetch(t.stock, &k[..ids.len()], Stock::QUANTITY.end);
-        }
-        let key = stock_key(inp.w_id, s.ids[i]);
-        let quantity = match tx.get_slice(t.stock, &key, Stock::QUANTITY)? {
-            Some(v) => Stock::quantity_at(v).ok_or_else(|| short_row("stock", "S_QUANTITY"))?,
-            None => return Err(vanished()),
-        };
-        if quantity < inp.threshold {
-            low += 1;
+    // The stock rows are independent lookups: read S_QUANTITY of a chunk
+    // of them at once (`get_many`: their misses overlap).
+    for ids in s.ids.chunks(PREFETCH_CHUNK) {
+        let keys: [[u8; 6]; PREFETCH_CHUNK] =
+            std::array::from_fn(|n| stock_key(inp.w_id, ids.get(n).copied().unwrap_or(0)));
+        let k: [&[u8]; PREFETCH_CHUNK] = std::array::from_fn(|n| &keys[n][..]);
+        let mut err = None;
+        tx.get_many(t.stock, &k[..ids.len()], Stock::QUANTITY, |_, v| {
+            match v.map(Stock::quantity_at) {
+                Some(Some(q)) => low += (q < inp.threshold) as u32,
+                Some(None) => err = Some(short_row("stock", "S_QUANTITY")),
+                None => err = Some(vanished()),
+            }
+        })?;
+        if let Some(e) = err {
+            return Err(e);
         }
     }
     Ok(low)

@@ -38,6 +38,7 @@ use crate::storage::tid::*;
 use crate::storage::{Record, RecordLayout};
 use crate::txn::{
     check_key, check_patch, check_value, clamp_slice, patch_row, ScanOptions, Transaction, TxnOps,
+    GET_MANY_PREFETCH,
 };
 
 /// The `CcProtocol` impl of a single-version protocol (Silo, no-CC): the
@@ -96,6 +97,23 @@ macro_rules! single_version_protocol {
                 if tx.snapshot.is_none() {
                     tx.st.sets.prefetched.fill(table, keys, value_len, tx.g);
                 }
+            }
+            #[inline]
+            fn get_many(
+                tx: &mut $crate::cc::Tx<'_, $ty>,
+                table: &$crate::catalog::Table,
+                keys: &[&[u8]],
+                start: usize,
+                end: usize,
+                f: &mut dyn FnMut(usize, Option<&[u8]>),
+            ) -> $crate::error::TxResult<()> {
+                if tx.snapshot.is_some() {
+                    for (i, k) in keys.iter().enumerate() {
+                        f(i, <$ty as $crate::cc::CcProtocol>::get_slice(tx, table, k, start, end)?);
+                    }
+                    return Ok(());
+                }
+                get_many(tx, table, keys, start, end, f)
             }
             const SLICED_SCANS: bool = true;
             #[inline]
@@ -255,6 +273,24 @@ pub(crate) trait CcProtocol: Sized + 'static {
     #[inline]
     fn prefetch(tx: &mut Tx<'_, Self>, table: &Table, keys: &[&[u8]], value_len: usize) {
         let _ = (tx, table, keys, value_len);
+    }
+    /// `Txn::get_many`: bytes `start..end` of each of `keys`' values,
+    /// handed to `f` in order. By default a `prefetch` and a `get_slice`
+    /// per key; a protocol that can read the records a batched lookup
+    /// found, with no memo in between, overrides it.
+    fn get_many(
+        tx: &mut Tx<'_, Self>,
+        table: &Table,
+        keys: &[&[u8]],
+        start: usize,
+        end: usize,
+        f: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> TxResult<()> {
+        Self::prefetch(tx, table, keys, end.min(GET_MANY_PREFETCH));
+        for (i, k) in keys.iter().enumerate() {
+            f(i, Self::get_slice(tx, table, k, start, end)?);
+        }
+        Ok(())
     }
     /// Whether `scan` honours [`ScanOptions::slice`] itself; otherwise
     /// `Tx::scan` slices each value before the visitor sees it.
@@ -521,6 +557,24 @@ impl<P: CcProtocol> Transaction for Tx<'_, P> {
     }
 
     #[inline]
+    fn get_many<F>(
+        &mut self,
+        t: TableId,
+        keys: &[&[u8]],
+        at: Range<usize>,
+        mut f: F,
+    ) -> TxResult<()>
+    where
+        F: FnMut(usize, Option<&[u8]>),
+    {
+        for k in keys {
+            check_key(k)?;
+        }
+        let table = self.table(t)?;
+        P::get_many(self, table, keys, at.start, at.end, &mut f)
+    }
+
+    #[inline]
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
         let table = self.for_write(t, key, val)?;
         P::put(self, table, key, val)
@@ -605,6 +659,15 @@ impl<P: CcProtocol> TxnOps for Tx<'_, P> {
     }
     fn prefetch(&mut self, t: TableId, keys: &[&[u8]], value_len: usize) {
         Transaction::prefetch(self, t, keys, value_len)
+    }
+    fn get_many(
+        &mut self,
+        t: TableId,
+        keys: &[&[u8]],
+        at: Range<usize>,
+        f: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> TxResult<()> {
+        Transaction::get_many(self, t, keys, at, f)
     }
     fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
         Transaction::put(self, t, key, val)

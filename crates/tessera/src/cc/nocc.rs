@@ -13,7 +13,7 @@ use crate::index::Insert;
 use crate::index::OrderedIndex;
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record};
-use crate::txn::{check_patch, ScanOptions};
+use crate::txn::{check_patch, ScanOptions, GET_MANY_PREFETCH};
 
 const RETRIES: usize = 64;
 
@@ -164,6 +164,25 @@ pub(crate) fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) ->
         }
         None => Ok(false),
     }
+}
+
+/// `Txn::get_many` without CC: a prefetch and a get per key.
+pub(crate) fn get_many(
+    tx: &mut STx<'_>,
+    table: &Table,
+    keys: &[&[u8]],
+    start: usize,
+    end: usize,
+    f: &mut dyn FnMut(usize, Option<&[u8]>),
+) -> TxResult<()> {
+    tx.st
+        .sets
+        .prefetched
+        .fill(table, keys, end.min(GET_MANY_PREFETCH), tx.g);
+    for (i, k) in keys.iter().enumerate() {
+        f(i, get_slice(tx, table, k, start, end)?);
+    }
+    Ok(())
 }
 
 /// `Txn::update_slice` without CC: the bytes are written in place under
