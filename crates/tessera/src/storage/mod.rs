@@ -108,6 +108,46 @@ const V_META: u32 = 2;
 /// version follows it in the record's allocation.
 const V_BOTTOM: u32 = 4;
 
+/// Copy `blocks` 64-byte blocks from `src` to `dst` with 16-byte SSE2
+/// moves in inline assembly, four per step: the copy loop of both sides of
+/// the seqlock, the optimistic reader's ([`copy_words`]) and the lock
+/// holder's ([`store_blocks`]), where one side may race with the other.
+///
+/// # Safety
+/// Both ranges are `64 * blocks` bytes inside live allocations and do not
+/// overlap; `blocks > 0`.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[inline(always)]
+unsafe fn sse_copy_blocks(src: *const u8, dst: *mut u8, blocks: usize) {
+    // SAFETY: per the contract; the registers named are declared
+    // clobbered, and no stack is used.
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            "movdqu {a}, [{s}]",
+            "movdqu {b}, [{s} + 16]",
+            "movdqu {c}, [{s} + 32]",
+            "movdqu {d}, [{s} + 48]",
+            "movdqu [{t}], {a}",
+            "movdqu [{t} + 16], {b}",
+            "movdqu [{t} + 32], {c}",
+            "movdqu [{t} + 48], {d}",
+            "add {s}, 64",
+            "add {t}, 64",
+            "dec {k}",
+            "jnz 2b",
+            s = inout(reg) src => _,
+            t = inout(reg) dst => _,
+            k = inout(reg) blocks => _,
+            a = out(xmm_reg) _,
+            b = out(xmm_reg) _,
+            c = out(xmm_reg) _,
+            d = out(xmm_reg) _,
+            options(nostack),
+        );
+    }
+}
+
 /// Copy `n` words of a value that a writer holding the record's lock may be
 /// changing meanwhile (the optimistic read of Silo section 4.5, whose caller
 /// re-checks the TID word and discards a torn copy) to `dst`.
@@ -131,35 +171,9 @@ unsafe fn copy_words(src: *const AtomicU64, dst: *mut u8, n: usize) {
     {
         let blocks = n / 8;
         if blocks > 0 {
-            // SAFETY: reads 64 * blocks <= 8 * n bytes from `src` and writes
-            // as many to `dst`, both in bounds per the contract; see above
-            // for why the racing reads are sound here. The registers named
-            // are declared clobbered; no stack is used.
-            unsafe {
-                std::arch::asm!(
-                    "2:",
-                    "movdqu {a}, [{s}]",
-                    "movdqu {b}, [{s} + 16]",
-                    "movdqu {c}, [{s} + 32]",
-                    "movdqu {d}, [{s} + 48]",
-                    "movdqu [{t}], {a}",
-                    "movdqu [{t} + 16], {b}",
-                    "movdqu [{t} + 32], {c}",
-                    "movdqu [{t} + 48], {d}",
-                    "add {s}, 64",
-                    "add {t}, 64",
-                    "dec {k}",
-                    "jnz 2b",
-                    s = inout(reg) src => _,
-                    t = inout(reg) dst => _,
-                    k = inout(reg) blocks => _,
-                    a = out(xmm_reg) _,
-                    b = out(xmm_reg) _,
-                    c = out(xmm_reg) _,
-                    d = out(xmm_reg) _,
-                    options(nostack),
-                );
-            }
+            // SAFETY: 64 * blocks <= 8 * n bytes, in bounds of both per the
+            // contract; see above for why the racing reads are sound here.
+            unsafe { sse_copy_blocks(src as *const u8, dst, blocks) };
             done = blocks * 8;
         }
     }
@@ -191,35 +205,10 @@ unsafe fn store_blocks(dst: *const AtomicU64, src: &[u8]) -> usize {
     {
         let blocks = src.len() / 64;
         if blocks > 0 {
-            // SAFETY: reads 64 * blocks <= src.len() bytes of `src` and writes
-            // as many to `dst`, in bounds per the contract; see above for why
-            // the stores that race with optimistic readers are sound here.
-            // The registers named are declared clobbered; no stack is used.
-            unsafe {
-                std::arch::asm!(
-                    "2:",
-                    "movdqu {a}, [{s}]",
-                    "movdqu {b}, [{s} + 16]",
-                    "movdqu {c}, [{s} + 32]",
-                    "movdqu {d}, [{s} + 48]",
-                    "movdqu [{t}], {a}",
-                    "movdqu [{t} + 16], {b}",
-                    "movdqu [{t} + 32], {c}",
-                    "movdqu [{t} + 48], {d}",
-                    "add {s}, 64",
-                    "add {t}, 64",
-                    "dec {k}",
-                    "jnz 2b",
-                    s = inout(reg) src.as_ptr() => _,
-                    t = inout(reg) dst => _,
-                    k = inout(reg) blocks => _,
-                    a = out(xmm_reg) _,
-                    b = out(xmm_reg) _,
-                    c = out(xmm_reg) _,
-                    d = out(xmm_reg) _,
-                    options(nostack),
-                );
-            }
+            // SAFETY: 64 * blocks <= src.len() bytes, in bounds of both per
+            // the contract; see above for why the stores that race with
+            // optimistic readers are sound here.
+            unsafe { sse_copy_blocks(src.as_ptr(), dst as *mut u8, blocks) };
         }
         blocks * 8
     }
