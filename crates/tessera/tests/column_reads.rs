@@ -174,14 +174,15 @@ fn column_reads_return_the_clamped_bytes_under_every_protocol() {
     }
 }
 
+/// A read of bytes 0..4 of a row.
+type ColumnRead = fn(&mut tessera::Txn<'_>, tessera::TableId, &[u8]) -> Result<Vec<u8>, TxError>;
+
 /// The write skew of the two tests below, under every serializable,
 /// non-blocking protocol: A reads x with `read` and writes y; B reads y
 /// with `read` and writes bytes 50..54 of x. Each read covers bytes 0..4,
 /// which the other transaction does not write, yet the two form a cycle:
 /// they must not both commit.
-fn write_skew_over(
-    read: fn(&mut tessera::Txn<'_>, tessera::TableId, &[u8]) -> Result<Vec<u8>, TxError>,
-) {
+fn write_skew_over(read: ColumnRead) {
     for p in Protocol::INTERACTIVE {
         let caps = p.caps();
         if !caps.serializable || caps.blocks {

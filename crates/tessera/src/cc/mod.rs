@@ -108,10 +108,7 @@ macro_rules! single_version_protocol {
                 f: &mut dyn FnMut(usize, Option<&[u8]>),
             ) -> $crate::error::TxResult<()> {
                 if tx.snapshot.is_some() {
-                    for (i, k) in keys.iter().enumerate() {
-                        f(i, <$ty as $crate::cc::CcProtocol>::get_slice(tx, table, k, start, end)?);
-                    }
-                    return Ok(());
+                    return $crate::cc::get_each(tx, table, keys, start, end, f);
                 }
                 get_many(tx, table, keys, start, end, f)
             }
@@ -286,11 +283,7 @@ pub(crate) trait CcProtocol: Sized + 'static {
         end: usize,
         f: &mut dyn FnMut(usize, Option<&[u8]>),
     ) -> TxResult<()> {
-        Self::prefetch(tx, table, keys, end.min(GET_MANY_PREFETCH));
-        for (i, k) in keys.iter().enumerate() {
-            f(i, Self::get_slice(tx, table, k, start, end)?);
-        }
-        Ok(())
+        get_each(tx, table, keys, start, end, f)
     }
     /// Whether `scan` honours [`ScanOptions::slice`] itself; otherwise
     /// `Tx::scan` slices each value before the visitor sees it.
@@ -697,6 +690,23 @@ impl<P: CcProtocol> TxnOps for Tx<'_, P> {
     fn is_snapshot(&self) -> bool {
         self.snapshot.is_some()
     }
+}
+
+/// `Txn::get_many` as a `prefetch` and a `get_slice` per key (the default
+/// of [`CcProtocol::get_many`]).
+pub(crate) fn get_each<P: CcProtocol>(
+    tx: &mut Tx<'_, P>,
+    table: &Table,
+    keys: &[&[u8]],
+    start: usize,
+    end: usize,
+    f: &mut dyn FnMut(usize, Option<&[u8]>),
+) -> TxResult<()> {
+    P::prefetch(tx, table, keys, end.min(GET_MANY_PREFETCH));
+    for (i, k) in keys.iter().enumerate() {
+        f(i, P::get_slice(tx, table, k, start, end)?);
+    }
+    Ok(())
 }
 
 /// Something to run with the protocol as a type: [`Protocol::dispatch`]

@@ -13,7 +13,7 @@ use crate::index::Insert;
 use crate::index::OrderedIndex;
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record};
-use crate::txn::{check_patch, ScanOptions, GET_MANY_PREFETCH};
+use crate::txn::{check_patch, ScanOptions};
 
 const RETRIES: usize = 64;
 
@@ -175,14 +175,7 @@ pub(crate) fn get_many(
     end: usize,
     f: &mut dyn FnMut(usize, Option<&[u8]>),
 ) -> TxResult<()> {
-    tx.st
-        .sets
-        .prefetched
-        .fill(table, keys, end.min(GET_MANY_PREFETCH), tx.g);
-    for (i, k) in keys.iter().enumerate() {
-        f(i, get_slice(tx, table, k, start, end)?);
-    }
-    Ok(())
+    super::get_each(tx, table, keys, start, end, f)
 }
 
 /// `Txn::update_slice` without CC: the bytes are written in place under
