@@ -692,6 +692,35 @@ impl<P: CcProtocol> TxnOps for Tx<'_, P> {
     }
 }
 
+/// The lookup half of a protocol's own `Txn::get_many`: `keys` looked up
+/// 16 at a time with one batched descent, the first `prefetch` bytes of
+/// each record found prefetched, then `each(i, key, rec)` for every key in
+/// order, `rec` null where the batch found nothing (absent, or its descent
+/// met a change: look it up alone). The records are the index's, reached
+/// while pinned by `g`.
+pub(crate) fn for_each_found(
+    table: &Table,
+    keys: &[&[u8]],
+    prefetch: usize,
+    g: &Guard<'_>,
+    mut each: impl FnMut(usize, &[u8], *const Record) -> TxResult<()>,
+) -> TxResult<()> {
+    use crate::index::BATCH_MAX;
+    let mut found = [0u64; BATCH_MAX];
+    for (c, chunk) in keys.chunks(BATCH_MAX).enumerate() {
+        table.index.get_batch(chunk, &mut found[..chunk.len()], g);
+        for &v in &found[..chunk.len()] {
+            if v != 0 {
+                Record::prefetch(v as *const Record, prefetch.min(GET_MANY_PREFETCH));
+            }
+        }
+        for (j, key) in chunk.iter().enumerate() {
+            each(c * BATCH_MAX + j, key, found[j] as *const Record)?;
+        }
+    }
+    Ok(())
+}
+
 /// `Txn::get_many` as a `prefetch` and a `get_slice` per key (the default
 /// of [`CcProtocol::get_many`]).
 pub(crate) fn get_each<P: CcProtocol>(

@@ -32,7 +32,7 @@ use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup};
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
-use crate::txn::{check_patch, clamp_slice, ScanOptions, GET_MANY_PREFETCH};
+use crate::txn::{check_patch, clamp_slice, ScanOptions};
 
 fn conflict<T>(r: ConflictReason) -> TxResult<T> {
     Err(TxError::Conflict(r))
@@ -169,42 +169,28 @@ pub(crate) fn get_many(
     end: usize,
     f: &mut dyn FnMut(usize, Option<&[u8]>),
 ) -> TxResult<()> {
-    use crate::index::BATCH_MAX;
-    let mut found = [0u64; BATCH_MAX];
-    for (c, chunk) in keys.chunks(BATCH_MAX).enumerate() {
-        table
-            .index
-            .get_batch(chunk, &mut found[..chunk.len()], tx.g);
-        for &v in &found[..chunk.len()] {
-            if v != 0 {
-                Record::prefetch(v as *const Record, end.min(GET_MANY_PREFETCH));
+    let g = tx.g;
+    super::for_each_found(table, keys, end, g, |i, key, rec| {
+        let sets = &mut tx.st.sets;
+        let mut direct = None;
+        if !rec.is_null() && TxnSets::find_write(&sets.writes, &sets.windex, rec).is_none() {
+            sets.rbuf.clear();
+            // SAFETY: found through the index while pinned.
+            let rec_ref = unsafe { &*rec };
+            if let (ReadOutcome::Ok(tid), skip) = rec_ref.read_slice(start, end, &mut sets.rbuf) {
+                sets.reads.push(ReadEntry { rec, tid });
+                direct = Some((tid & ABSENT == 0).then_some(skip));
             }
         }
-        for (j, key) in chunk.iter().enumerate() {
-            let rec = found[j] as *const Record;
-            let sets = &mut tx.st.sets;
-            let mut direct = None;
-            if !rec.is_null() && TxnSets::find_write(&sets.writes, &sets.windex, rec).is_none() {
-                sets.rbuf.clear();
-                // SAFETY: found through the index while pinned.
-                let rec_ref = unsafe { &*rec };
-                if let (ReadOutcome::Ok(tid), skip) = rec_ref.read_slice(start, end, &mut sets.rbuf)
-                {
-                    sets.reads.push(ReadEntry { rec, tid });
-                    direct = Some((tid & ABSENT == 0).then_some(skip));
-                }
-            }
-            let i = c * BATCH_MAX + j;
-            match direct {
-                Some(Some(skip)) => f(i, Some(&tx.st.sets.rbuf[skip..])),
-                // Absent since the lookup: a committed delete whose record
-                // is still linked (its TID is in the read set).
-                Some(None) => f(i, None),
-                None => f(i, get_slice(tx, table, key, start, end)?),
-            }
+        match direct {
+            Some(Some(skip)) => f(i, Some(&tx.st.sets.rbuf[skip..])),
+            // Absent since the lookup: a committed delete whose record is
+            // still linked (its TID is in the read set).
+            Some(None) => f(i, None),
+            None => f(i, get_slice(tx, table, key, start, end)?),
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The lookup and read of `get` (the whole value, or bytes `slice` of it,

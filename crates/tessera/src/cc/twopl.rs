@@ -68,7 +68,7 @@ use crate::index::Insert;
 use crate::index::OrderedIndex;
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
-use crate::txn::{check_patch, clamp_slice, ScanOptions, GET_MANY_PREFETCH};
+use crate::txn::{check_patch, clamp_slice, ScanOptions};
 
 /// Lock word (64 bits, the newest version's auxiliary word): held
 /// exclusively, the low bits being the holder's slot + 1. Without it, the
@@ -412,35 +412,22 @@ fn get_many<P: Policy>(
     end: usize,
     f: &mut dyn FnMut(usize, Option<&[u8]>),
 ) -> TxResult<()> {
-    use crate::index::BATCH_MAX;
-    let mut found = [0u64; BATCH_MAX];
-    for (c, chunk) in keys.chunks(BATCH_MAX).enumerate() {
-        table
-            .index
-            .get_batch(chunk, &mut found[..chunk.len()], tx.g);
-        for &v in &found[..chunk.len()] {
-            if v != 0 {
-                Record::prefetch(v as *const Record, end.min(GET_MANY_PREFETCH));
+    let g = tx.g;
+    super::for_each_found(table, keys, end, g, |i, key, rec| {
+        if !rec.is_null() {
+            // SAFETY: found through the index while pinned (the guard is the
+            // attempt's), so not freed.
+            let rec = unsafe { &*rec };
+            if lock(tx, rec, false)? {
+                let r = read_locked(tx, table, key, rec)?;
+                f(i, r.map(|r| clamp_slice(r, start, end)));
+                return Ok(());
             }
         }
-        for (j, key) in chunk.iter().enumerate() {
-            let i = c * BATCH_MAX + j;
-            let v = found[j];
-            if v != 0 {
-                // SAFETY: found through the index while pinned (the guard is
-                // the attempt's), so not freed.
-                let rec = unsafe { &*(v as *const Record) };
-                if lock(tx, rec, false)? {
-                    let r = read_locked(tx, table, key, rec)?;
-                    f(i, r.map(|r| clamp_slice(r, start, end)));
-                    continue;
-                }
-            }
-            let r = get(tx, table, key)?;
-            f(i, r.map(|r| clamp_slice(r, start, end)));
-        }
-    }
-    Ok(())
+        let r = get(tx, table, key)?;
+        f(i, r.map(|r| clamp_slice(r, start, end)));
+        Ok(())
+    })
 }
 
 /// The kinds of write.
