@@ -2,7 +2,8 @@
 //! transactions of a shape, running more of them allocates nothing on the
 //! worker's thread, under every protocol, in memory and with the redo log.
 //! The transaction reads (prefetched and not), reads a column slice, scans,
-//! and updates rows with values of the same size, then commits.
+//! updates rows with values of the same size, reads columns of several rows
+//! at once and writes columns, then commits.
 //!
 //! What may allocate, and is allowed here only where said:
 //! - a multi-version protocol (`si`, `ssn`) installs a new version per
@@ -87,7 +88,8 @@ fn key(i: u32) -> [u8; 8] {
 }
 
 /// One transaction: 4 prefetched gets, 2 plain gets, a column slice, a
-/// 10-row scan, 3 same-size updates. Returns the number of rows written.
+/// 10-row scan, 3 same-size updates, a `get_many` of 3 rows and 3 column
+/// writes to 2 rows. Returns the number of rows written.
 fn txn(w: &mut Worker, t: TableId, round: u32) -> u32 {
     let pick = |j: u32| (round.wrapping_mul(2_654_435_761).wrapping_add(j * 97)) % ROWS;
     w.run(|tx| {
@@ -120,10 +122,20 @@ fn txn(w: &mut Worker, t: TableId, round: u32) -> u32 {
         for j in 8..11 {
             tx.put(t, &key(pick(j)), &val)?;
         }
+        // A batched column read, and column writes (two to one row).
+        let ms: [[u8; 8]; 3] = [key(pick(11)), key(pick(12)), key(pick(13))];
+        let mrefs: [&[u8]; 3] = [&ms[0], &ms[1], &ms[2]];
+        tx.get_many(t, &mrefs, 8..16, |_, v| {
+            sum += u64::from(v.expect("row")[0])
+        })?;
+        let b = sum.to_le_bytes();
+        assert!(tx.update_slice(t, &key(pick(14)), 4, &b[..4])?);
+        assert!(tx.update_slice(t, &key(pick(14)), 20, &b)?);
+        assert!(tx.update_slice(t, &key(pick(15)), 0, &b[..2])?);
         Ok(())
     })
     .unwrap();
-    3
+    5
 }
 
 fn check(p: Protocol, durability: Durability) {
