@@ -83,7 +83,7 @@ mod visibility;
 
 pub(crate) use commit::{abort, commit};
 pub(crate) use gc::maintain;
-pub(crate) use ops::{delete, get, insert, put, scan, update, update_slice};
+pub(crate) use ops::{delete, get, get_many, insert, put, scan, update, update_slice};
 use ssn::*;
 pub(crate) use visibility::read_latest_committed;
 use visibility::*;
@@ -210,6 +210,16 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     #[inline]
     fn update(tx: &mut ETx<'_, M>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
         update(tx, table, key, val)
+    }
+    fn get_many(
+        tx: &mut ETx<'_, M>,
+        table: &Table,
+        keys: &[&[u8]],
+        start: usize,
+        end: usize,
+        f: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> TxResult<()> {
+        get_many(tx, table, keys, start, end, f)
     }
     #[inline]
     fn update_slice(

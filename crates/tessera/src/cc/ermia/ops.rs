@@ -2,7 +2,7 @@
 //! writes (section 3.6.1), inserts of new records, scans with the node set.
 
 use super::*;
-use crate::txn::patch_row;
+use crate::txn::{clamp_slice, patch_row};
 
 /// Read `rec` for the running transaction: the visible version (with the
 /// SSN read hook) into `rbuf`; `Ok(false)` if the key is absent to us.
@@ -455,6 +455,42 @@ pub(crate) fn update<M: Mode>(
     val: &[u8],
 ) -> TxResult<bool> {
     write(tx, table, key, Some(val), Op::Update)
+}
+
+/// `Txn::get_many` under ERMIA: under SI the keys are looked up together
+/// (`cc::for_each_found`) and each record found is read at once, as `get`
+/// reads a record a prefetch found (see there why a record unlinked since
+/// answers as the index would); SSN, whose absent answers need the leaf for
+/// the node set, takes a prefetch and a get per key.
+pub(crate) fn get_many<M: Mode>(
+    tx: &mut ETx<'_, M>,
+    table: &Table,
+    keys: &[&[u8]],
+    start: usize,
+    end: usize,
+    f: &mut dyn FnMut(usize, Option<&[u8]>),
+) -> TxResult<()> {
+    if ssn(tx) {
+        return crate::cc::get_each(tx, table, keys, start, end, f);
+    }
+    let g = tx.g;
+    crate::cc::for_each_found(table, keys, end, g, |i, key, rec| {
+        if rec.is_null() {
+            let v = get(tx, table, key)?;
+            f(i, v.map(|v| clamp_slice(v, start, end)));
+            return Ok(());
+        }
+        // SAFETY: found through the index while pinned (the attempt's
+        // guard), so not freed; records of this database are multi-version.
+        let rec = unsafe { MvRecord::from_record(&*rec) };
+        let present = read_record(tx, rec)?;
+        tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
+        f(
+            i,
+            present.then(|| clamp_slice(&tx.st.sets.rbuf, start, end)),
+        );
+        Ok(())
+    })
 }
 
 /// `Txn::update_slice` under ERMIA: the write of `update`, whose new
