@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use tessera::{Database, Error, KeySet, Request, Transaction, TxResult, Worker};
 
 use crate::driver::{Report, Workload};
@@ -565,7 +565,7 @@ impl Workload for Tpcc {
     }
 
     fn next(&self, st: &mut TpccThread) -> usize {
-        let x = st.rng.gen_range(0..100u32);
+        let x = random::uniform(&mut st.rng, 0, 99);
         let ty = self.cum.iter().position(|&c| x < c).unwrap_or(0);
         self.draw(st, TxnType::ALL[ty]);
         ty

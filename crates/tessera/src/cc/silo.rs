@@ -687,7 +687,7 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
     }
 
     // Phase 1: lock the write set in a global order (record addresses).
-    sets.writes.sort_unstable_by_key(|w| w.rec as usize);
+    sets.sort_writes();
     let mut max_seen = 0u64;
     for i in 0..sets.writes.len() {
         let w = &mut sets.writes[i];
