@@ -229,21 +229,28 @@ fn read_acks(work: &Path, runs: u32) -> Vec<(u8, u32)> {
 
 fn wait_for(path: &Path, child: &mut Child, ctx: &str, work: &Path) {
     let t0 = Instant::now();
+    // A failure's message also goes into the kept directory (the harness's
+    // output of a parallel run is easily lost), with how long it waited.
+    let fail = |msg: String| -> ! {
+        let _ = std::fs::write(work.join("failure.txt"), &msg);
+        panic!("{msg}");
+    };
     while !path.exists() {
         if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "{ctx}: child exited by itself ({status}); directory kept: {}",
+            fail(format!(
+                "{ctx}: child exited by itself ({status}) after {:.2} s; directory kept: {}",
+                t0.elapsed().as_secs_f64(),
                 work.display()
-            );
+            ));
         }
         if t0.elapsed() > MARKER_WAIT {
             let _ = child.kill();
             let _ = child.wait();
-            panic!(
+            fail(format!(
                 "{ctx}: no {} after {MARKER_WAIT:?} (a hang?); directory kept: {}",
                 path.display(),
                 work.display()
-            );
+            ));
         }
         std::thread::sleep(Duration::from_millis(5));
     }
