@@ -457,11 +457,13 @@ pub(crate) fn update<M: Mode>(
     write(tx, table, key, Some(val), Op::Update)
 }
 
-/// `Txn::get_many` under ERMIA: under SI the keys are looked up together
+/// `Txn::get_many` under ERMIA: the keys are looked up together
 /// (`cc::for_each_found`) and each record found is read at once, as `get`
-/// reads a record a prefetch found (see there why a record unlinked since
-/// answers as the index would); SSN, whose absent answers need the leaf for
-/// the node set, takes a prefetch and a get per key.
+/// reads a record a prefetch found. Under SI that answers as the index
+/// would even for a record unlinked since (see `get`). Under SSN a record
+/// found answers only "present" this way: an absent answer needs the leaf
+/// for the node set, so a key whose visible version is a tombstone (or
+/// none), like a key not found, is read again by `get`, with its leaf.
 pub(crate) fn get_many<M: Mode>(
     tx: &mut ETx<'_, M>,
     table: &Table,
@@ -470,25 +472,26 @@ pub(crate) fn get_many<M: Mode>(
     end: usize,
     f: &mut dyn FnMut(usize, Option<&[u8]>),
 ) -> TxResult<()> {
-    if ssn(tx) {
-        return crate::cc::get_each(tx, table, keys, start, end, f);
-    }
     let g = tx.g;
+    let ssn = ssn(tx);
     crate::cc::for_each_found(table, keys, end, g, |i, key, rec| {
-        if rec.is_null() {
-            let v = get(tx, table, key)?;
-            f(i, v.map(|v| clamp_slice(v, start, end)));
-            return Ok(());
+        if !rec.is_null() {
+            // SAFETY: found through the index while pinned (the attempt's
+            // guard), so not freed; records of this database are
+            // multi-version.
+            let rec = unsafe { MvRecord::from_record(&*rec) };
+            let present = read_if_present(tx, rec, ssn)?;
+            if present || !ssn {
+                tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
+                f(
+                    i,
+                    present.then(|| clamp_slice(&tx.st.sets.rbuf, start, end)),
+                );
+                return Ok(());
+            }
         }
-        // SAFETY: found through the index while pinned (the attempt's
-        // guard), so not freed; records of this database are multi-version.
-        let rec = unsafe { MvRecord::from_record(&*rec) };
-        let present = read_record(tx, rec)?;
-        tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
-        f(
-            i,
-            present.then(|| clamp_slice(&tx.st.sets.rbuf, start, end)),
-        );
+        let v = get(tx, table, key)?;
+        f(i, v.map(|v| clamp_slice(v, start, end)));
         Ok(())
     })
 }
