@@ -177,12 +177,10 @@ fn column_reads_return_the_clamped_bytes_under_every_protocol() {
 /// A read of bytes 0..4 of a row.
 type ColumnRead = fn(&mut tessera::Txn<'_>, tessera::TableId, &[u8]) -> Result<Vec<u8>, TxError>;
 
-/// The write skew of the two tests below, under every serializable,
-/// non-blocking protocol: A reads x with `read` and writes y; B reads y
-/// with `read` and writes bytes 50..54 of x. Each read covers bytes 0..4,
-/// which the other transaction does not write, yet the two form a cycle:
-/// they must not both commit.
-fn write_skew_over(read: ColumnRead) {
+/// Run `f` under every serializable protocol that does not block (the
+/// write skews below interleave two transactions on one thread), on a
+/// fresh database with one table.
+fn for_each_skew_protocol(mut f: impl FnMut(Protocol, &Database, tessera::TableId)) {
     for p in Protocol::INTERACTIVE {
         let caps = p.caps();
         if !caps.serializable || caps.blocks {
@@ -190,6 +188,32 @@ fn write_skew_over(read: ColumnRead) {
         }
         let db = open(p);
         let t = db.create_table("t").unwrap();
+        f(p, &db, t);
+    }
+}
+
+/// Each transaction of a write skew committed or failed validation, and
+/// not both committed.
+fn assert_not_both(ctx: &str, ra: &Result<(), TxError>, rb: &Result<(), TxError>) {
+    for (who, r) in [("A", ra), ("B", rb)] {
+        assert!(
+            matches!(r, Ok(()) | Err(TxError::Conflict(_))),
+            "{ctx}: {who}: {r:?}"
+        );
+    }
+    assert!(
+        !(ra.is_ok() && rb.is_ok()),
+        "{ctx}: both committed a write skew"
+    );
+}
+
+/// The write skew of the two tests below, under every serializable,
+/// non-blocking protocol: A reads x with `read` and writes y; B reads y
+/// with `read` and writes bytes 50..54 of x. Each read covers bytes 0..4,
+/// which the other transaction does not write, yet the two form a cycle:
+/// they must not both commit.
+fn write_skew_over(read: ColumnRead) {
+    for_each_skew_protocol(|p, db, t| {
         let mut a = db.worker().unwrap();
         let mut b = db.worker().unwrap();
         a.run(|tx| {
@@ -212,18 +236,8 @@ fn write_skew_over(read: ColumnRead) {
             y[60..64].copy_from_slice(b"YYYY");
             ta.put(t, b"y", &y)
         });
-        let rb = rb.expect("B ran");
-        for (who, r) in [("A", &ra), ("B", &rb)] {
-            assert!(
-                matches!(r, Ok(()) | Err(TxError::Conflict(_))),
-                "{p}: {who}: {r:?}"
-            );
-        }
-        assert!(
-            !(ra.is_ok() && rb.is_ok()),
-            "{p}: both committed a write skew over column reads"
-        );
-    }
+        assert_not_both(&format!("{p}, column reads"), &ra, &rb.expect("B ran"));
+    });
 }
 
 /// A column read is a read of the row: a write skew whose reads are column
@@ -296,13 +310,7 @@ fn get_many_reads_take_part_in_isolation() {
 #[test]
 fn get_many_absent_answers_take_part_in_isolation() {
     for deleted in [false, true] {
-        for p in Protocol::INTERACTIVE {
-            let caps = p.caps();
-            if !caps.serializable || caps.blocks {
-                continue;
-            }
-            let db = open(p);
-            let t = db.create_table("t").unwrap();
+        for_each_skew_protocol(|p, db, t| {
             let mut a = db.worker().unwrap();
             let mut b = db.worker().unwrap();
             // Other keys around them, so that the batch finds records.
@@ -343,17 +351,8 @@ fn get_many_absent_answers_take_part_in_isolation() {
                 }));
                 ta.insert(t, b"q", &value(5, 10)).map(|_| ())
             });
-            let rb = rb.expect("B ran");
-            for (who, r) in [("A", &ra), ("B", &rb)] {
-                assert!(
-                    matches!(r, Ok(()) | Err(TxError::Conflict(_))),
-                    "{p}, deleted {deleted}: {who}: {r:?}"
-                );
-            }
-            assert!(
-                !(ra.is_ok() && rb.is_ok()),
-                "{p}, deleted {deleted}: both committed a write skew over absent get_many answers"
-            );
-        }
+            let ctx = format!("{p}, absent get_many answers, deleted {deleted}");
+            assert_not_both(&ctx, &ra, &rb.expect("B ran"));
+        });
     }
 }
