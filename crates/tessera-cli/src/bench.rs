@@ -257,7 +257,7 @@ pub struct Common {
     /// 2pl-ordered (its deterministic 2PL baseline) take --cc-threads,
     /// --exec-threads, --clients, --batch-size and --batch-us; they run
     /// `bench ycsb`, `bench smallbank` and `bench tpcc` (NewOrder and
-    /// Payment; 2pl-ordered: not TPC-C).
+    /// Payment).
     #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = ProtocolParser)]
     pub cc: Protocol,
     /// Driver threads, each with its own worker (loading uses at least as
@@ -867,15 +867,6 @@ fn tpcc(a: &TpccArgs) -> ExitCode {
 /// mix), then the TPC-C consistency conditions on the engine's state
 /// (copied into an in-memory database, where the checker reads it).
 fn tpcc_det(wl: &Tpcc, p: Protocol, c: &Common) -> ExitCode {
-    if p == Protocol::TwoPlOrdered {
-        return fail(
-            c,
-            Failure::usage(
-                "--cc 2pl-ordered does not run TPC-C: NewOrder declares write ranges (its order \
-                 id comes from its district) and 2pl-ordered locks exact keys only",
-            ),
-        );
-    }
     if wl.config_ref().mix[2..] != [0, 0, 0] {
         return fail(
             c,

@@ -290,8 +290,16 @@ struct BTxn {
     /// known only at execution, such as TPC-C's order ids): table, and
     /// `lo`, `hi` as ranges of `keys` (`hi` `None`: unbounded).
     wranges: Box<[WRange]>,
-    /// 2pl-ordered only (empty under BOHM): the slots in lexicographic
-    /// (table, key) order, the order the locks are taken in.
+    /// 2pl-ordered only (empty under BOHM): the range-lock units this
+    /// transaction locks (see [`UnitReg`]), `nxu` exclusive ones (its
+    /// write ranges' units) first, then shared ones (registered units that
+    /// prefix a key it declared or its own units). Their bytes are in
+    /// `keys` too; they are locks only, never read or written.
+    units: Box<[Slot]>,
+    nxu: usize,
+    /// 2pl-ordered only (empty under BOHM): the slots, then the units
+    /// (numbered after the slots), in lexicographic (table, key) order, a
+    /// unit before a key with its bytes: the order the locks are taken in.
     lorder: Box<[u32]>,
     /// Why the request cannot run under BOHM (decided at planning).
     unusable: Option<Error>,
@@ -333,6 +341,16 @@ impl BTxn {
         })
     }
 
+    /// Lock `i` of `lorder`: a slot, or a unit (numbered after the slots).
+    #[inline]
+    fn lock_slot(&self, i: u32) -> &Slot {
+        let i = i as usize;
+        match self.slots.get(i) {
+            Some(s) => s,
+            None => &self.units[i - self.slots.len()],
+        }
+    }
+
     #[inline]
     fn key(&self, s: &Slot) -> &[u8] {
         &self.keys[s.at as usize..(s.at + s.len) as usize]
@@ -366,6 +384,11 @@ struct BatchCtx {
     /// Some transaction declared a write range (registered in
     /// `Shared::ranges` until the batch finishes).
     ranges: bool,
+    /// 2pl-ordered: the batch registered a new range-lock unit, which the
+    /// transactions of earlier batches did not lock: it executes only
+    /// once this many batches (every earlier one since the engine
+    /// started) have finished.
+    drain: Option<u64>,
     /// CC threads still planning it (the per-batch barrier).
     cc_left: AtomicUsize,
     /// Exec threads still running their share.
@@ -522,6 +545,58 @@ struct Shared {
     /// `2pl-ordered` checkpoint holds it exclusively to stop the feed (one
     /// version per record: no snapshot while later batches run).
     feed: parking_lot::RwLock<()>,
+    /// 2pl-ordered: per table, the range-lock units registered so far
+    /// (used by the planning thread only), and batches planned since the
+    /// start (see [`BatchCtx::drain`]).
+    units: Mutex<(Vec<UnitReg>, u64)>,
+    /// 2pl-ordered: the lock-only records of the units (in no index),
+    /// freed with the engine.
+    unit_recs: Mutex<Vec<usize>>,
+}
+
+/// 2pl-ordered's range locks (hierarchical locking with units named by the
+/// ranges themselves). The thesis's 2PL runs on hash tables and has no
+/// range locks; TPC-C's NewOrder declares write ranges (its order id comes
+/// from its district), so a single-version 2PL needs them to keep a later
+/// range insert away from earlier transactions and a later reader away
+/// until the insert is in.
+///
+/// A write range `[lo, hi]` has a *unit*, the longest common prefix of `lo`
+/// and `hi` (empty when unbounded above): every key of the range starts
+/// with it, and two ranges whose units are not prefixes of one another do
+/// not overlap. A write range locks its unit exclusively and every
+/// registered unit that is a proper prefix of it shared; an exact key's
+/// access (read or write) locks shared every registered unit that is a
+/// prefix of the key. Unit locks are tickets in timestamp order like key
+/// locks, on lock-only records; shared locks do not conflict with each
+/// other, so exact-key accessors keep their parallelism, while a range
+/// writer is ordered against every access under its unit.
+#[derive(Default)]
+struct UnitReg {
+    set: std::collections::HashSet<Box<[u8]>>,
+    /// The distinct lengths of the registered units, ascending.
+    lens: Vec<usize>,
+}
+
+impl UnitReg {
+    /// The registered units that prefix `key`, the shortest first (`key`
+    /// itself included when `whole`).
+    fn prefixes<'k>(&'k self, key: &'k [u8], whole: bool) -> impl Iterator<Item = &'k [u8]> {
+        self.lens
+            .iter()
+            .take_while(move |&&l| l < key.len() || (whole && l == key.len()))
+            .map(move |&l| &key[..l])
+            .filter(|p| self.set.contains(*p))
+    }
+}
+
+/// The unit of a write range `[lo, hi]` (see [`UnitReg`]).
+fn range_unit<'k>(lo: &'k [u8], hi: Option<&[u8]>) -> &'k [u8] {
+    let n = match hi {
+        Some(h) => lo.iter().zip(h).take_while(|(a, b)| a == b).count(),
+        None => 0,
+    };
+    &lo[..n]
 }
 
 /// The registered write ranges of one table, by range: each range's
@@ -798,6 +873,8 @@ impl Bohm {
                 ranges: names.iter().map(|_| RangeReg::default()).collect(),
                 cut: Mutex::new(None),
                 feed: parking_lot::RwLock::new(()),
+                units: Mutex::new((Vec::new(), 0)),
+                unit_recs: Mutex::new(Vec::new()),
             }),
             seq: None,
             cc: Vec::new(),
@@ -976,7 +1053,7 @@ impl Bohm {
                 b.first_ts + b.txns.len() as u64 - 1,
                 b.release.clone(),
             );
-            let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol));
+            let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol, &sh));
             register_ranges(&sh, &ctx);
             *sh.cut.lock() = Some(last);
             for tx in &cc_tx {
@@ -1088,7 +1165,13 @@ impl Bohm {
                 b.first_ts + b.txns.len() as u64 - 1,
                 b.release.clone(),
             );
-            let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol));
+            let ctx = Arc::new(plan(
+                b,
+                cfg.cc_threads,
+                cfg.exec_threads,
+                cfg.protocol,
+                &self.sh,
+            ));
             register_ranges(&self.sh, &ctx);
             *self.sh.cut.lock() = Some(last);
             for tx in cc_tx {
@@ -1423,6 +1506,11 @@ impl Drop for Bohm {
     fn drop(&mut self) {
         let _ = self.shutdown();
         drop(self.ticker.take());
+        for r in self.sh.unit_recs.lock().drain(..) {
+            // SAFETY: every stage thread has stopped (shut down above); a
+            // unit's record is in no index and is freed once, here.
+            unsafe { free_record(r as *mut BRecord) };
+        }
         let loader = self.loader.lock();
         let Some(loader) = loader.as_ref() else {
             return;
@@ -1538,14 +1626,57 @@ unsafe fn free_chain(p: *mut u8) {
 
 /// Planning on the sequencer's thread: each request's declared writes,
 /// their owners, and empty placeholder slots.
-fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
+fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> BatchCtx {
     let locking = protocol == DetProtocol::TwoPlOrdered;
     let mut keys = KeySet::new();
+    // 2pl-ordered: register the batch's new range-lock units before any of
+    // its transactions is planned, so that each of them locks every unit
+    // that covers its keys (see `UnitReg`).
+    let mut units_guard = locking.then(|| sh.units.lock());
+    let mut drain = None;
+    if let Some(g) = units_guard.as_mut() {
+        let (regs, planned) = &mut **g;
+        regs.resize_with(sh.tables.len(), UnitReg::default);
+        let mut fresh = false;
+        for s in &b.txns {
+            keys.clear();
+            if s.proc.needs_reconnaissance() || !s.proc.declare(&mut keys) {
+                continue;
+            }
+            for d in keys.iter() {
+                if d.is_key() {
+                    continue;
+                }
+                let Some(reg) = regs.get_mut(d.table.as_u32() as usize) else {
+                    continue;
+                };
+                let unit = range_unit(d.lo, d.hi());
+                if !reg.set.contains(unit) {
+                    reg.set.insert(unit.into());
+                    if let Err(at) = reg.lens.binary_search(&unit.len()) {
+                        reg.lens.insert(at, unit.len());
+                    }
+                    fresh = true;
+                }
+            }
+        }
+        if fresh {
+            drain = Some(*planned);
+        }
+        *planned += 1;
+    }
+    let units_reg: &[UnitReg] = match units_guard.as_ref() {
+        Some(g) => &g.0,
+        None => &[],
+    };
+    let mut us: Vec<(TableId, u32, u32, bool)> = Vec::new();
     let mut buf: Vec<u8> = Vec::new();
     // (table, at, len) of the writes and of the reads.
     let mut ws: Vec<(TableId, u32, u32)> = Vec::new();
     let mut rs: Vec<(TableId, u32, u32)> = Vec::new();
     let mut wr: Vec<WRange> = Vec::new();
+    // 2pl-ordered: the declared read ranges (scans).
+    let mut rr: Vec<WRange> = Vec::new();
     let txns: Box<[BTxn]> = b
         .txns
         .into_iter()
@@ -1556,6 +1687,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
             ws.clear();
             rs.clear();
             wr.clear();
+            rr.clear();
             let unusable = if s.proc.needs_reconnaissance() {
                 Some(Error::InvalidArgument(format!(
                     "BOHM does not yet run requests that need a reconnaissance ('{}')",
@@ -1567,16 +1699,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                     s.proc.name()
                 )))
             } else {
-                let mut bad = None;
                 for d in keys.iter() {
-                    if locking && !d.is_key() {
-                        bad = Some(Error::InvalidArgument(format!(
-                            "'{}' declares a key range: 2pl-ordered locks exact keys only (the \
-                             thesis's 2PL runs on hash tables, with no range locks)",
-                            s.proc.name()
-                        )));
-                        break;
-                    }
                     if d.access == Access::Write && !d.is_key() {
                         // Inserts of new keys in the range (see
                         // `BohmTx::install_fresh`).
@@ -1595,6 +1718,21 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                         continue;
                     }
                     if !d.is_key() {
+                        if locking {
+                            // A scan's range: its unit is locked shared.
+                            let lo = (buf.len() as u32, d.lo.len() as u32);
+                            buf.extend_from_slice(d.lo);
+                            let hi = d.hi().map(|h| {
+                                let at = (buf.len() as u32, h.len() as u32);
+                                buf.extend_from_slice(h);
+                                at
+                            });
+                            rr.push(WRange {
+                                table: d.table,
+                                lo,
+                                hi,
+                            });
+                        }
                         continue;
                     }
                     let list = if d.access == Access::Write {
@@ -1607,13 +1745,15 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                     list.push((d.table, buf.len() as u32, d.lo.len() as u32));
                     buf.extend_from_slice(d.lo);
                 }
-                bad
+                None
             };
             if unusable.is_some() {
                 ws.clear();
                 rs.clear();
                 wr.clear();
+                rr.clear();
             }
+            us.clear();
             let key = |e: &(TableId, u32, u32)| &buf[e.1 as usize..(e.1 + e.2) as usize];
             // (table, key), comparing a word of each key before its bytes.
             let order = |a: &(TableId, u32, u32), b: &(TableId, u32, u32)| {
@@ -1627,6 +1767,58 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
             rs.dedup_by(|a, b| order(a, b).is_eq());
             // A key both read and written is read through its placeholder.
             rs.retain(|r| ws.binary_search_by(|w| order(w, r)).is_err());
+            // 2pl-ordered's unit locks: (table, bytes in `buf`, exclusive).
+            let mut unit_at: Vec<(TableId, Vec<u8>, bool)> = Vec::new();
+            if locking && !units_reg.is_empty() {
+                // Writers lock exclusively, readers shared, every registered
+                // unit that covers what they access: a range's own unit
+                // and the registered ones that prefix it, a key's
+                // registered prefixes (see `UnitReg`).
+                let ranges = wr
+                    .iter()
+                    .map(|r| (r, true))
+                    .chain(rr.iter().map(|r| (r, false)));
+                for (r, x) in ranges {
+                    let lo = &buf[r.lo.0 as usize..(r.lo.0 + r.lo.1) as usize];
+                    let hi = r.hi.map(|h| &buf[h.0 as usize..(h.0 + h.1) as usize]);
+                    let unit = range_unit(lo, hi);
+                    unit_at.push((r.table, unit.to_vec(), x));
+                    if let Some(reg) = units_reg.get(r.table.as_u32() as usize) {
+                        for p in reg.prefixes(unit, false) {
+                            unit_at.push((r.table, p.to_vec(), x));
+                        }
+                    }
+                }
+                let points = ws
+                    .iter()
+                    .map(|e| (e, true))
+                    .chain(rs.iter().map(|e| (e, false)));
+                for (e, x) in points {
+                    if let Some(reg) = units_reg.get(e.0.as_u32() as usize) {
+                        for p in reg.prefixes(key(e), true) {
+                            unit_at.push((e.0, p.to_vec(), x));
+                        }
+                    }
+                }
+                // One lock per unit, exclusive if any access to it is;
+                // exclusive ones first.
+                unit_at.sort_unstable_by(|a, b| (!a.2, a.0, &a.1).cmp(&(!b.2, b.0, &b.1)));
+                unit_at.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+                let mut seen_x: Vec<(TableId, Vec<u8>)> = Vec::new();
+                unit_at.retain(|u| {
+                    if u.2 {
+                        seen_x.push((u.0, u.1.clone()));
+                        true
+                    } else {
+                        !seen_x.iter().any(|x| x.0 == u.0 && x.1 == u.1)
+                    }
+                });
+                for (t, bytes, x) in &unit_at {
+                    us.push((*t, buf.len() as u32, bytes.len() as u32, *x));
+                    buf.extend_from_slice(bytes);
+                }
+            }
+            let key = |e: &(TableId, u32, u32)| &buf[e.1 as usize..(e.1 + e.2) as usize];
             let slot = |e: &(TableId, u32, u32)| Slot {
                 table: e.0,
                 at: e.1,
@@ -1638,12 +1830,22 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                 wait: AtomicU64::new(0),
             };
             let slots: Box<[Slot]> = ws.iter().chain(rs.iter()).map(slot).collect();
+            let nxu = us.iter().filter(|u| u.3).count();
+            let units: Box<[Slot]> = us.iter().map(|u| slot(&(u.0, u.1, u.2))).collect();
             let lorder = if locking {
-                let all: Vec<&(TableId, u32, u32)> = ws.iter().chain(rs.iter()).collect();
+                let all: Vec<(&(TableId, u32, u32), bool)> =
+                    ws.iter().chain(rs.iter()).map(|e| (e, false)).collect();
+                let ukeys: Vec<(TableId, u32, u32)> = us.iter().map(|u| (u.0, u.1, u.2)).collect();
+                let all: Vec<(&(TableId, u32, u32), bool)> = all
+                    .into_iter()
+                    .chain(ukeys.iter().map(|e| (e, true)))
+                    .collect();
                 let mut order: Vec<u32> = (0..all.len() as u32).collect();
+                // A unit before a key with the same bytes (`!unit`: false
+                // sorts first).
                 order.sort_unstable_by(|&a, &b| {
                     let (a, b) = (all[a as usize], all[b as usize]);
-                    (a.0, key(a)).cmp(&(b.0, key(b)))
+                    (a.0 .0, key(a.0), !a.1).cmp(&(b.0 .0, key(b.0), !b.1))
                 });
                 order.into_boxed_slice()
             } else {
@@ -1657,6 +1859,8 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
                 slots,
                 nw: ws.len(),
                 wranges: std::mem::take(&mut wr).into_boxed_slice(),
+                units,
+                nxu,
                 lorder,
                 unusable,
                 outcome: UnsafeCell::new(None),
@@ -1668,6 +1872,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol) -> BatchCtx {
         txns,
         release: b.release,
         ranges,
+        drain,
         cc_left: AtomicUsize::new(m),
         exec_left: AtomicUsize::new(n),
     }
@@ -1682,6 +1887,9 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
     // superseded an older one: GC candidates.
     let mut superseded: std::collections::VecDeque<(u64, *mut Version)> = Default::default();
     let locking = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
+    // 2pl-ordered: the lock sequences of the range-lock units this thread
+    // owns, per table.
+    let mut unit_maps: Vec<UnitMap> = sh.tables.iter().map(|_| UnitMap::default()).collect();
     let mut ever: Vec<bool> = Vec::new();
     loop {
         let ctx = match rx.recv_timeout(Duration::from_millis(2)) {
@@ -1714,6 +1922,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                 }
                 if locking {
                     lock_entries(sh, me, &mut latest, txn, &g);
+                    lock_units(sh, me, &mut unit_maps, txn);
                     continue;
                 }
                 for r in txn.reads() {
@@ -1935,6 +2144,45 @@ fn lock_entries(sh: &Shared, me: u16, latest: &mut LatestMap, txn: &BTxn, g: &Gu
     }
 }
 
+/// A CC thread's lock sequences of the range-lock units it owns in one
+/// table (2pl-ordered; see [`UnitReg`]).
+type UnitMap = HashMap<Box<[u8]>, Latest>;
+
+/// `2pl-ordered`'s CC work for `txn`'s unit locks this thread owns: tickets
+/// as [`lock_entries`] hands them out, on lock-only records (a unit is in
+/// no index) created at the unit's first lock.
+fn lock_units(sh: &Shared, me: u16, maps: &mut [UnitMap], txn: &BTxn) {
+    for (i, sl) in txn.units.iter().enumerate() {
+        if sl.owner != me {
+            continue;
+        }
+        let map = &mut maps[sl.table.as_u32() as usize];
+        let key = txn.key(sl);
+        let e = match map.get_mut(key) {
+            Some(e) => e,
+            None => {
+                let v = absent_version();
+                let rec = BRecord::new(v);
+                sh.unit_recs.lock().push(rec as usize);
+                map.entry(key.into())
+                    .or_insert(Latest { rec, v, n: 0, w: 0 })
+            }
+        };
+        let ticket = if i < txn.nxu {
+            let t = e.n;
+            e.n += 1;
+            e.w = e.n;
+            t
+        } else {
+            e.n += 1;
+            e.w
+        };
+        sl.ver.store(e.v, Ordering::Release);
+        sl.rec.store(e.rec as *mut BRecord, Ordering::Release);
+        sl.wait.store(ticket, Ordering::Release);
+    }
+}
+
 /// GC by the batch low watermark. The thesis has one designated execution
 /// thread compute `min` over the executors' published batches; here each CC
 /// thread reads those counters itself when it collects (a few loads), which
@@ -2123,6 +2371,15 @@ fn run_locked(
     blocked: &mut Vec<(usize, usize)>,
 ) {
     blocked.clear();
+    if let Some(n) = ctx.drain {
+        // A new range-lock unit: every earlier batch's transactions must
+        // be complete (they did not lock it). This thread has finished its
+        // share of them; the others finish theirs without it.
+        let mut idle = 0u32;
+        while sh.batches.load(Ordering::Acquire) < n {
+            crate::backoff::snooze(&mut idle);
+        }
+    }
     for j in (me..ctx.txns.len()).step_by(sh.cfg.exec_threads) {
         let mut held = 0;
         if take_locks(&ctx.txns[j], &mut held) {
@@ -2165,7 +2422,7 @@ fn run_locked(
 /// handed out once), so a lock taken stays taken.
 fn take_locks(txn: &BTxn, held: &mut usize) -> bool {
     while let Some(&i) = txn.lorder.get(*held) {
-        let sl = &txn.slots[i as usize];
+        let sl = txn.lock_slot(i);
         let rec = sl.rec.load(Ordering::Acquire);
         // SAFETY: records live while the engine runs; the CC stage set
         // every lock before handing the batch on.
@@ -2185,7 +2442,7 @@ fn run_claimed(sh: &Shared, local: &LocalEpoch, txn: &BTxn) {
         claimed,
         "2pl-ordered transactions are run by their own thread only"
     );
-    for sl in txn.slots.iter() {
+    for sl in txn.slots.iter().chain(txn.units.iter()) {
         // SAFETY: as in `take_locks`. The release store publishes this
         // transaction's in-place writes to the next holder.
         unsafe {
@@ -2341,7 +2598,9 @@ fn finish_batch(sh: &Shared, local: &LocalEpoch, ctx: Arc<BatchCtx>) {
         .collect();
     unregister_ranges(sh, &ctx);
     ctx.release.executed(outs);
-    sh.batches.fetch_add(1, Ordering::Relaxed);
+    // Release: 2pl-ordered's drain (`run_locked`) reads it as "every
+    // transaction of the batch is complete".
+    sh.batches.fetch_add(1, Ordering::Release);
     let g = local.pin();
     let holder = Box::into_raw(Box::new(ctx));
     // SAFETY: a boxed Arc, freed once by the epoch callback.
@@ -2439,6 +2698,112 @@ impl BohmTx<'_> {
             )?;
         }
         Ok(())
+    }
+
+    /// `2pl-ordered`: a scan under a unit lock this transaction holds (its
+    /// declared read or write range's, see [`UnitReg`]): no writer of a key
+    /// under the unit runs meanwhile, so the records' one versions are
+    /// read in place. A range no held unit covers is refused (it would
+    /// hold no lock). Like BOHM's, a scan sees this transaction's writes
+    /// of declared keys, not its own range inserts (they reach the index
+    /// at commit).
+    fn scan_locked(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<usize> {
+        let starts = |b: Bound<&[u8]>, u: &[u8]| match b {
+            Bound::Included(k) | Bound::Excluded(k) => k.starts_with(u),
+            Bound::Unbounded => u.is_empty(),
+        };
+        let covered = self.txn.units.iter().any(|u| {
+            let unit = self.txn.key(u);
+            u.table == t && starts(lo, unit) && starts(hi, unit)
+        });
+        if !covered {
+            return Err(TxError::Error(Error::InvalidArgument(format!(
+                "2pl-ordered: a scan of table {} that no declared range of the request covers \
+                 (it would hold no lock)",
+                t.as_u32()
+            ))));
+        }
+        let tree = self.sh.table(t)?;
+        // Read in the index's callback: under the unit lock nothing is
+        // waited for, and the scan stops at its limit.
+        let mut n = 0;
+        let this = &*self;
+        tree.scan(lo, hi, opts.reverse, self.g, Unobserved, |k, r| {
+            if opts.limit.is_some_and(|l| n >= l) {
+                return false;
+            }
+            let own = this.slot(t, k).and_then(|s| this.own(s));
+            let v: &[u8] = match own {
+                Some(Some(v)) => v,
+                Some(None) => return true,
+                None => {
+                    // SAFETY: records live while the engine runs; the unit
+                    // lock keeps writers of the key away while it is read.
+                    let v = unsafe { &*(*(r as *const BRecord)).head.load(Ordering::Acquire) };
+                    if v.state.load(Ordering::Acquire) != VALUE {
+                        return true;
+                    }
+                    // SAFETY: as above.
+                    unsafe { &(&*v.data.get())[..] }
+                }
+            };
+            let v: &[u8] = match opts.slice {
+                Some((s, e)) => {
+                    let e = e.min(v.len());
+                    &v[s.min(e)..e]
+                }
+                None => v,
+            };
+            n += 1;
+            f(k, v)
+        });
+        Ok(n)
+    }
+
+    /// `2pl-ordered`: commit a range insert in place, under the range's
+    /// unit lock (held exclusively: nobody else touches a key under it).
+    /// The key's record, if some CC thread created one (an absent version
+    /// for a declared access of a later transaction), gets the value in
+    /// its one version; otherwise a new record goes into the index.
+    fn install_locked(&self, t: TableId, key: &[u8], val: Box<[u8]>) {
+        let tree = &self.sh.tables[t.as_u32() as usize];
+        let mut val = Some(val);
+        loop {
+            if let Lookup::Found(r) = tree.get(key, self.g) {
+                // SAFETY: records live while the engine runs; the version
+                // is the record's one, and the unit lock keeps every other
+                // reader and writer of the key away.
+                unsafe {
+                    let v = &*(*(r as *const BRecord)).head.load(Ordering::Acquire);
+                    *v.data.get() = val.take().expect("once");
+                    v.state.store(VALUE, Ordering::Release);
+                }
+                return;
+            }
+            let v = new_version(self.txn.ts, self.txn, VALUE, ptr::null_mut());
+            // SAFETY: not shared yet.
+            unsafe { *(*v).data.get() = val.take().expect("once") };
+            let rec = BRecord::new(v);
+            match tree.insert(key, rec as u64, self.g) {
+                Insert::Inserted { .. } => return,
+                Insert::Exists(_) => {
+                    // A CC thread created the key's record meanwhile: put
+                    // the value there instead.
+                    // SAFETY: never shared; take the value back first.
+                    unsafe {
+                        val = Some(std::mem::take(&mut *(*v).data.get()));
+                        free_record(rec);
+                    }
+                }
+            }
+        }
     }
 
     /// Commit a range insert: a version of `key` at this transaction's
@@ -2631,6 +2996,25 @@ impl BohmTx<'_> {
             self.txn.slots[s].ver.load(Ordering::Acquire)
         } else if let Some(r) = self.declared_read(t, key) {
             self.txn.reads()[r].ver.load(Ordering::Acquire)
+        } else if self.txn.in_wrange(t, key) {
+            // A key of a declared write range: this transaction holds the
+            // range's unit exclusively, so no other transaction reads or
+            // writes any key under it until it is done (see `UnitReg`).
+            if let Some((_, _, v)) = self
+                .rwrites
+                .iter()
+                .find(|(tt, k, _)| *tt == t && &k[..] == key)
+            {
+                let v: *const [u8] = &v[..];
+                // SAFETY: `rwrites` is not changed while the slice is out.
+                return Ok(Some(unsafe { &*v }));
+            }
+            match self.record(t, key)? {
+                // SAFETY: records live while the engine runs; 2pl-ordered
+                // keeps one version per record.
+                Some(rec) => rec.head.load(Ordering::Acquire),
+                None => return Ok(None),
+            }
         } else {
             return Err(TxError::Error(Error::InvalidArgument(format!(
                 "2pl-ordered: a read of table {} key {key:02x?} that the request did not declare \
@@ -2720,6 +3104,9 @@ impl BohmTx<'_> {
                         v.state.store(TOMBSTONE, Ordering::Release);
                     }
                 }
+            }
+            for (t, k, val) in std::mem::take(&mut self.rwrites) {
+                self.install_locked(t, &k, val);
             }
             return;
         }
@@ -2888,11 +3275,7 @@ impl TxnOps for BohmTx<'_> {
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> TxResult<usize> {
         if self.sh.cfg.protocol == DetProtocol::TwoPlOrdered {
-            return Err(TxError::Error(Error::InvalidArgument(
-                "2pl-ordered does not run scans: it locks exact keys only (the thesis's 2PL runs \
-                 on hash tables, with no range locks)"
-                    .into(),
-            )));
+            return self.scan_locked(t, lo, hi, opts, f);
         }
         let tree = self.sh.table(t)?;
         if self.ranged(t)? {
