@@ -2467,6 +2467,9 @@ fn try_execute(sh: &Shared, local: &LocalEpoch, txn: &BTxn) -> bool {
     execute(sh, local, &g, txn, 0)
 }
 
+/// Keys a BOHM scan collects from the index at a time (see `BohmTx::scan`).
+const SCAN_CHUNK: usize = 128;
+
 /// The deepest recursive execution of producers; below it, a reader sets
 /// its transaction aside (the producer's own thread runs its transactions
 /// in timestamp order, so it gets there: dependencies point to smaller
@@ -3283,33 +3286,66 @@ impl TxnOps for BohmTx<'_> {
             // index before the scan (no phantom).
             self.await_ranges(t, lo, hi)?;
         }
-        // Collect the keys first: a read may execute a producer, which
-        // must not happen inside the index's scan callback.
+        // Collect the keys first, a chunk at a time: a read may execute a
+        // producer, which must not happen inside the index's scan
+        // callback; and a scan with a limit (YCSB E's 100 rows from a
+        // point, unbounded above) must not collect the rest of the table.
+        // Chunks are safe to take at different moments: a key's visible
+        // version at this timestamp does not change, every older range
+        // insert is in the index already (above), and keys are never
+        // removed from it (a delete is a tombstone).
+        let owned = |b: Bound<&[u8]>| b.map(<[u8]>::to_vec);
+        let (mut lo_b, mut hi_b) = (owned(lo), owned(hi));
         let mut keys: Vec<(Vec<u8>, u64)> = Vec::new();
-        tree.scan(lo, hi, opts.reverse, self.g, Unobserved, |k, v| {
-            keys.push((k.to_vec(), v));
-            true
-        });
         let mut n = 0;
-        for (k, r) in keys {
-            if opts.limit.is_some_and(|l| n >= l) {
-                break;
-            }
-            // SAFETY: records live while the engine runs.
-            let rec = unsafe { &*(r as *const BRecord) };
-            let Some(v) = self.read_known(t, &k, Some(rec))? else {
-                continue;
-            };
-            let v: &[u8] = match opts.slice {
-                Some((s, e)) => {
-                    let e = e.min(v.len());
-                    &v[s.min(e)..e]
+        loop {
+            let cap = opts
+                .limit
+                .map_or(SCAN_CHUNK, |l| l.saturating_sub(n).clamp(1, SCAN_CHUNK));
+            keys.clear();
+            tree.scan(
+                lo_b.as_ref().map(Vec::as_slice),
+                hi_b.as_ref().map(Vec::as_slice),
+                opts.reverse,
+                self.g,
+                Unobserved,
+                |k, v| {
+                    keys.push((k.to_vec(), v));
+                    keys.len() < cap
+                },
+            );
+            let full = keys.len() == cap;
+            let last = keys.last().map(|(k, _)| k.clone());
+            for (k, r) in keys.drain(..) {
+                if opts.limit.is_some_and(|l| n >= l) {
+                    return Ok(n);
                 }
-                None => v,
-            };
-            n += 1;
-            if !f(&k, v) {
-                break;
+                // SAFETY: records live while the engine runs.
+                let rec = unsafe { &*(r as *const BRecord) };
+                let Some(v) = self.read_known(t, &k, Some(rec))? else {
+                    continue;
+                };
+                let v: &[u8] = match opts.slice {
+                    Some((s, e)) => {
+                        let e = e.min(v.len());
+                        &v[s.min(e)..e]
+                    }
+                    None => v,
+                };
+                n += 1;
+                if !f(&k, v) {
+                    return Ok(n);
+                }
+            }
+            match last {
+                Some(last) if full => {
+                    if opts.reverse {
+                        hi_b = Bound::Excluded(last);
+                    } else {
+                        lo_b = Bound::Excluded(last);
+                    }
+                }
+                _ => break,
             }
         }
         Ok(n)

@@ -33,8 +33,14 @@ enum Op {
     Rmw { keys: Vec<u64>, add: u64, cap: u64 },
     /// Insert `key` (output 1 if it was absent) or delete it (1 if present).
     InsDel { key: u64, insert: bool },
-    /// Sum and count of `[lo, hi]`: output sum * 1000 + count.
-    Scan { lo: u64, hi: u64 },
+    /// Sum and count of `[lo, hi]`, at most `limit` rows (0: all), from
+    /// the top when `rev`: output sum * 1000 + count.
+    Scan {
+        lo: u64,
+        hi: u64,
+        limit: u64,
+        rev: bool,
+    },
     /// Writes a key it does not declare.
     Rogue { key: u64 },
     /// Read exact keys (declared reads: the read-set annotation); output
@@ -85,13 +91,17 @@ impl Request for P {
                 };
                 Ok(u64::from(done))
             }
-            Op::Scan { lo, hi } => {
+            Op::Scan { lo, hi, limit, rev } => {
                 let (mut sum, mut n) = (0, 0);
                 tx.scan(
                     t,
                     Bound::Included(&k(*lo)[..]),
                     Bound::Included(&k(*hi)[..]),
-                    ScanOptions::default(),
+                    ScanOptions {
+                        limit: (*limit > 0).then_some(*limit as usize),
+                        reverse: *rev,
+                        ..ScanOptions::default()
+                    },
                     |_, v| {
                         sum += val(Some(v));
                         n += 1;
@@ -124,7 +134,7 @@ impl Request for P {
         match &self.op {
             Op::Rmw { keys: ks, .. } => ks.iter().for_each(|&x| keys.write(self.t, &k(x))),
             Op::InsDel { key, .. } | Op::Rogue { key } => keys.write(self.t, &k(*key)),
-            Op::Scan { lo, hi } => keys.read_range(self.t, &k(*lo), &k(*hi)),
+            Op::Scan { lo, hi, .. } => keys.read_range(self.t, &k(*lo), &k(*hi)),
             Op::Read { keys: ks } => ks.iter().for_each(|&x| keys.read(self.t, &k(x))),
             Op::Order { d } => {
                 keys.write(self.t, &k(900 + d));
@@ -155,10 +165,12 @@ impl Procedure for P {
                 w(*key);
                 w(u64::from(*insert));
             }
-            Op::Scan { lo, hi } => {
+            Op::Scan { lo, hi, limit, rev } => {
                 w(2);
                 w(*lo);
                 w(*hi);
+                w(*limit);
+                w(u64::from(*rev));
             }
             Op::Rogue { key } => {
                 w(3);
@@ -194,6 +206,8 @@ impl Procedure for P {
             2 => Op::Scan {
                 lo: next()?,
                 hi: next()?,
+                limit: next()?,
+                rev: next()? == 1,
             },
             3 => Op::Rogue { key: next()? },
             4 => {
@@ -231,6 +245,8 @@ fn gen(rng: &mut SmallRng, t: TableId, keys: u64) -> P {
             Op::Scan {
                 lo,
                 hi: lo + rng.gen_range(0..10),
+                limit: rng.gen_range(0..4),
+                rev: rng.gen_bool(0.3),
             }
         }
         93..=98 => Op::Read {
@@ -515,9 +531,7 @@ fn input_log_replays(protocol: DetProtocol) {
     for b in &scan.batches {
         for (_, args) in &b.entries {
             let mut p = P::decode(args).unwrap();
-            let refused = matches!(p.op, Op::Rogue { .. })
-                || (protocol == DetProtocol::TwoPlOrdered
-                    && matches!(p.op, Op::Scan { .. } | Op::Order { .. }));
+            let refused = matches!(p.op, Op::Rogue { .. });
             if !refused {
                 let _ = serial::run_one(&mut w, &mut p);
             }
@@ -762,12 +776,16 @@ fn range_inserts_equal_serial_execution(protocol: DetProtocol) {
                 },
                 4..=5 => {
                     let (lo, _) = order_range(rng.gen_range(0..3));
+                    // Long enough to take several of a BOHM scan's chunks
+                    // (`SCAN_CHUNK`), with and without a limit, both ways.
                     let lo = lo + rng.gen_range(0..300);
                     P {
                         t,
                         op: Op::Scan {
                             lo,
-                            hi: lo + rng.gen_range(0..40),
+                            hi: lo + rng.gen_range(0..400),
+                            limit: [0, 1, 130, 300][rng.gen_range(0..4)],
+                            rev: rng.gen_bool(0.5),
                         },
                     }
                 }
