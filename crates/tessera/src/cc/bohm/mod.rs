@@ -1624,6 +1624,22 @@ unsafe fn free_chain(p: *mut u8) {
     }
 }
 
+/// A declared range's bounds, copied into a transaction's key buffer.
+fn stash_range(buf: &mut Vec<u8>, d: &crate::request::Declared<'_>) -> WRange {
+    let lo = (buf.len() as u32, d.lo.len() as u32);
+    buf.extend_from_slice(d.lo);
+    let hi = d.hi().map(|h| {
+        let at = (buf.len() as u32, h.len() as u32);
+        buf.extend_from_slice(h);
+        at
+    });
+    WRange {
+        table: d.table,
+        lo,
+        hi,
+    }
+}
+
 /// Planning on the sequencer's thread: each request's declared writes,
 /// their owners, and empty placeholder slots.
 fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> BatchCtx {
@@ -1703,35 +1719,13 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
                     if d.access == Access::Write && !d.is_key() {
                         // Inserts of new keys in the range (see
                         // `BohmTx::install_fresh`).
-                        let lo = (buf.len() as u32, d.lo.len() as u32);
-                        buf.extend_from_slice(d.lo);
-                        let hi = d.hi().map(|h| {
-                            let at = (buf.len() as u32, h.len() as u32);
-                            buf.extend_from_slice(h);
-                            at
-                        });
-                        wr.push(WRange {
-                            table: d.table,
-                            lo,
-                            hi,
-                        });
+                        wr.push(stash_range(&mut buf, &d));
                         continue;
                     }
                     if !d.is_key() {
                         if locking {
                             // A scan's range: its unit is locked shared.
-                            let lo = (buf.len() as u32, d.lo.len() as u32);
-                            buf.extend_from_slice(d.lo);
-                            let hi = d.hi().map(|h| {
-                                let at = (buf.len() as u32, h.len() as u32);
-                                buf.extend_from_slice(h);
-                                at
-                            });
-                            rr.push(WRange {
-                                table: d.table,
-                                lo,
-                                hi,
-                            });
+                            rr.push(stash_range(&mut buf, &d));
                         }
                         continue;
                     }
@@ -2128,18 +2122,7 @@ fn lock_entries(sh: &Shared, me: u16, latest: &mut LatestMap, txn: &BTxn, g: &Gu
         let map = &mut latest[sl.table.as_u32() as usize];
         let e = entry(sh, map, sl.table, txn.key(sl), g, Some(absent_version))
             .expect("created when absent");
-        let ticket = if i < txn.nw {
-            let t = e.n;
-            e.n += 1;
-            e.w = e.n;
-            t
-        } else {
-            e.n += 1;
-            e.w
-        };
-        sl.ver.store(e.v, Ordering::Release);
-        sl.rec.store(e.rec as *mut BRecord, Ordering::Release);
-        sl.wait.store(ticket, Ordering::Release);
+        hand_ticket(sl, e, i < txn.nw);
         sh.placeholders.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -2168,19 +2151,26 @@ fn lock_units(sh: &Shared, me: u16, maps: &mut [UnitMap], txn: &BTxn) {
                     .or_insert(Latest { rec, v, n: 0, w: 0 })
             }
         };
-        let ticket = if i < txn.nxu {
-            let t = e.n;
-            e.n += 1;
-            e.w = e.n;
-            t
-        } else {
-            e.n += 1;
-            e.w
-        };
-        sl.ver.store(e.v, Ordering::Release);
-        sl.rec.store(e.rec as *mut BRecord, Ordering::Release);
-        sl.wait.store(ticket, Ordering::Release);
+        hand_ticket(sl, e, i < txn.nxu);
     }
+}
+
+/// Hand `sl` the next lock ticket of the record `e` describes: a write
+/// waits for every earlier access to complete; a read, for every access
+/// up to the last earlier write (consecutive reads share the lock).
+fn hand_ticket(sl: &Slot, e: &mut Latest, write: bool) {
+    let ticket = if write {
+        let t = e.n;
+        e.n += 1;
+        e.w = e.n;
+        t
+    } else {
+        e.n += 1;
+        e.w
+    };
+    sl.ver.store(e.v, Ordering::Release);
+    sl.rec.store(e.rec as *mut BRecord, Ordering::Release);
+    sl.wait.store(ticket, Ordering::Release);
 }
 
 /// GC by the batch low watermark. The thesis has one designated execution
@@ -2757,11 +2747,8 @@ impl BohmTx<'_> {
                     unsafe { &(&*v.data.get())[..] }
                 }
             };
-            let v: &[u8] = match opts.slice {
-                Some((s, e)) => {
-                    let e = e.min(v.len());
-                    &v[s.min(e)..e]
-                }
+            let v = match opts.slice {
+                Some((s, e)) => crate::txn::clamp_slice(v, s, e),
                 None => v,
             };
             n += 1;
