@@ -2457,8 +2457,28 @@ fn try_execute(sh: &Shared, local: &LocalEpoch, txn: &BTxn) -> bool {
     execute(sh, local, &g, txn, 0)
 }
 
-/// Keys a BOHM scan collects from the index at a time (see `BohmTx::scan`).
-const SCAN_CHUNK: usize = 128;
+/// [`visible`] without waiting: the version visible at `ts` from `start`
+/// (`Some(None)`: absent or a tombstone), or `None` if the walk meets a
+/// version whose producer has not completed (the caller reads the key
+/// the blocking way, outside any index callback).
+fn visible_complete(start: *mut Version, ts: u64) -> Option<Option<*const Version>> {
+    let mut p = start;
+    while !p.is_null() {
+        // SAFETY: reachable versions are alive while pinned.
+        let v = unsafe { &*p };
+        if v.begin >= ts {
+            p = v.prev.load(Ordering::Acquire);
+            continue;
+        }
+        match v.state.load(Ordering::Acquire) {
+            VALUE => return Some(Some(p)),
+            TOMBSTONE => return Some(None),
+            SKIPPED => p = v.prev.load(Ordering::Acquire),
+            _ => return None,
+        }
+    }
+    Some(None)
+}
 
 /// The deepest recursive execution of producers; below it, a reader sets
 /// its transaction aside (the producer's own thread runs its transactions
@@ -3273,50 +3293,83 @@ impl TxnOps for BohmTx<'_> {
             // index before the scan (no phantom).
             self.await_ranges(t, lo, hi)?;
         }
-        // Collect the keys first, a chunk at a time: a read may execute a
-        // producer, which must not happen inside the index's scan
-        // callback; and a scan with a limit (YCSB E's 100 rows from a
-        // point, unbounded above) must not collect the rest of the table.
-        // Chunks are safe to take at different moments: a key's visible
-        // version at this timestamp does not change, every older range
-        // insert is in the index already (above), and keys are never
-        // removed from it (a delete is a tombstone).
+        // Read in the index's callback while every key's visible version
+        // is complete: a read that would run (or wait for) a producer must
+        // not happen inside the callback, so at such a key, or one this
+        // transaction wrote or inserted (its own buffers answer), the walk
+        // stops there; the key is read outside, and the walk resumes after
+        // it. Resuming is safe at any moment: a key's visible version at
+        // this timestamp does not change, every older range insert is in
+        // the index already (above), and keys are never removed from it (a
+        // delete is a tombstone).
         let owned = |b: Bound<&[u8]>| b.map(<[u8]>::to_vec);
         let (mut lo_b, mut hi_b) = (owned(lo), owned(hi));
-        let mut keys: Vec<(Vec<u8>, u64)> = Vec::new();
+        let ts = self.txn.ts;
         let mut n = 0;
         loop {
-            let cap = opts
-                .limit
-                .map_or(SCAN_CHUNK, |l| l.saturating_sub(n).clamp(1, SCAN_CHUNK));
-            keys.clear();
-            tree.scan(
-                lo_b.as_ref().map(Vec::as_slice),
-                hi_b.as_ref().map(Vec::as_slice),
-                opts.reverse,
-                self.g,
-                Unobserved,
-                |k, v| {
-                    keys.push((k.to_vec(), v));
-                    keys.len() < cap
-                },
-            );
-            let full = keys.len() == cap;
-            let last = keys.last().map(|(k, _)| k.clone());
-            for (k, r) in keys.drain(..) {
-                if opts.limit.is_some_and(|l| n >= l) {
-                    return Ok(n);
-                }
-                // SAFETY: records live while the engine runs.
-                let rec = unsafe { &*(r as *const BRecord) };
-                let Some(v) = self.read_known(t, &k, Some(rec))? else {
-                    continue;
-                };
-                let v: &[u8] = match opts.slice {
-                    Some((s, e)) => {
-                        let e = e.min(v.len());
-                        &v[s.min(e)..e]
-                    }
+            let mut slow: Option<(Vec<u8>, u64)> = None;
+            let mut stop = false;
+            {
+                let this = &*self;
+                tree.scan(
+                    lo_b.as_ref().map(Vec::as_slice),
+                    hi_b.as_ref().map(Vec::as_slice),
+                    opts.reverse,
+                    self.g,
+                    Unobserved,
+                    |k, r| {
+                        if opts.limit.is_some_and(|l| n >= l) {
+                            stop = true;
+                            return false;
+                        }
+                        let own = this.slot(t, k).is_some()
+                            || this
+                                .rwrites
+                                .iter()
+                                .any(|(tt, kk, _)| *tt == t && &kk[..] == k);
+                        // SAFETY: records live while the engine runs.
+                        let head = unsafe { &*(r as *const BRecord) }
+                            .head
+                            .load(Ordering::Acquire);
+                        let seen = if own {
+                            None
+                        } else {
+                            visible_complete(head, ts)
+                        };
+                        let Some(seen) = seen else {
+                            slow = Some((k.to_vec(), r));
+                            return false;
+                        };
+                        let Some(v) = seen else {
+                            return true;
+                        };
+                        // SAFETY: a complete version's data never changes;
+                        // it is alive while pinned.
+                        let v: &[u8] = unsafe { &(&*(*v).data.get())[..] };
+                        let v = match opts.slice {
+                            Some((s, e)) => crate::txn::clamp_slice(v, s, e),
+                            None => v,
+                        };
+                        n += 1;
+                        if !f(k, v) {
+                            stop = true;
+                            return false;
+                        }
+                        true
+                    },
+                );
+            }
+            if stop {
+                return Ok(n);
+            }
+            let Some((k, r)) = slow else {
+                return Ok(n);
+            };
+            // SAFETY: records live while the engine runs.
+            let rec = unsafe { &*(r as *const BRecord) };
+            if let Some(v) = self.read_known(t, &k, Some(rec))? {
+                let v = match opts.slice {
+                    Some((s, e)) => crate::txn::clamp_slice(v, s, e),
                     None => v,
                 };
                 n += 1;
@@ -3324,18 +3377,12 @@ impl TxnOps for BohmTx<'_> {
                     return Ok(n);
                 }
             }
-            match last {
-                Some(last) if full => {
-                    if opts.reverse {
-                        hi_b = Bound::Excluded(last);
-                    } else {
-                        lo_b = Bound::Excluded(last);
-                    }
-                }
-                _ => break,
+            if opts.reverse {
+                hi_b = Bound::Excluded(k);
+            } else {
+                lo_b = Bound::Excluded(k);
             }
         }
-        Ok(n)
     }
 
     fn is_snapshot(&self) -> bool {
