@@ -341,14 +341,18 @@ fn background_checkpoints_with_writers() {
             )
             .unwrap();
             let t = db.create_table("t").unwrap();
+            // The writers run for at least 400 ms and until two background
+            // checkpoints have been taken while they write (at most a
+            // minute: a loaded CI machine may take long to sync one).
+            let stop = std::sync::atomic::AtomicBool::new(false);
             std::thread::scope(|s| {
                 for th in 0..2u32 {
                     let db = db.clone();
+                    let stop = &stop;
                     s.spawn(move || {
                         let mut w = db.worker().unwrap();
-                        let start = std::time::Instant::now();
                         let mut i = 0u32;
-                        while start.elapsed() < Duration::from_millis(400) {
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                             let k = format!("k{}", (i * 7 + th) % 500);
                             w.run(|tx| {
                                 if i % 4 == 3 {
@@ -362,6 +366,14 @@ fn background_checkpoints_with_writers() {
                         }
                     });
                 }
+                let start = std::time::Instant::now();
+                while start.elapsed() < Duration::from_secs(60)
+                    && (start.elapsed() < Duration::from_millis(400)
+                        || db.checkpoint_status().0 < 2)
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
             });
             let (n, err) = db.checkpoint_status();
             assert!(err.is_none(), "{p}: {err:?}");
