@@ -381,7 +381,7 @@ unsafe impl Send for BTxn {}
 struct BatchCtx {
     txns: Box<[BTxn]>,
     release: Arc<BatchRelease>,
-    /// Some transaction declared a write range (registered in
+    /// BOHM: some transaction declared a write range (registered in
     /// `Shared::ranges` until the batch finishes).
     ranges: bool,
     /// 2pl-ordered: the batch registered a new range-lock unit, which the
@@ -1827,19 +1827,19 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
             let nxu = us.iter().filter(|u| u.3).count();
             let units: Box<[Slot]> = us.iter().map(|u| slot(&(u.0, u.1, u.2))).collect();
             let lorder = if locking {
-                let all: Vec<(&(TableId, u32, u32), bool)> =
-                    ws.iter().chain(rs.iter()).map(|e| (e, false)).collect();
-                let ukeys: Vec<(TableId, u32, u32)> = us.iter().map(|u| (u.0, u.1, u.2)).collect();
-                let all: Vec<(&(TableId, u32, u32), bool)> = all
-                    .into_iter()
-                    .chain(ukeys.iter().map(|e| (e, true)))
+                // The slots' keys, then the units (numbered after them).
+                let all: Vec<((TableId, u32, u32), bool)> = ws
+                    .iter()
+                    .chain(rs.iter())
+                    .map(|e| (*e, false))
+                    .chain(us.iter().map(|u| ((u.0, u.1, u.2), true)))
                     .collect();
                 let mut order: Vec<u32> = (0..all.len() as u32).collect();
                 // A unit before a key with the same bytes (`!unit`: false
                 // sorts first).
                 order.sort_unstable_by(|&a, &b| {
-                    let (a, b) = (all[a as usize], all[b as usize]);
-                    (a.0 .0, key(a.0), !a.1).cmp(&(b.0 .0, key(b.0), !b.1))
+                    let (a, b) = (&all[a as usize], &all[b as usize]);
+                    (a.0 .0, key(&a.0), !a.1).cmp(&(b.0 .0, key(&b.0), !b.1))
                 });
                 order.into_boxed_slice()
             } else {
@@ -1861,7 +1861,9 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
             }
         })
         .collect();
-    let ranges = txns.iter().any(|t| !t.wranges.is_empty());
+    // Under 2pl-ordered the unit locks order range writers and readers;
+    // nothing reads the registrations.
+    let ranges = !locking && txns.iter().any(|t| !t.wranges.is_empty());
     BatchCtx {
         txns,
         release: b.release,
