@@ -477,6 +477,8 @@ pub fn run_checked<W: DetWorkload>(
             // thread (set aside and run again: no OS wait).
             "set_aside": stats.set_aside,
             "versions_collected": stats.collected,
+            // Placeholders that reused a collected version's memory.
+            "versions_reused": stats.reused,
             // Records the CC threads' latest maps hold at the end.
             "cc_map_entries": stats.cc_map_entries,
             "cc_busy_seconds": stats.cc_busy_ns as f64 / 1e9,
@@ -552,7 +554,7 @@ fn table(r: &Value) -> String {
     format!(
         "{} on {}: {} client thread(s), {} CC, {} exec\n\
          committed {} in {:.2} s: {:.0} txn/s ({} aborted by their logic)\n\
-         batches {}, CC entries ({}s) {}, producers run by readers {}, versions collected {}\n\
+         batches {}, CC entries ({}s) {}, producers run by readers {}, versions collected {} (reused {})\n\
          CC stage alone: {:.0} entries per busy second per CC thread\n",
         r["protocol"].as_str().unwrap_or(""),
         r["workload"].as_str().unwrap_or(""),
@@ -568,6 +570,7 @@ fn table(r: &Value) -> String {
         r["stages"]["cc_entries"],
         r["stages"]["recursive_executions"],
         r["stages"]["versions_collected"],
+        r["stages"]["versions_reused"],
         r["stages"]["cc_stage_entries_per_busy_s_per_thread"]
             .as_f64()
             .unwrap_or(0.0),

@@ -208,6 +208,15 @@ impl Epochs {
         self.reclaim_bound.load(Ordering::Acquire)
     }
 
+    /// Whether an object retired by a thread pinned in epoch `retired_in`
+    /// can be freed (or reused) now: no pinned thread can still reach it.
+    /// The rule [`LocalEpoch::collect`] applies, for owners that keep their
+    /// own retired lists (BOHM's version recycling).
+    #[inline]
+    pub fn reclaimable(&self, retired_in: u64) -> bool {
+        retired_in + 2 <= self.reclaim_bound.load(Ordering::Acquire)
+    }
+
     /// Items waiting in the orphan list (for tests).
     pub fn orphan_count(&self) -> usize {
         self.orphans.lock().len()
@@ -278,12 +287,11 @@ impl LocalEpoch {
 
     /// Free what can be freed now.
     pub fn collect(&self) {
-        let bound = self.epochs.reclaim_bound.load(Ordering::Acquire);
         // SAFETY: only this worker touches its garbage list, and no reference
         // into it escapes this function.
         let g = unsafe { &mut *self.garbage.get() };
         while let Some(front) = g.front() {
-            if front.epoch + 2 > bound {
+            if !self.epochs.reclaimable(front.epoch) {
                 break;
             }
             let item = g.pop_front().expect("front exists");

@@ -490,8 +490,12 @@ pub struct BohmStats {
     /// Transactions executed by a thread other than the one responsible
     /// for them (recursive producer execution and stealing).
     pub recursive: u64,
-    /// Versions cut off by GC.
+    /// Versions cut off by GC (counted once no reader can reach them, when
+    /// they are reused or freed).
     pub collected: u64,
+    /// Placeholders that reused a collected version (and its value
+    /// buffer) instead of allocating one (see `Recycler`).
+    pub reused: u64,
     /// Executions abandoned because a read found its producer running on
     /// another thread (the transaction was set aside and run again later).
     pub set_aside: u64,
@@ -525,6 +529,7 @@ struct Shared {
     /// Transactions set aside (abandoned and unclaimed) on a blocked read.
     set_aside: AtomicU64,
     collected: AtomicU64,
+    reused: AtomicU64,
     batches: AtomicU64,
     cc_busy_ns: AtomicU64,
     exec_busy_ns: AtomicU64,
@@ -865,6 +870,7 @@ impl Bohm {
                 recursive: AtomicU64::new(0),
                 set_aside: AtomicU64::new(0),
                 collected: AtomicU64::new(0),
+                reused: AtomicU64::new(0),
                 batches: AtomicU64::new(0),
                 cc_busy_ns: AtomicU64::new(0),
                 exec_busy_ns: AtomicU64::new(0),
@@ -1452,6 +1458,7 @@ impl Bohm {
             placeholders: self.sh.placeholders.load(Ordering::Relaxed),
             recursive: self.sh.recursive.load(Ordering::Relaxed),
             collected: self.sh.collected.load(Ordering::Relaxed),
+            reused: self.sh.reused.load(Ordering::Relaxed),
             set_aside: self.sh.set_aside.load(Ordering::Relaxed),
             batches: self.sh.batches.load(Ordering::Relaxed),
             input_bytes: self
@@ -1578,6 +1585,19 @@ fn key_word(key: &[u8]) -> u64 {
     u64::from_be_bytes(b)
 }
 
+/// The order of two keys whose `key_word`s are equal. Keys of at most 8
+/// bytes then differ only in length (the longer one's extra bytes are
+/// zeros, and the shorter is its prefix): no byte comparison, which is a
+/// library call.
+#[inline]
+fn cmp_same_word(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    if a.len() <= 8 && b.len() <= 8 {
+        a.len().cmp(&b.len())
+    } else {
+        a.cmp(b)
+    }
+}
+
 fn new_version(begin: u64, producer: *const BTxn, state: u8, prev: *mut Version) -> *mut Version {
     Box::into_raw(Box::new(Version {
         begin,
@@ -1621,6 +1641,124 @@ unsafe fn free_chain(p: *mut u8) {
             drop(Box::from_raw(p));
             p = next;
         }
+    }
+}
+
+/// Versions a CC thread's GC cut off, reused for its new placeholders with
+/// their value buffers.
+///
+/// Without it every write allocated twice and freed twice on different
+/// threads: the CC thread a `Version` for the placeholder, the executor a
+/// value buffer for the data, and GC (on the CC thread, through the epoch)
+/// both. On YCSB 2RMW-8R with 1,000-byte values about half of the CC
+/// thread's time went to the allocator (mostly collecting the executors'
+/// buffers freed here), and the CC thread is the stage that bounds a
+/// batch. A version comes back here once no pinned reader can reach it
+/// (the epoch rule, [`Epochs::reclaimable`]), per table, so that its
+/// buffer has the table's row size and the executor that fills it copies
+/// the value into it instead of allocating one (`BohmTx::write`).
+///
+/// The thesis does not say how versions are allocated; its prototype's
+/// per-thread allocators play this part.
+struct Recycler {
+    /// Chains cut by GC: the epoch they were cut in, the chain, its table.
+    cut: std::collections::VecDeque<(u64, *mut Version, u32)>,
+    /// Per table: versions no thread can reach.
+    free: Vec<Vec<*mut Version>>,
+    /// Placeholders taken from `free` since the last `take_reused`.
+    reused: u64,
+}
+
+/// At most this many versions wait for reuse per table and CC thread; the
+/// rest are freed (a batch that only deletes or overwrites a table, once,
+/// must not keep its versions for good).
+/// (A 10RMW batch of 10,000 cuts 100,000 versions at once, which its
+/// successor's placeholders take back.)
+const RECYCLE_MAX: usize = 1 << 18;
+
+impl Recycler {
+    fn new(tables: usize) -> Recycler {
+        Recycler {
+            cut: Default::default(),
+            free: (0..tables).map(|_| Vec::new()).collect(),
+            reused: 0,
+        }
+    }
+
+    /// Take over a chain GC cut off in the guard's epoch.
+    fn retire(&mut self, g: &Guard<'_>, chain: *mut Version, table: u32) {
+        self.cut.push_back((g.epoch(), chain, table));
+    }
+
+    /// Move the chains no reader can reach any more to the free lists;
+    /// how many versions they held.
+    fn reclaim(&mut self, epochs: &Epochs) -> u64 {
+        let mut n = 0;
+        while let Some(&(e, chain, table)) = self.cut.front() {
+            if !epochs.reclaimable(e) {
+                break;
+            }
+            self.cut.pop_front();
+            let free = &mut self.free[table as usize];
+            let mut p = chain;
+            while !p.is_null() {
+                // SAFETY: cut from its record by this thread's GC and past
+                // the epoch: no thread can reach it; each version is in one
+                // chain.
+                let next = unsafe { (*p).prev.load(Ordering::Relaxed) };
+                if free.len() < RECYCLE_MAX {
+                    free.push(p);
+                } else {
+                    // SAFETY: as above; allocated by `new_version`.
+                    drop(unsafe { Box::from_raw(p) });
+                }
+                n += 1;
+                p = next;
+            }
+        }
+        n
+    }
+
+    /// A pending placeholder of `producer` for a key of `table`: a reused
+    /// version (its value buffer kept) or a new one.
+    fn placeholder(&mut self, table: u32, producer: &BTxn) -> *mut Version {
+        match self.free[table as usize].pop() {
+            Some(p) => {
+                self.reused += 1;
+                // SAFETY: unreachable for every other thread (see
+                // `reclaim`), so this thread has it to itself.
+                let v = unsafe { &mut *p };
+                v.begin = producer.ts;
+                *v.end.get_mut() = u64::MAX;
+                v.producer = producer;
+                *v.state.get_mut() = PENDING;
+                *v.prev.get_mut() = ptr::null_mut();
+                p
+            }
+            None => new_version(producer.ts, producer, PENDING, ptr::null_mut()),
+        }
+    }
+
+    /// At the CC thread's end: chains still waiting go to the epoch's own
+    /// garbage list (a reader may still walk them).
+    fn close(&mut self, g: &Guard<'_>) {
+        for (_, chain, _) in self.cut.drain(..) {
+            // SAFETY: cut from its record, unreachable for later pins.
+            unsafe { g.retire(chain as *mut u8, free_chain) };
+        }
+    }
+}
+
+impl Drop for Recycler {
+    fn drop(&mut self) {
+        for free in &mut self.free {
+            for p in free.drain(..) {
+                // SAFETY: unreachable (see `reclaim`), from `new_version`.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+        // Chains in `cut` are leaked if `close` was not called (a panic in
+        // the CC thread): a reader may still walk them.
     }
 }
 
@@ -1881,7 +2019,8 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
     let mut latest: LatestMap = sh.tables.iter().map(|_| CcMap::default()).collect();
     // Records whose chains grew, with the batch of the version that
     // superseded an older one: GC candidates.
-    let mut superseded: std::collections::VecDeque<(u64, *mut Version)> = Default::default();
+    let mut superseded: std::collections::VecDeque<(u64, *mut Version, u32)> = Default::default();
+    let mut recycler = Recycler::new(sh.tables.len());
     let locking = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
     // 2pl-ordered: the lock sequences of the range-lock units this thread
     // owns, per table.
@@ -1893,8 +2032,10 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 // Idle: collect what the executors have finished since.
                 if !superseded.is_empty() {
-                    collect(sh, &mut superseded, &local.pin());
+                    collect(sh, &mut superseded, &mut recycler, &local.pin());
                 }
+                let n = recycler.reclaim(local.epochs());
+                sh.collected.fetch_add(n, Ordering::Relaxed);
                 local.collect();
                 continue;
             }
@@ -1939,7 +2080,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     let map = &mut latest[w.table.as_u32() as usize];
                     let slot = entry(sh, map, w.table, txn.key(w), &g, Some(ptr::null_mut))
                         .expect("created when absent");
-                    let v = new_version(txn.ts, txn, PENDING, ptr::null_mut());
+                    let v = recycler.placeholder(w.table.as_u32(), txn);
                     // On top of the record's head: the version this thread
                     // put there last, or one a range insert of an earlier
                     // transaction put above it. Only a table with write
@@ -1975,14 +2116,18 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                         // SAFETY: a record's head is never freed (GC cuts
                         // only behind older versions).
                         unsafe { (*prev).end.store(txn.ts, Ordering::Release) };
-                        superseded.push_back((txn.ts, v));
+                        superseded.push_back((txn.ts, v, w.table.as_u32()));
                     }
                     slot.v = v;
                     w.ver.store(v, Ordering::Release);
                     sh.placeholders.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            collect(sh, &mut superseded, &g);
+            collect(sh, &mut superseded, &mut recycler, &g);
+            let n = recycler.reclaim(local.epochs());
+            sh.collected.fetch_add(n, Ordering::Relaxed);
+            sh.reused
+                .fetch_add(std::mem::take(&mut recycler.reused), Ordering::Relaxed);
         }
         sh.cc_busy_ns
             .fetch_add(busy.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -2001,6 +2146,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
         }
         local.collect();
     }
+    recycler.close(&local.pin());
 }
 
 /// A CC thread's entry for `(t, key)`, a key it owns: from its own map,
@@ -2191,11 +2337,16 @@ fn hand_ticket(sl: &Slot, e: &mut Latest, write: bool) {
 /// batch's GC quadratic in the key's updates. The superseding version is
 /// still in the chain: only this thread cuts it, behind versions of larger
 /// timestamps, whose entries come later in the queue.
-fn collect(sh: &Shared, q: &mut std::collections::VecDeque<(u64, *mut Version)>, g: &Guard<'_>) {
+fn collect(
+    sh: &Shared,
+    q: &mut std::collections::VecDeque<(u64, *mut Version, u32)>,
+    recycler: &mut Recycler,
+    g: &Guard<'_>,
+) {
     let Some(wm) = sh.watermark() else {
         return;
     };
-    while let Some(&(ts, from)) = q.front() {
+    while let Some(&(ts, from, table)) = q.front() {
         if ts > wm {
             break;
         }
@@ -2214,18 +2365,10 @@ fn collect(sh: &Shared, q: &mut std::collections::VecDeque<(u64, *mut Version)>,
             if v.begin <= wm && (st == VALUE || st == TOMBSTONE) {
                 let cut = v.prev.swap(ptr::null_mut(), Ordering::AcqRel);
                 if !cut.is_null() {
-                    let mut n = 0;
-                    let mut c = cut;
-                    while !c.is_null() {
-                        n += 1;
-                        // SAFETY: cut versions stay allocated until the
-                        // epoch callback below frees them.
-                        c = unsafe { (*c).prev.load(Ordering::Acquire) };
-                    }
-                    sh.collected.fetch_add(n, Ordering::Relaxed);
-                    // SAFETY: unreachable from now on; pinned readers that
-                    // may still walk it are covered by the epoch.
-                    unsafe { g.retire(cut as *mut u8, free_chain) };
+                    // Unreachable from now on; pinned readers that may
+                    // still walk it are covered by the epoch, which the
+                    // recycler waits out before reusing it.
+                    recycler.retire(g, cut, table);
                 }
                 break;
             }
@@ -2260,7 +2403,7 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
                     prefetch_versions(t, true);
                 }
                 let txn = &ctx.txns[j];
-                if !try_execute(sh, local, txn) && txn.state.load(Ordering::Acquire) != COMPLETE {
+                if !try_ready(sh, local, txn) && txn.state.load(Ordering::Acquire) != COMPLETE {
                     // Another thread runs it: take other work, come back.
                     aside.push((j, 0, 0));
                 }
@@ -2283,7 +2426,7 @@ fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchC
                     *skip -= 1;
                     return true;
                 }
-                if t.state.load(Ordering::Acquire) == UNPROCESSED && !try_execute(sh, local, t) {
+                if t.state.load(Ordering::Acquire) == UNPROCESSED && !try_ready(sh, local, t) {
                     *next = (*next * 2).clamp(1, 64);
                     *skip = *next;
                 }
@@ -2459,6 +2602,81 @@ fn try_execute(sh: &Shared, local: &LocalEpoch, txn: &BTxn) -> bool {
     execute(sh, local, &g, txn, 0)
 }
 
+/// Claim and run `txn` unless it would wait for a producer that another
+/// thread is running (then false, and nothing was run).
+///
+/// A body that reads such a producer's version is abandoned at that read
+/// (set aside, see [`execute`]): the work up to it is lost, and on a
+/// contended workload (YCSB 10RMW at theta 0.9, two execution threads)
+/// a million bodies a run were set aside, about half a body each wasted.
+/// The versions a body will read are known before it runs (its
+/// placeholders' predecessors and its read-set annotations), so they are
+/// checked first (`waits_elsewhere`); the check is a hint (a dependency it
+/// does not see is handled by the body's reads as before).
+fn try_ready(sh: &Shared, local: &LocalEpoch, txn: &BTxn) -> bool {
+    let g = local.pin();
+    let mut budget = WAIT_CHECK_BUDGET;
+    if waits_elsewhere(txn, &mut budget) {
+        return false;
+    }
+    if txn
+        .state
+        .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return false;
+    }
+    execute(sh, local, &g, txn, 0)
+}
+
+/// How many unclaimed producers `waits_elsewhere` looks into, in all.
+const WAIT_CHECK_BUDGET: u32 = 16;
+
+/// Whether running `txn` now would meet a pending version whose producer
+/// another thread has claimed, directly or through unclaimed producers it
+/// would run first (at most `budget` of them looked into).
+fn waits_elsewhere(txn: &BTxn, budget: &mut u32) -> bool {
+    for (i, sl) in txn.slots.iter().enumerate() {
+        let mut p = sl.ver.load(Ordering::Acquire);
+        if i < txn.nw && !p.is_null() {
+            // A placeholder: the version below it is the one read.
+            // SAFETY: the placeholders of a planned batch are alive.
+            p = unsafe { (*p).prev.load(Ordering::Acquire) };
+        }
+        while !p.is_null() {
+            // SAFETY: the caller is pinned; the walk stops at the first
+            // value or tombstone below `ts`, above which GC never cuts
+            // while `txn` is unfinished (as in `visible`).
+            let v = unsafe { &*p };
+            if v.begin >= txn.ts {
+                p = v.prev.load(Ordering::Acquire);
+                continue;
+            }
+            match v.state.load(Ordering::Acquire) {
+                VALUE | TOMBSTONE => break,
+                SKIPPED => p = v.prev.load(Ordering::Acquire),
+                _ => {
+                    // SAFETY: a pending version's producer is alive (see
+                    // `finish_batch`).
+                    let prod = unsafe { &*v.producer };
+                    match prod.state.load(Ordering::Acquire) {
+                        EXECUTING => return true,
+                        UNPROCESSED if *budget > 0 => {
+                            *budget -= 1;
+                            if waits_elsewhere(prod, budget) {
+                                return true;
+                            }
+                        }
+                        _ => {}
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    false
+}
+
 /// [`visible`] without waiting: the version visible at `ts` from `start`
 /// (`Some(None)`: absent or a tombstone), or `None` if the walk meets a
 /// version whose producer has not completed (the caller reads the key
@@ -2625,6 +2843,19 @@ fn finish_batch(sh: &Shared, local: &LocalEpoch, ctx: Arc<BatchCtx>) {
 /// A buffered insert into a declared write range: table, key, value.
 type RangeInsert = (TableId, Box<[u8]>, Box<[u8]>);
 
+/// A transaction's own write of a declared key, until its fill.
+enum Own {
+    /// The value, in a buffer of its own (moved into the placeholder at
+    /// the fill).
+    Value(Box<[u8]>),
+    /// The value, copied into the placeholder's own buffer (a reused
+    /// version's, of the same length; see [`Recycler`]). Nobody reads a
+    /// pending version's data: the fill publishes it with the state.
+    Placed,
+    /// A delete.
+    Delete,
+}
+
 /// The transaction a body runs on under BOHM.
 struct BohmTx<'a> {
     sh: &'a Shared,
@@ -2632,8 +2863,8 @@ struct BohmTx<'a> {
     g: &'a Guard<'a>,
     txn: &'a BTxn,
     depth: u32,
-    /// Own writes (`None`: a delete), one entry per declared slot written.
-    writes: Vec<(usize, Option<Box<[u8]>>)>,
+    /// Own writes, one entry per declared slot written.
+    writes: Vec<(usize, Own)>,
     /// A read found its producer running on another thread: the
     /// transaction is set aside (see [`execute`]).
     blocked: bool,
@@ -2647,10 +2878,9 @@ impl BohmTx<'_> {
         // Compare a word of each key first: most declared keys differ in
         // their first 8 bytes, and a byte comparison is a library call.
         let w = key_word(key);
-        self.txn
-            .writes()
-            .iter()
-            .position(|sl| sl.word == w && sl.table == t && self.txn.key(sl) == key)
+        self.txn.writes().iter().position(|sl| {
+            sl.word == w && sl.table == t && cmp_same_word(self.txn.key(sl), key).is_eq()
+        })
     }
 
     /// Whether table `t` ever had a declared write range.
@@ -2905,13 +3135,26 @@ impl BohmTx<'_> {
             .binary_search_by(|sl| {
                 (sl.table, sl.word)
                     .cmp(&(t, w))
-                    .then_with(|| self.txn.key(sl).cmp(key))
+                    .then_with(|| cmp_same_word(self.txn.key(sl), key))
             })
             .ok()
     }
 
-    fn own(&self, slot: usize) -> Option<&Option<Box<[u8]>>> {
-        self.writes.iter().find(|(s, _)| *s == slot).map(|(_, v)| v)
+    /// This transaction's own write of declared slot `slot`: `Some(None)`
+    /// a delete.
+    fn own(&self, slot: usize) -> Option<Option<&[u8]>> {
+        let (_, w) = self.writes.iter().find(|(s, _)| *s == slot)?;
+        Some(match w {
+            Own::Value(v) => Some(&v[..]),
+            Own::Placed => {
+                let ph = self.txn.slots[slot].ver.load(Ordering::Acquire);
+                // SAFETY: this transaction's own placeholder, alive with
+                // its batch; only its producer (this thread, now) writes
+                // the buffer while it is pending.
+                Some(unsafe { &(&*(*ph).data.get())[..] })
+            }
+            Own::Delete => None,
+        })
     }
 
     fn record(&self, t: TableId, key: &[u8]) -> Result<Option<&BRecord>, Error> {
@@ -2955,10 +3198,11 @@ impl BohmTx<'_> {
         }
         let start = if let Some(s) = self.slot(t, key) {
             if let Some(w) = self.own(s) {
-                let w: *const Option<Box<[u8]>> = w;
-                // SAFETY: `writes` is not changed while the slice is out
-                // (the borrow of self lasts as long as it).
-                return Ok(unsafe { (*w).as_deref() });
+                let w = w.map(|v| v as *const [u8]);
+                // SAFETY: `writes` (and the placeholder's buffer) is not
+                // changed while the slice is out (the borrow of self lasts
+                // as long as it).
+                return Ok(w.map(|v| unsafe { &*v }));
             }
             // A declared write: the version before this transaction's own
             // placeholder is the one to read (a read-modify-write reads
@@ -3001,9 +3245,9 @@ impl BohmTx<'_> {
     fn read_locked(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
         let v = if let Some(s) = self.slot(t, key) {
             if let Some(w) = self.own(s) {
-                let w: *const Option<Box<[u8]>> = w;
+                let w = w.map(|v| v as *const [u8]);
                 // SAFETY: as in `read_known`.
-                return Ok(unsafe { (*w).as_deref() });
+                return Ok(w.map(|v| unsafe { &*v }));
             }
             self.txn.slots[s].ver.load(Ordering::Acquire)
         } else if let Some(r) = self.declared_read(t, key) {
@@ -3055,7 +3299,24 @@ impl BohmTx<'_> {
                 t.as_u32()
             ))));
         };
-        let val = val.map(Box::from);
+        let val = match val {
+            None => Own::Delete,
+            Some(val) if self.sh.cfg.protocol == DetProtocol::Bohm => {
+                let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
+                // SAFETY: this transaction's own placeholder, pending: only
+                // its producer, this thread now, touches its buffer until
+                // the fill publishes it (a set-aside run's copy is
+                // overwritten by the next run's).
+                let buf = unsafe { &mut *(*ph).data.get() };
+                if buf.len() == val.len() {
+                    buf.copy_from_slice(val);
+                    Own::Placed
+                } else {
+                    Own::Value(val.into())
+                }
+            }
+            Some(val) => Own::Value(val.into()),
+        };
         match self.writes.iter_mut().find(|(w, _)| *w == s) {
             Some(w) => w.1 = val,
             None => self.writes.push((s, val)),
@@ -3105,16 +3366,17 @@ impl BohmTx<'_> {
                 // transaction.
                 let v = unsafe { &*self.txn.slots[s].ver.load(Ordering::Acquire) };
                 match val {
-                    Some(val) => {
+                    Own::Value(val) => {
                         // SAFETY: as above.
                         unsafe { *v.data.get() = val };
                         v.state.store(VALUE, Ordering::Release);
                     }
-                    None => {
+                    Own::Delete => {
                         // SAFETY: as above.
                         unsafe { *v.data.get() = Box::new([]) };
                         v.state.store(TOMBSTONE, Ordering::Release);
                     }
+                    Own::Placed => unreachable!("2pl-ordered writes are not placed"),
                 }
             }
             for (t, k, val) in std::mem::take(&mut self.rwrites) {
@@ -3125,19 +3387,21 @@ impl BohmTx<'_> {
         for (t, k, v) in std::mem::take(&mut self.rwrites) {
             self.install_fresh(t, &k, v);
         }
-        // One entry per written slot (`write` replaces): its value moves
-        // into the version (no copy).
+        // One entry per written slot (`write` replaces): its value is in
+        // the placeholder's buffer already, or moves into the version (no
+        // copy).
         for (s, val) in self.writes.drain(..) {
             // SAFETY: placeholders of a planned batch are alive; this
             // thread runs their producer.
             let v = unsafe { &*self.txn.slots[s].ver.load(Ordering::Acquire) };
             let st = match val {
-                Some(val) => {
+                Own::Placed => VALUE,
+                Own::Value(val) => {
                     // SAFETY: written once, before the state is published.
                     unsafe { *v.data.get() = val };
                     VALUE
                 }
-                None => TOMBSTONE,
+                Own::Delete => TOMBSTONE,
             };
             v.state.store(st, Ordering::Release);
         }

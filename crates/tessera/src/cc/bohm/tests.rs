@@ -50,6 +50,10 @@ enum Op {
     /// an order under it in `d`'s order range, declared as a write range
     /// (its key is known only at execution); output id * 2 + inserted.
     Order { d: u64 },
+    /// Read each key whole and write it back with its counter (the first
+    /// 8 bytes) plus one and a tail whose length changes with the counter;
+    /// output a hash of every byte read.
+    Grow { keys: Vec<u64> },
 }
 
 /// Where order ranges start (above every other key of the tests).
@@ -128,6 +132,20 @@ impl Request for P {
                 let ok = tx.insert(t, &k(order_range(*d).0 + id), &(id + 5).to_le_bytes())?;
                 Ok(id * 2 + u64::from(ok))
             }
+            Op::Grow { keys } => {
+                let mut h = 0u64;
+                for &key in keys {
+                    let old = tx.get(t, &k(key))?;
+                    for &b in old.unwrap_or_default() {
+                        h = h.rotate_left(5) ^ u64::from(b) ^ 0x9e37;
+                    }
+                    let c = val(old) + 1;
+                    let mut new = c.to_le_bytes().to_vec();
+                    new.resize(8 + (c % 7) as usize * 5, c as u8 ^ key as u8);
+                    tx.put(t, &k(key), &new)?;
+                }
+                Ok(h)
+            }
         }
     }
     fn declare(&self, keys: &mut KeySet) -> bool {
@@ -136,6 +154,7 @@ impl Request for P {
             Op::InsDel { key, .. } | Op::Rogue { key } => keys.write(self.t, &k(*key)),
             Op::Scan { lo, hi, .. } => keys.read_range(self.t, &k(*lo), &k(*hi)),
             Op::Read { keys: ks } => ks.iter().for_each(|&x| keys.read(self.t, &k(x))),
+            Op::Grow { keys: ks } => ks.iter().for_each(|&x| keys.write(self.t, &k(x))),
             Op::Order { d } => {
                 keys.write(self.t, &k(900 + d));
                 let (lo, hi) = order_range(*d);
@@ -185,6 +204,11 @@ impl Procedure for P {
                 w(5);
                 w(*d);
             }
+            Op::Grow { keys } => {
+                w(6);
+                w(keys.len() as u64);
+                keys.iter().for_each(|&x| w(x));
+            }
         }
     }
     fn decode(b: &[u8]) -> Result<Self, String> {
@@ -217,6 +241,12 @@ impl Procedure for P {
                 }
             }
             5 => Op::Order { d: next()? },
+            6 => {
+                let n = next()?;
+                Op::Grow {
+                    keys: (0..n).map(|_| next()).collect::<Result<_, _>>()?,
+                }
+            }
             x => return Err(format!("op {x}")),
         };
         Ok(P { t, op })
@@ -264,6 +294,13 @@ fn gen(rng: &mut SmallRng, t: TableId, keys: u64) -> P {
 /// Run `reqs` under BOHM (one submitter) and serially; compare outcomes
 /// and final states.
 fn compare(cfg: BohmConfig, reqs: &[P], preload: u64) {
+    compare_in_waves(cfg, reqs, preload, 1);
+}
+
+/// `compare`, submitting `reqs` in `waves` parts, each once the one before
+/// it has finished and the epoch has moved on (so that GC's versions come
+/// back for reuse); the stages' counters.
+fn compare_in_waves(cfg: BohmConfig, reqs: &[P], preload: u64, waves: usize) -> BohmStats {
     let mut b = Bohm::new(&["t"], cfg).unwrap();
     let t = b.table("t").unwrap();
     let db = Database::open(Options::in_memory()).unwrap();
@@ -275,8 +312,14 @@ fn compare(cfg: BohmConfig, reqs: &[P], preload: u64) {
         w.run(|tx| tx.put(t, &k(i), &10u64.to_le_bytes())).unwrap();
     }
     b.start().unwrap();
-    let receipts: Vec<_> = reqs.iter().map(|r| b.submit(r.clone()).unwrap()).collect();
-    let got: Vec<_> = receipts.into_iter().map(|r| r.wait()).collect();
+    let mut got = Vec::new();
+    for wave in reqs.chunks(reqs.len().div_ceil(waves).max(1)) {
+        let receipts: Vec<_> = wave.iter().map(|r| b.submit(r.clone()).unwrap()).collect();
+        got.extend(receipts.into_iter().map(|r| r.wait()));
+        if waves > 1 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let stats = b.shutdown().unwrap();
     for (i, r) in reqs.iter().enumerate() {
         if let Op::Rogue { .. } = r.op {
@@ -315,6 +358,7 @@ fn compare(cfg: BohmConfig, reqs: &[P], preload: u64) {
         .unwrap();
     assert_eq!(b.dump(t).unwrap(), serial_state);
     assert!(stats.batches > 0 && stats.placeholders > 0, "{stats:?}");
+    stats
 }
 
 fn reqs(seed: u64, n: usize, keys: u64) -> Vec<P> {
@@ -380,6 +424,46 @@ fn equals_serial_execution_with_several_cc_and_exec_threads() {
             ..Default::default()
         };
         compare(cfg, &reqs(seed, 3_000, keys), keys / 2);
+    }
+}
+
+/// Versions GC collected come back as placeholders with their value
+/// buffers (`Recycler`): a value of the buffer's length is copied into it,
+/// one of another length replaces it. Values whose lengths change with
+/// every write, read whole by later writers and readers, equal the serial
+/// execution's, outcome by outcome and in the final state.
+#[test]
+fn reused_versions_keep_values_of_every_length() {
+    let t = TableId::from_u32(0);
+    let mut rng = SmallRng::seed_from_u64(9);
+    let mut keys = |n: usize| {
+        let mut ks: Vec<u64> = (0..n).map(|_| rng.gen_range(0..16)).collect();
+        ks.sort_unstable();
+        ks.dedup();
+        ks
+    };
+    let reqs: Vec<P> = (0..4_000)
+        .map(|i| P {
+            t,
+            op: if i % 4 == 3 {
+                Op::Read { keys: keys(3) }
+            } else {
+                Op::Grow { keys: keys(3) }
+            },
+        })
+        .collect();
+    for (m, n) in [(1, 1), (2, 3)] {
+        let cfg = BohmConfig {
+            cc_threads: m,
+            exec_threads: n,
+            sequencer: SequencerConfig {
+                batch_size: 40,
+                batch_time: Duration::from_millis(1),
+            },
+            ..Default::default()
+        };
+        let stats = compare_in_waves(cfg, &reqs, 16, 20);
+        assert!(stats.reused > 0, "{stats:?}");
     }
 }
 
