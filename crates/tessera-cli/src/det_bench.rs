@@ -120,6 +120,12 @@ pub struct DetArgs {
     #[arg(long = "batch-us", value_name = "US",
           value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=10_000_000))]
     pub batch_us: Option<u64>,
+    /// BOHM's read-set annotation: the CC stage names each declared read's
+    /// version (on), or reads look their keys up and walk the chain
+    /// (off: less work for the CC stage, more for the executors) [default: on].
+    #[arg(long = "read-annotation", value_name = "on|off",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub read_annotation: Option<bool>,
 }
 
 impl DetArgs {
@@ -129,6 +135,7 @@ impl DetArgs {
             || self.clients.is_some()
             || self.batch_size.is_some()
             || self.batch_us.is_some()
+            || self.read_annotation.is_some()
     }
 
     /// A usage error if a deterministic knob is given with an interactive
@@ -136,8 +143,8 @@ impl DetArgs {
     pub fn refuse_unless_det(&self) -> Result<(), Failure> {
         if self.given() {
             return Err(Failure::usage(
-                "--cc-threads, --exec-threads, --clients, --batch-size and --batch-us apply to --cc bohm \
-                 and --cc 2pl-ordered only",
+                "--cc-threads, --exec-threads, --clients, --batch-size, --batch-us and \
+                 --read-annotation apply to --cc bohm and --cc 2pl-ordered only",
             ));
         }
         Ok(())
@@ -154,6 +161,7 @@ impl DetArgs {
                 batch_size: self.batch_size.unwrap_or(d.batch_size),
                 batch_time: self.batch_us.map_or(d.batch_time, Duration::from_micros),
             },
+            read_annotation: self.read_annotation.unwrap_or(true),
         }
     }
 }
@@ -164,6 +172,7 @@ struct Stages {
     cc_threads: usize,
     exec_threads: usize,
     sequencer: SequencerConfig,
+    read_annotation: bool,
 }
 
 impl Stages {
@@ -172,6 +181,7 @@ impl Stages {
             .exec_threads(self.exec_threads)
             .batch_size(self.sequencer.batch_size)
             .batch_time(self.sequencer.batch_time)
+            .read_annotation(self.read_annotation)
     }
 }
 
@@ -458,6 +468,7 @@ pub fn run_checked<W: DetWorkload>(
             "exec_threads": cfg.exec_threads,
             "batch_size": cfg.sequencer.batch_size,
             "batch_us": cfg.sequencer.batch_time.as_micros() as u64,
+            "read_annotation": cfg.read_annotation,
             "client_window": window,
             "prefault_bytes": c.prefault,
             "prefault_seconds": prefault_secs,

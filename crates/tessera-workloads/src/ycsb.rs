@@ -572,8 +572,72 @@ pub struct YcsbThread {
     value: Vec<u8>,
     /// Scratch for read-modify-write.
     buf: Vec<u8>,
+    /// The seed `value`'s bytes were drawn from, and the current
+    /// transaction's stamp in its first 8 bytes (what a deterministic
+    /// request carries instead of the bytes).
+    seed: u64,
+    stamp: u64,
     thread: u64,
     inserted: u64,
+}
+
+/// Where a transaction's written value comes from.
+#[derive(Clone, Copy)]
+enum ValueSrc<'a> {
+    /// The bytes (an interactive worker's thread state).
+    Bytes(&'a [u8]),
+    /// A deterministic request's: the same bytes, made again from the
+    /// thread's fill seed and the transaction's stamp, and only when a
+    /// write needs them (a read-modify-write of a present record does not).
+    Seeded { seed: u64, stamp: u64, size: usize },
+}
+
+/// A thread's value bytes: `size` draws of a generator seeded with `seed`
+/// (as `thread_state` draws them), with `stamp` in the first 8 bytes.
+fn thread_fill(seed: u64, size: usize) -> Vec<u8> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    (0..size).map(|_| rng.gen()).collect()
+}
+
+fn put_stamp(value: &mut [u8], stamp: u64) {
+    let k = value.len().min(8);
+    value[..k].copy_from_slice(&stamp.to_le_bytes()[..k]);
+}
+
+std::thread_local! {
+    /// The last fill a seeded value was made from (seed and bytes), and
+    /// the read-modify-write scratch of deterministic requests. Taken out
+    /// while in use: a BOHM executor may run another request's body inside
+    /// this one's read (a producer run recursively), which then finds them
+    /// empty and makes its own.
+    static SEEDED_FILL: std::cell::Cell<Option<(u64, Vec<u8>)>> = const { std::cell::Cell::new(None) };
+    static RMW_SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+impl ValueSrc<'_> {
+    fn len(&self) -> usize {
+        match *self {
+            ValueSrc::Bytes(b) => b.len(),
+            ValueSrc::Seeded { size, .. } => size,
+        }
+    }
+
+    /// `f` of the value's bytes.
+    fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match *self {
+            ValueSrc::Bytes(b) => f(b),
+            ValueSrc::Seeded { seed, stamp, size } => {
+                let mut v = match SEEDED_FILL.take() {
+                    Some((s, v)) if s == seed && v.len() == size => v,
+                    _ => thread_fill(seed, size),
+                };
+                put_stamp(&mut v, stamp);
+                let r = f(&v);
+                SEEDED_FILL.set(Some((seed, v)));
+                r
+            }
+        }
+    }
 }
 
 /// The most point operations of one transaction looked up together.
@@ -585,7 +649,7 @@ struct YcsbRequest<'a> {
     t: TableId,
     rmw: bool,
     ops: &'a [Op],
-    value: &'a [u8],
+    value: ValueSrc<'a>,
     buf: &'a mut Vec<u8>,
 }
 
@@ -620,20 +684,19 @@ impl Request for YcsbRequest<'_> {
                     let k = key_of(r);
                     if self.rmw {
                         // Read, modify one byte of what was read, write back.
-                        let new: &[u8] = match tx.get(self.t, &k)? {
+                        match tx.get(self.t, &k)? {
                             Some(old) => {
                                 self.buf.clear();
                                 self.buf.extend_from_slice(old);
                                 if let Some(b) = self.buf.first_mut() {
                                     *b = b.wrapping_add(1);
                                 }
-                                self.buf
+                                tx.put(self.t, &k, self.buf)?;
                             }
-                            None => self.value,
-                        };
-                        tx.put(self.t, &k, new)?;
+                            None => self.value.with(|v| tx.put(self.t, &k, v))?,
+                        }
                     } else {
-                        tx.put(self.t, &k, self.value)?;
+                        self.value.with(|v| tx.put(self.t, &k, v))?;
                     }
                 }
                 Op::Scan(r, len) => {
@@ -649,7 +712,7 @@ impl Request for YcsbRequest<'_> {
                     )?;
                 }
                 Op::Insert(r) => {
-                    let fresh = tx.insert(self.t, &key_of(r), self.value)?;
+                    let fresh = self.value.with(|v| tx.insert(self.t, &key_of(r), v))?;
                     debug_assert!(fresh, "insert of record {r} found it present");
                 }
             }
@@ -678,38 +741,49 @@ impl Request for YcsbRequest<'_> {
 /// operations and the value they write, taken from a thread's current
 /// transaction by [`Ycsb::procedure`]. Its body is the interactive
 /// request's.
+///
+/// The value is carried as the seed of the client thread's fill and the
+/// transaction's stamp (16 bytes, not `--value-size` bytes): the body
+/// makes the same bytes again when a write needs them. A request of
+/// 1,000-byte values was allocated by the client, logged whole and freed
+/// by an executor, for read-modify-writes that never wrote it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct YcsbProc {
     t: TableId,
     rmw: bool,
     ops: Vec<Op>,
-    value: Vec<u8>,
-    buf: Vec<u8>,
+    value_seed: u64,
+    stamp: u64,
+    value_size: u32,
+}
+
+impl YcsbProc {
+    fn request<'a>(&'a self, buf: &'a mut Vec<u8>) -> YcsbRequest<'a> {
+        YcsbRequest {
+            t: self.t,
+            rmw: self.rmw,
+            ops: &self.ops,
+            value: ValueSrc::Seeded {
+                seed: self.value_seed,
+                stamp: self.stamp,
+                size: self.value_size as usize,
+            },
+            buf,
+        }
+    }
 }
 
 impl Request for YcsbProc {
     type Output = ();
     fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<()> {
-        YcsbRequest {
-            t: self.t,
-            rmw: self.rmw,
-            ops: &self.ops,
-            value: &self.value,
-            buf: &mut self.buf,
-        }
-        .run(tx)
+        let mut buf = RMW_SCRATCH.take();
+        let r = self.request(&mut buf).run(tx);
+        RMW_SCRATCH.set(buf);
+        r
     }
 
     fn declare(&self, keys: &mut KeySet) -> bool {
-        let mut buf = Vec::new();
-        YcsbRequest {
-            t: self.t,
-            rmw: self.rmw,
-            ops: &self.ops,
-            value: &self.value,
-            buf: &mut buf,
-        }
-        .declare(keys)
+        self.request(&mut Vec::new()).declare(keys)
     }
 }
 
@@ -721,7 +795,7 @@ impl YcsbProc {
 }
 
 /// Encoding: `table u32 | rmw u8 | nops u32 | nops x (kind u8 | record u64
-/// [| scan length u32]) | value_len u32 | value`.
+/// [| scan length u32]) | value_size u32 | value_seed u64 | stamp u64`.
 impl tessera::det::Procedure for YcsbProc {
     const ID: tessera::det::ProcId = 0x0100;
     const NAME: &'static str = "ycsb";
@@ -743,8 +817,9 @@ impl tessera::det::Procedure for YcsbProc {
                 out.extend_from_slice(&(len as u32).to_le_bytes());
             }
         }
-        out.extend_from_slice(&(self.value.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.value);
+        out.extend_from_slice(&self.value_size.to_le_bytes());
+        out.extend_from_slice(&self.value_seed.to_le_bytes());
+        out.extend_from_slice(&self.stamp.to_le_bytes());
     }
 
     fn decode(b: &[u8]) -> Result<Self, String> {
@@ -774,15 +849,17 @@ impl tessera::det::Procedure for YcsbProc {
                 x => return Err(format!("ycsb operation kind {x}")),
             });
         }
-        let len = r.u32()? as usize;
-        let value = r.take(len)?.to_vec();
+        let value_size = r.u32()?;
+        let value_seed = r.u64()?;
+        let stamp = r.u64()?;
         r.finish()?;
         Ok(YcsbProc {
             t,
             rmw,
             ops,
-            value,
-            buf: Vec::new(),
+            value_seed,
+            stamp,
+            value_size,
         })
     }
 }
@@ -795,8 +872,9 @@ impl Ycsb {
             t: self.table(),
             rmw: self.cfg.rmw,
             ops: st.ops.clone(),
-            value: st.value.clone(),
-            buf: Vec::new(),
+            value_seed: st.seed,
+            stamp: st.stamp,
+            value_size: st.value.len() as u32,
         }
     }
 
@@ -942,13 +1020,20 @@ impl Workload for Ycsb {
     }
 
     fn thread_state(&self, thread: usize, _threads: usize, seed: u64) -> YcsbThread {
+        // The value's bytes are the first draws of the thread's generator
+        // (`thread_fill` makes them again for a deterministic request).
+        let value = thread_fill(seed, self.cfg.value_size);
         let mut rng = SmallRng::seed_from_u64(seed);
-        let value = (0..self.cfg.value_size).map(|_| rng.gen()).collect();
+        for _ in 0..self.cfg.value_size {
+            rng.gen::<u8>();
+        }
         YcsbThread {
             rng,
             ops: Vec::with_capacity(self.cfg.ops_per_txn),
             value,
             buf: Vec::with_capacity(self.cfg.value_size),
+            seed,
+            stamp: 0,
             thread: thread as u64,
             inserted: 0,
         }
@@ -974,9 +1059,8 @@ impl Workload for Ycsb {
                     st.ops.push(op);
                 }
                 // A fresh value for blind updates: vary its first 8 bytes.
-                let stamp = st.rng.gen::<u64>().to_le_bytes();
-                let k = st.value.len().min(8);
-                st.value[..k].copy_from_slice(&stamp[..k]);
+                st.stamp = st.rng.gen::<u64>();
+                put_stamp(&mut st.value, st.stamp);
             }
             Kind::Scan => {
                 for _ in 0..c.ops_per_txn {
@@ -1009,7 +1093,7 @@ impl Workload for Ycsb {
             t: self.table(),
             rmw: self.cfg.rmw,
             ops,
-            value,
+            value: ValueSrc::Bytes(value),
             buf,
         })
     }
@@ -1077,6 +1161,38 @@ mod tests {
         x = unxorshift(x, 31);
         x = unxorshift(x.wrapping_mul(inv(0x94d0_49bb_1331_11eb)), 27);
         unxorshift(x.wrapping_mul(inv(0xbf58_476d_1ce4_e5b9)), 30)
+    }
+
+    /// A deterministic request carries the value as a seed and a stamp:
+    /// the bytes its body makes again are the thread's, transaction by
+    /// transaction (blind writes and inserts under `--cc bohm` write what
+    /// the interactive protocols write), and the thread's later draws are
+    /// those of one generator (the value's bytes are its first draws).
+    #[test]
+    fn seeded_values_are_the_threads_values() {
+        let wl = Ycsb::new(YcsbConfig {
+            records: 1_000,
+            value_size: 100,
+            rmw: false,
+            ..YcsbConfig::default()
+        })
+        .unwrap();
+        let mut st = wl.thread_state(0, 1, 77);
+        let mut rng = SmallRng::seed_from_u64(77);
+        let first: Vec<u8> = (0..100).map(|_| rng.gen()).collect();
+        assert_eq!(&st.value[8..], &first[8..]);
+        assert_eq!(st.rng.gen::<u64>(), rng.gen::<u64>());
+        for _ in 0..20 {
+            wl.next(&mut st);
+            let src = ValueSrc::Seeded {
+                seed: st.seed,
+                stamp: st.stamp,
+                size: st.value.len(),
+            };
+            src.with(|v| assert_eq!(v, &st.value[..]));
+            // Again, from the cached fill.
+            src.with(|v| assert_eq!(v, &st.value[..]));
+        }
     }
 
     #[test]

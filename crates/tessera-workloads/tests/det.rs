@@ -74,6 +74,7 @@ fn bohm_runs_ycsb_to_the_serial_state() {
                     batch_time: Duration::from_millis(1),
                 },
                 protocol,
+                read_annotation: true,
             },
         )
         .unwrap();
@@ -149,6 +150,7 @@ fn smallbank_equals_serial(protocol: DetProtocol) {
                 batch_time: Duration::from_millis(1),
             },
             protocol,
+            read_annotation: true,
         },
     )
     .unwrap();

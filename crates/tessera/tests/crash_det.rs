@@ -154,6 +154,7 @@ fn engine(dir: &Path, c: Case) -> Bohm {
                 batch_time: Duration::from_micros(500),
             },
             protocol: c.protocol,
+            read_annotation: true,
         },
     )
     .unwrap()

@@ -487,6 +487,7 @@ fn deterministic_list_append_histories_are_serializable() {
                         batch_time: std::time::Duration::from_micros(300),
                     },
                     protocol,
+                    read_annotation: true,
                 },
             )
             .unwrap();

@@ -35,6 +35,7 @@ pub(crate) struct DetOptions {
     pub cc_threads: usize,
     pub exec_threads: usize,
     pub sequencer: SequencerConfig,
+    pub read_annotation: bool,
     pub procedures: Option<Procedures>,
 }
 
@@ -46,6 +47,7 @@ impl DetOptions {
             exec_threads: self.exec_threads,
             sequencer: self.sequencer,
             protocol: p,
+            read_annotation: self.read_annotation,
         }
     }
 }
@@ -73,6 +75,7 @@ impl Options {
                 cc_threads: 1,
                 exec_threads: 1,
                 sequencer: SequencerConfig::default(),
+                read_annotation: true,
                 procedures: None,
             },
         }
@@ -161,6 +164,13 @@ impl Options {
     /// owning a hash partition of the keys (BOHM's CC stage; default 1).
     pub fn cc_threads(mut self, n: usize) -> Options {
         self.det.cc_threads = n;
+        self
+    }
+
+    /// BOHM: whether the CC stage annotates each declared read with the
+    /// version it reads (default on; see `BohmConfig::read_annotation`).
+    pub fn read_annotation(mut self, on: bool) -> Options {
+        self.det.read_annotation = on;
         self
     }
 

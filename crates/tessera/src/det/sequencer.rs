@@ -300,6 +300,9 @@ pub type BatchSink = Box<dyn FnMut(Batch) + Send>;
 /// The sequencing thread and its submission queue.
 pub struct Sequencer {
     tx: Mutex<Option<mpsc::Sender<Submission>>>,
+    /// Whether there is an input log: without one, nothing reads a
+    /// request's encoded arguments, and `submit` does not encode them.
+    logs: bool,
     failed: Arc<Mutex<Option<Error>>>,
     /// Bytes in the input log, updated before each batch is released.
     written: Arc<std::sync::atomic::AtomicU64>,
@@ -328,6 +331,7 @@ impl Sequencer {
         mut sink: BatchSink,
     ) -> Result<Sequencer, Error> {
         cfg.validate()?;
+        let logs = input.is_some();
         let (tx, rx) = mpsc::channel::<Submission>();
         let failed: Arc<Mutex<Option<Error>>> = Arc::default();
         let failed2 = failed.clone();
@@ -437,6 +441,7 @@ impl Sequencer {
             .map_err(|e| Error::io("cannot start the sequencer thread", e))?;
         Ok(Sequencer {
             tx: Mutex::new(Some(tx)),
+            logs,
             failed,
             written,
             thread: Mutex::new(Some(thread)),
@@ -451,14 +456,20 @@ impl Sequencer {
 
     /// Submit `p`: it gets the next timestamp, and its outcome comes once
     /// its batch has executed and is durable. Refused (`InvalidArgument`)
-    /// if its encoded arguments exceed [`MAX_ARGS_LEN`]; an I/O error once
+    /// if its encoded arguments exceed [`MAX_ARGS_LEN`] (with an input
+    /// log: without one they are not encoded); an I/O error once
     /// the input log has failed; `InvalidArgument` after shutdown.
     pub fn submit<P: Procedure>(&self, p: P) -> Result<Receipt<P::Output>, Error>
     where
         P::Output: Send + 'static,
     {
+        // Without an input log the arguments are not encoded: nothing
+        // would read them (nor is their size limit, an input-log entry's,
+        // checked then).
         let mut args = Vec::new();
-        p.encode(&mut args);
+        if self.logs {
+            p.encode(&mut args);
+        }
         self.submit_boxed(Box::new(p), args).map(|cell| Receipt {
             cell,
             _out: PhantomData,

@@ -436,6 +436,17 @@ pub struct BohmConfig {
     pub sequencer: SequencerConfig,
     /// BOHM or its 2PL baseline.
     pub protocol: DetProtocol,
+    /// BOHM's read-set annotation (§5.3.2; default on): the CC thread that
+    /// owns a declared read's key writes the record's latest version as of
+    /// the transaction's timestamp into the transaction, so that the read
+    /// goes straight to it. Off, the CC stage handles writes only and a
+    /// read looks its key up in the index and walks the chain from the
+    /// newest version, as an undeclared read does: less work for the CC
+    /// stage, more for the executors (on a 2-core machine, where the CC
+    /// thread shares the cores with them, this can be the better split;
+    /// see docs/BENCHMARKS.md). Ignored by 2pl-ordered, which locks its
+    /// reads.
+    pub read_annotation: bool,
 }
 
 impl BohmConfig {
@@ -464,6 +475,7 @@ impl Default for BohmConfig {
             exec_threads: 1,
             sequencer: SequencerConfig::default(),
             protocol: DetProtocol::Bohm,
+            read_annotation: true,
         }
     }
 }
@@ -2022,6 +2034,7 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
     let mut superseded: std::collections::VecDeque<(u64, *mut Version, u32)> = Default::default();
     let mut recycler = Recycler::new(sh.tables.len());
     let locking = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
+    let annotate = sh.cfg.read_annotation;
     // 2pl-ordered: the lock sequences of the range-lock units this thread
     // owns, per table.
     let mut unit_maps: Vec<UnitMap> = sh.tables.iter().map(|_| UnitMap::default()).collect();
@@ -2051,18 +2064,18 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
         {
             let g = local.pin();
             for txn in ctx.txns.iter().take(PREFETCH_AHEAD) {
-                prefetch_entries(me, &latest, txn);
+                prefetch_entries(me, &latest, txn, locking || annotate);
             }
             for (i, txn) in ctx.txns.iter().enumerate() {
                 if let Some(ahead) = ctx.txns.get(i + PREFETCH_AHEAD) {
-                    prefetch_entries(me, &latest, ahead);
+                    prefetch_entries(me, &latest, ahead, locking || annotate);
                 }
                 if locking {
                     lock_entries(sh, me, &mut latest, txn, &g);
                     lock_units(sh, me, &mut unit_maps, txn);
                     continue;
                 }
-                for r in txn.reads() {
+                for r in txn.reads().iter().filter(|_| annotate) {
                     if r.owner != me {
                         continue;
                     }
@@ -2241,8 +2254,13 @@ fn map_word(key: &[u8]) -> Option<(bool, u64)> {
 }
 
 /// Prefetch where the CC maps will look up the keys `me` owns of `txn`.
-fn prefetch_entries(me: u16, latest: &LatestMap, txn: &BTxn) {
-    for sl in txn.slots.iter().filter(|sl| sl.owner == me) {
+fn prefetch_entries(me: u16, latest: &LatestMap, txn: &BTxn, reads: bool) {
+    let slots = if reads {
+        &txn.slots[..]
+    } else {
+        &txn.slots[..txn.nw]
+    };
+    for sl in slots.iter().filter(|sl| sl.owner == me) {
         let map = &latest[sl.table.as_u32() as usize];
         match map_word(txn.key(sl)) {
             Some((true, w)) => map.w8.prefetch(w),
@@ -3210,7 +3228,10 @@ impl BohmTx<'_> {
             let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
             // SAFETY: the placeholders of a planned batch are alive.
             unsafe { (*ph).prev.load(Ordering::Acquire) }
-        } else if let Some(r) = self.declared_read(t, key).filter(|_| !ranged) {
+        } else if let Some(r) = self
+            .declared_read(t, key)
+            .filter(|_| !ranged && self.sh.cfg.read_annotation)
+        {
             // The read-set annotation (not in a table with range inserts:
             // one may sit above the version it names).
             self.txn.reads()[r].ver.load(Ordering::Acquire)

@@ -379,6 +379,7 @@ fn equals_serial_execution_one_thread_each() {
                 batch_time: Duration::from_millis(1),
             },
             protocol,
+            read_annotation: true,
         };
         compare(cfg, &reqs(1, 2_000, 20), 10);
     }
@@ -399,6 +400,7 @@ fn ordered_2pl_equals_serial_execution_with_several_threads() {
                 batch_time: Duration::from_millis(1),
             },
             protocol: DetProtocol::TwoPlOrdered,
+            read_annotation: true,
         };
         let mut rs = reqs(seed, 3_000, keys);
         // Unsorted key lists: the body's order is not the lock order.
@@ -421,6 +423,26 @@ fn equals_serial_execution_with_several_cc_and_exec_threads() {
                 batch_size: 100,
                 batch_time: Duration::from_millis(1),
             },
+            ..Default::default()
+        };
+        compare(cfg, &reqs(seed, 3_000, keys), keys / 2);
+    }
+}
+
+/// Without the read-set annotation, declared reads look their keys up and
+/// walk the chain from the newest version (the CC stage handles writes
+/// only): the same outcomes and state.
+#[test]
+fn equals_serial_execution_without_read_annotation() {
+    for (seed, m, n, keys) in [(12, 1, 1, 10), (13, 2, 3, 8), (14, 3, 2, 40)] {
+        let cfg = BohmConfig {
+            cc_threads: m,
+            exec_threads: n,
+            sequencer: SequencerConfig {
+                batch_size: 100,
+                batch_time: Duration::from_millis(1),
+            },
+            read_annotation: false,
             ..Default::default()
         };
         compare(cfg, &reqs(seed, 3_000, keys), keys / 2);
@@ -542,6 +564,7 @@ fn input_log_replays(protocol: DetProtocol) {
             batch_time: Duration::from_millis(1),
         },
         protocol,
+        read_annotation: true,
     };
     let procs = || crate::det::Procedures::new().register::<P>().unwrap();
     let preload = 10u64;
@@ -652,6 +675,7 @@ fn checkpoints_recover(protocol: DetProtocol) {
             batch_time: Duration::from_millis(1),
         },
         protocol,
+        read_annotation: true,
     };
     let procs = || crate::det::Procedures::new().register::<P>().unwrap();
     let t = TableId::from_u32(0);
@@ -884,6 +908,7 @@ fn range_inserts_equal_serial_execution(protocol: DetProtocol) {
                 batch_time: Duration::from_millis(1),
             },
             protocol,
+            read_annotation: true,
         };
         compare(cfg, &rs, 10);
     }
