@@ -1734,8 +1734,13 @@ impl Recycler {
     /// A pending placeholder of `producer` for a key of `table`: a reused
     /// version (its value buffer kept) or a new one.
     fn placeholder(&mut self, table: u32, producer: &BTxn) -> *mut Version {
-        match self.free[table as usize].pop() {
+        let free = &mut self.free[table as usize];
+        match free.pop() {
             Some(p) => {
+                // The next one's header is written next time.
+                if let Some(&next) = free.last() {
+                    wordmap::prefetch_line(next);
+                }
                 self.reused += 1;
                 // SAFETY: unreachable for every other thread (see
                 // `reclaim`), so this thread has it to itself.
@@ -2070,6 +2075,13 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                 if let Some(ahead) = ctx.txns.get(i + PREFETCH_AHEAD) {
                     prefetch_entries(me, &latest, ahead, locking || annotate);
                 }
+                if let Some(ahead) = ctx
+                    .txns
+                    .get(i + PREFETCH_TARGETS_AHEAD)
+                    .filter(|_| !locking)
+                {
+                    prefetch_targets(me, &latest, ahead);
+                }
                 if locking {
                     lock_entries(sh, me, &mut latest, txn, &g);
                     lock_units(sh, me, &mut unit_maps, txn);
@@ -2272,6 +2284,28 @@ fn prefetch_entries(me: u16, latest: &LatestMap, txn: &BTxn, reads: bool) {
 
 /// How many transactions ahead the CC stage prefetches its map entries.
 const PREFETCH_AHEAD: usize = 4;
+
+/// How many transactions ahead the CC stage (BOHM), its map entries cached
+/// by then, prefetches what a placeholder's insert writes: the record (its
+/// head) and its newest version (its end).
+const PREFETCH_TARGETS_AHEAD: usize = 2;
+
+/// The second step of the CC stage's prefetching (see
+/// [`PREFETCH_TARGETS_AHEAD`]); a hint, nothing is changed.
+fn prefetch_targets(me: u16, latest: &LatestMap, txn: &BTxn) {
+    for sl in txn.writes().iter().filter(|sl| sl.owner == me) {
+        let map = &latest[sl.table.as_u32() as usize];
+        let e = match map_word(txn.key(sl)) {
+            Some((true, w)) => map.w8.get(w),
+            Some((false, w)) => map.short.get(w),
+            None => None,
+        };
+        if let Some(e) = e {
+            wordmap::prefetch_line(e.rec);
+            wordmap::prefetch_line(e.v);
+        }
+    }
+}
 
 /// `2pl-ordered`'s CC work for one transaction: a lock ticket for each
 /// declared key this thread owns, in timestamp order (the thread walks the

@@ -102,6 +102,15 @@ impl WordMap {
         prefetch_line(&self.slots[self.home(key)] as *const Slot);
     }
 
+    /// `key`'s entry, if it has one.
+    #[inline]
+    pub(super) fn get(&self, key: u64) -> Option<&Latest> {
+        if key == EMPTY {
+            return self.max_key.as_ref();
+        }
+        self.probe(key).ok().map(|at| &self.slots[at].val)
+    }
+
     #[cfg(test)]
     pub(super) fn get_mut(&mut self, key: u64) -> Option<&mut Latest> {
         let at = self.find(key)?;
