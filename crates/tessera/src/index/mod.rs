@@ -91,6 +91,14 @@
 //! unlinked, and keys inserted into the grown part belong to the next step.)
 
 mod node;
+
+/// The first 8 bytes of `key`, zero padded, as a big-endian word (two keys'
+/// words compare as their first 8 bytes do), without a variable-length
+/// copy (a call to memcpy): the index's own key prefix.
+#[inline]
+pub(crate) fn key_word(key: &[u8]) -> u64 {
+    node::prefix_of(key).0
+}
 #[cfg(test)]
 mod tests;
 
