@@ -569,6 +569,10 @@ struct Shared {
     /// 2pl-ordered: the lock-only records of the units (in no index),
     /// freed with the engine.
     unit_recs: Mutex<Vec<usize>>,
+    /// Executed batches, with the epoch they finished in: freed by the
+    /// planning thread (see [`free_spent`]) once no pinned reader can
+    /// still reach their transactions.
+    spent: Mutex<std::collections::VecDeque<(u64, Arc<BatchCtx>)>>,
 }
 
 /// 2pl-ordered's range locks (hierarchical locking with units named by the
@@ -893,6 +897,7 @@ impl Bohm {
                 feed: parking_lot::RwLock::new(()),
                 units: Mutex::new((Vec::new(), 0)),
                 unit_recs: Mutex::new(Vec::new()),
+                spent: Mutex::new(Default::default()),
             }),
             seq: None,
             cc: Vec::new(),
@@ -1065,6 +1070,7 @@ impl Bohm {
         self.start_ts = Some(first_ts);
         let sh = self.sh.clone();
         let sink = Box::new(move |b: Batch| {
+            free_spent(&sh);
             let _feeding = sh.feed.read();
             let last = (
                 b.number,
@@ -1183,6 +1189,7 @@ impl Bohm {
                 b.first_ts + b.txns.len() as u64 - 1,
                 b.release.clone(),
             );
+            free_spent(&self.sh);
             let ctx = Arc::new(plan(
                 b,
                 cfg.cc_threads,
@@ -2055,6 +2062,10 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                 let n = recycler.reclaim(local.epochs());
                 sh.collected.fetch_add(n, Ordering::Relaxed);
                 local.collect();
+                if me == 0 {
+                    // No batch to plan: the last ones are freed here.
+                    free_spent(sh);
+                }
                 continue;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -2886,10 +2897,34 @@ fn finish_batch(sh: &Shared, local: &LocalEpoch, ctx: Arc<BatchCtx>) {
     // Release: 2pl-ordered's drain (`run_locked`) reads it as "every
     // transaction of the batch is complete".
     sh.batches.fetch_add(1, Ordering::Release);
-    let g = local.pin();
-    let holder = Box::into_raw(Box::new(ctx));
-    // SAFETY: a boxed Arc, freed once by the epoch callback.
-    unsafe { g.retire_box(holder) };
+    // Readers of later batches may still hold its transactions (a pending
+    // version's producer): freed after the epoch, by the planning thread.
+    let e = local.pin().epoch();
+    sh.spent.lock().push_back((e, ctx));
+}
+
+/// Free the executed batches no pinned reader can reach any more.
+///
+/// On the planning thread (before it plans the next batch), which
+/// allocated their transactions' key sets: freed there, their memory comes
+/// back to its allocator at once. An executor freed them before, through
+/// the epoch, so every batch cost the executors (the stage that bounds
+/// a contended workload) ten thousand frees of another thread's memory, and
+/// the planning thread fresh pages.
+fn free_spent(sh: &Shared) {
+    loop {
+        let ctx = {
+            let mut q = sh.spent.lock();
+            match q.front() {
+                Some(&(e, _)) if sh.epochs.reclaimable(e) => q.pop_front().map(|(_, c)| c),
+                _ => None,
+            }
+        };
+        match ctx {
+            Some(c) => drop(c),
+            None => break,
+        }
+    }
 }
 
 /// A buffered insert into a declared write range: table, key, value.
