@@ -415,18 +415,7 @@ fn ordered_2pl_equals_serial_execution_with_several_threads() {
 
 #[test]
 fn equals_serial_execution_with_several_cc_and_exec_threads() {
-    for (seed, m, n, keys) in [(2, 2, 2, 10), (3, 3, 4, 50), (4, 4, 3, 5)] {
-        let cfg = BohmConfig {
-            cc_threads: m,
-            exec_threads: n,
-            sequencer: SequencerConfig {
-                batch_size: 100,
-                batch_time: Duration::from_millis(1),
-            },
-            ..Default::default()
-        };
-        compare(cfg, &reqs(seed, 3_000, keys), keys / 2);
-    }
+    several_threads(&[(2, 2, 2, 10), (3, 3, 4, 50), (4, 4, 3, 5)], true);
 }
 
 /// Without the read-set annotation, declared reads look their keys up and
@@ -434,7 +423,12 @@ fn equals_serial_execution_with_several_cc_and_exec_threads() {
 /// only): the same outcomes and state.
 #[test]
 fn equals_serial_execution_without_read_annotation() {
-    for (seed, m, n, keys) in [(12, 1, 1, 10), (13, 2, 3, 8), (14, 3, 2, 40)] {
+    several_threads(&[(12, 1, 1, 10), (13, 2, 3, 8), (14, 3, 2, 40)], false);
+}
+
+/// `compare` for each (seed, CC threads, execution threads, keys).
+fn several_threads(cases: &[(u64, usize, usize, u64)], read_annotation: bool) {
+    for &(seed, m, n, keys) in cases {
         let cfg = BohmConfig {
             cc_threads: m,
             exec_threads: n,
@@ -442,7 +436,7 @@ fn equals_serial_execution_without_read_annotation() {
                 batch_size: 100,
                 batch_time: Duration::from_millis(1),
             },
-            read_annotation: false,
+            read_annotation,
             ..Default::default()
         };
         compare(cfg, &reqs(seed, 3_000, keys), keys / 2);
