@@ -2524,6 +2524,23 @@ fn prefetch_versions(txn: &BTxn, data: bool) {
             continue;
         }
         if i < txn.nw {
+            if data {
+                // The placeholder's own buffer (a reused version's), which
+                // the body's write fills: its first lines.
+                // SAFETY: the placeholders of a planned batch are alive;
+                // the buffer pointer is read only (a pending version's
+                // buffer changes only in its producer's run, and a stale
+                // pointer makes a useless hint, not a fault).
+                unsafe {
+                    let d: &[u8] = &(*(*v).data.get());
+                    if !d.is_empty() {
+                        wordmap::prefetch_line(d.as_ptr());
+                        if d.len() > 64 {
+                            wordmap::prefetch_line(d.as_ptr().wrapping_add(64));
+                        }
+                    }
+                }
+            }
             // A placeholder: its previous version is the one read.
             // SAFETY: the placeholders of a planned batch are alive, and
             // so is the version below one (superseded in this batch, it is
