@@ -1915,7 +1915,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
             let order = |a: &(TableId, u32, u32), b: &(TableId, u32, u32)| {
                 (a.0, key_word(key(a)))
                     .cmp(&(b.0, key_word(key(b))))
-                    .then_with(|| key(a).cmp(key(b)))
+                    .then_with(|| cmp_same_word(key(a), key(b)))
             };
             ws.sort_unstable_by(order);
             ws.dedup_by(|a, b| order(a, b).is_eq());
@@ -2723,34 +2723,22 @@ fn waits_elsewhere(txn: &BTxn, budget: &mut u32) -> bool {
             // SAFETY: the placeholders of a planned batch are alive.
             p = unsafe { (*p).prev.load(Ordering::Acquire) };
         }
-        while !p.is_null() {
-            // SAFETY: the caller is pinned; the walk stops at the first
-            // value or tombstone below `ts`, above which GC never cuts
-            // while `txn` is unfinished (as in `visible`).
-            let v = unsafe { &*p };
-            if v.begin >= txn.ts {
-                p = v.prev.load(Ordering::Acquire);
-                continue;
-            }
-            match v.state.load(Ordering::Acquire) {
-                VALUE | TOMBSTONE => break,
-                SKIPPED => p = v.prev.load(Ordering::Acquire),
-                _ => {
-                    // SAFETY: a pending version's producer is alive (see
-                    // `finish_batch`).
-                    let prod = unsafe { &*v.producer };
-                    match prod.state.load(Ordering::Acquire) {
-                        EXECUTING => return true,
-                        UNPROCESSED if *budget > 0 => {
-                            *budget -= 1;
-                            if waits_elsewhere(prod, budget) {
-                                return true;
-                            }
-                        }
-                        _ => {}
+        // SAFETY: the caller is pinned; the walk stops at the first value
+        // or tombstone below `ts`, above which GC never cuts while `txn`
+        // is unfinished (as in `visible`).
+        if let Walk::Pending(v) = unsafe { walk(p, txn.ts) } {
+            // SAFETY: a pending version's producer is alive (see
+            // `finish_batch`); the version is alive while pinned.
+            let prod = unsafe { &*(*v).producer };
+            match prod.state.load(Ordering::Acquire) {
+                EXECUTING => return true,
+                UNPROCESSED if *budget > 0 => {
+                    *budget -= 1;
+                    if waits_elsewhere(prod, budget) {
+                        return true;
                     }
-                    break;
                 }
+                _ => {}
             }
         }
     }
@@ -2762,7 +2750,32 @@ fn waits_elsewhere(txn: &BTxn, budget: &mut u32) -> bool {
 /// version whose producer has not completed (the caller reads the key
 /// the blocking way, outside any index callback).
 fn visible_complete(start: *mut Version, ts: u64) -> Option<Option<*const Version>> {
+    // SAFETY: the caller is pinned (reachable versions are alive).
+    match unsafe { walk(start, ts) } {
+        Walk::Settled(v) => Some(v),
+        Walk::Pending(_) => None,
+    }
+}
+
+/// Where a walk for timestamp `ts` from `start` ends: at the version
+/// visible at `ts` (`Settled(None)`: absent or a tombstone), or at the
+/// first pending version on the way (skipped versions are passed, and so
+/// are versions of `ts` or later).
+enum Walk {
+    Settled(Option<*const Version>),
+    Pending(*const Version),
+}
+
+/// The one chain walk of BOHM's readers (`visible`, `visible_complete`,
+/// `waits_elsewhere`).
+///
+/// # Safety
+/// The caller is pinned, and `start` is null or a version reachable for
+/// a reader at `ts` (a record's head, a placeholder's predecessor, a
+/// read-set annotation).
+unsafe fn walk(start: *mut Version, ts: u64) -> Walk {
     let mut p = start;
+    let mut first = true;
     while !p.is_null() {
         // SAFETY: reachable versions are alive while pinned.
         let v = unsafe { &*p };
@@ -2770,14 +2783,18 @@ fn visible_complete(start: *mut Version, ts: u64) -> Option<Option<*const Versio
             p = v.prev.load(Ordering::Acquire);
             continue;
         }
+        // The first version below ts ends at or after ts; one reached by
+        // passing skipped versions ends where the skipped one begins.
+        debug_assert!(!first || ts <= v.end.load(Ordering::Acquire));
+        first = false;
         match v.state.load(Ordering::Acquire) {
-            VALUE => return Some(Some(p)),
-            TOMBSTONE => return Some(None),
+            VALUE => return Walk::Settled(Some(p)),
+            TOMBSTONE => return Walk::Settled(None),
             SKIPPED => p = v.prev.load(Ordering::Acquire),
-            _ => return None,
+            _ => return Walk::Pending(p),
         }
     }
-    Some(None)
+    Walk::Settled(None)
 }
 
 /// The deepest recursive execution of producers; below it, a reader sets
@@ -3542,31 +3559,20 @@ fn visible(
     depth: u32,
     blocked: &mut bool,
 ) -> TxResult<Option<*const Version>> {
-    let mut p = start;
-    let mut first = true;
-    while !p.is_null() {
-        // SAFETY: reachable versions are alive while pinned.
-        let v = unsafe { &*p };
-        if v.begin >= ts {
-            p = v.prev.load(Ordering::Acquire);
-            continue;
-        }
-        // The first version below ts ends at or after ts; one reached by
-        // passing skipped versions ends where the skipped one begins.
-        debug_assert!(!first || ts <= v.end.load(Ordering::Acquire));
-        first = false;
-        match v.state.load(Ordering::Acquire) {
-            VALUE => return Ok(Some(p)),
-            TOMBSTONE => return Ok(None),
-            SKIPPED => p = v.prev.load(Ordering::Acquire),
-            _ => {
+    loop {
+        // SAFETY: the caller is pinned; `start` is reachable at `ts`.
+        match unsafe { walk(start, ts) } {
+            Walk::Settled(v) => return Ok(v),
+            // Run or wait for its producer, then walk again from the start
+            // (the version is final now).
+            Walk::Pending(v) => {
                 // SAFETY: a pending version's producer is alive (see
-                // `finish_batch`).
-                run_producer(sh, local, g, unsafe { &*v.producer }, depth, blocked)?;
+                // `finish_batch`); the version is alive while pinned.
+                let prod = unsafe { &*(*v).producer };
+                run_producer(sh, local, g, prod, depth, blocked)?
             }
         }
     }
-    Ok(None)
 }
 
 /// Make sure `prod`, an older transaction a reader depends on, is complete:
