@@ -917,6 +917,12 @@ protocols! {
     /// Serializable, deadlock-free.
     TwoPlOrdered => bohm::DetProtocol::TwoPlOrdered, "2pl-ordered", ["2pl-ord"], Capabilities {
         multi_version: false, ..DET };
+    /// Piece-wise visibility (the thesis's chapter 6): transactions as
+    /// piece DAGs, one executor per key partition, a piece's writes visible
+    /// once it completes after its transaction's commit point. One version
+    /// per record. Serializable, no cascading aborts.
+    Pwv => bohm::DetProtocol::Pwv, "pwv", [], Capabilities {
+        multi_version: false, ..DET };
     }
 }
 

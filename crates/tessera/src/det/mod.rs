@@ -24,6 +24,7 @@
 
 pub mod checkpoint;
 pub mod input;
+pub mod pieces;
 pub mod sequencer;
 pub mod serial;
 
@@ -35,6 +36,7 @@ use crate::error::{Error, TxResult};
 use crate::request::{KeySet, Request};
 use crate::txn::Txn;
 
+pub use pieces::{PieceAccess, PieceId, PieceIo, PiecePlan};
 pub use sequencer::{Batch, Receipt, Sequencer, SequencerConfig, Submission};
 
 /// A procedure's identifier in the input log (unique within a
@@ -90,7 +92,12 @@ pub const MAX_ARGS_LEN: usize = 1 << 20;
 ///     }
 /// }
 /// ```
-pub trait Procedure: Request + Send + Sized + 'static
+///
+/// A procedure may also decompose itself into pieces for piece-wise
+/// visibility (`--cc pwv`; see [`pieces`]): [`Procedure::pieces`],
+/// [`Procedure::run_piece`] and [`Procedure::pieces_output`]. Pieces of one
+/// transaction run on several threads at once, hence `Sync`.
+pub trait Procedure: Request + Send + Sync + Sized + 'static
 where
     Self::Output: Send + 'static,
 {
@@ -105,6 +112,35 @@ where
     /// saying what is wrong otherwise ([`ArgReader`] reads them in order
     /// and refuses short or overlong input).
     fn decode(bytes: &[u8]) -> Result<Self, String>;
+
+    /// Declare the transaction's pieces in `plan` and return `true`; the
+    /// default, `false`, runs the whole body as one piece (see [`pieces`]).
+    fn pieces(&self, plan: &mut PiecePlan) -> bool {
+        let _ = plan;
+        false
+    }
+
+    /// Run piece `i` on `tx`, which reaches only the piece's declared keys;
+    /// `io` holds its parents' outputs and takes its own. An abortable
+    /// piece aborts the transaction with `tx.user_abort()`.
+    fn run_piece(&self, i: PieceId, tx: &mut Txn<'_>, io: &mut PieceIo<'_>) -> TxResult<()> {
+        let _ = (tx, io);
+        Err(crate::error::TxError::Error(Error::InvalidArgument(
+            format!(
+                "{}: piece {i} run, but the procedure declares no pieces",
+                Self::NAME
+            ),
+        )))
+    }
+
+    /// The transaction's output, once every piece has run and it commits;
+    /// `outputs[p]` is piece `p`'s output.
+    fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<Self::Output> {
+        let _ = outputs;
+        Err(crate::error::TxError::Error(Error::InvalidArgument(
+            format!("{}: no output made from pieces", Self::NAME),
+        )))
+    }
 }
 
 /// Reads a procedure's encoded arguments front to back, for
@@ -164,7 +200,7 @@ impl<'a> ArgReader<'a> {
 /// The object-safe form of a [`Procedure`] that the runtime holds: the
 /// body runs on a [`Txn`] (one indirect call per operation, as closures
 /// do) and its output is boxed.
-pub trait DynProcedure: Send {
+pub trait DynProcedure: Send + Sync {
     /// [`Procedure::ID`].
     fn id(&self) -> ProcId;
     /// [`Procedure::NAME`].
@@ -179,6 +215,12 @@ pub trait DynProcedure: Send {
     fn reconnoiter(&mut self, tx: &mut Txn<'_>) -> TxResult<()>;
     /// [`Request::run`], the output boxed.
     fn run(&mut self, tx: &mut Txn<'_>) -> TxResult<Box<dyn Any + Send>>;
+    /// [`Procedure::pieces`].
+    fn pieces(&self, plan: &mut PiecePlan) -> bool;
+    /// [`Procedure::run_piece`].
+    fn run_piece(&self, i: PieceId, tx: &mut Txn<'_>, io: &mut PieceIo<'_>) -> TxResult<()>;
+    /// [`Procedure::pieces_output`], boxed.
+    fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<Box<dyn Any + Send>>;
 }
 
 impl<P: Procedure> DynProcedure for P
@@ -205,6 +247,15 @@ where
     }
     fn run(&mut self, tx: &mut Txn<'_>) -> TxResult<Box<dyn Any + Send>> {
         Request::run(self, tx).map(|o| Box::new(o) as Box<dyn Any + Send>)
+    }
+    fn pieces(&self, plan: &mut PiecePlan) -> bool {
+        Procedure::pieces(self, plan)
+    }
+    fn run_piece(&self, i: PieceId, tx: &mut Txn<'_>, io: &mut PieceIo<'_>) -> TxResult<()> {
+        Procedure::run_piece(self, i, tx, io)
+    }
+    fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<Box<dyn Any + Send>> {
+        Procedure::pieces_output(self, outputs).map(|o| Box::new(o) as Box<dyn Any + Send>)
     }
 }
 

@@ -94,6 +94,7 @@ use crate::log::segment;
 use crate::request::{Access, KeySet};
 use crate::txn::{ScanOptions, Txn, TxnOps};
 
+mod pwv;
 #[cfg(test)]
 mod tests;
 mod wordmap;
@@ -304,6 +305,8 @@ struct BTxn {
     /// Why the request cannot run under BOHM (decided at planning).
     unusable: Option<Error>,
     outcome: UnsafeCell<Option<BoxedOutcome>>,
+    /// PWV only: the transaction's pieces.
+    pwv: Option<Box<pwv::PTxn>>,
 }
 
 /// A declared write range of a transaction.
@@ -393,6 +396,8 @@ struct BatchCtx {
     cc_left: AtomicUsize,
     /// Exec threads still running their share.
     exec_left: AtomicUsize,
+    /// PWV only: per partition, its pieces in the batch's order.
+    parts: Box<[pwv::Members]>,
 }
 
 /// Which deterministic protocol the stages run.
@@ -413,6 +418,11 @@ pub enum DetProtocol {
     /// granted in timestamp order. Same sequencer, batches and threads as
     /// BOHM: the comparison isolates multi-versioning.
     TwoPlOrdered,
+    /// Piece-wise visibility (the thesis's chapter 6, `pwv`): transactions
+    /// as DAGs of pieces, one executor per key partition, a piece's writes
+    /// visible once it completes after its transaction's commit point. One
+    /// version per record, as `2pl-ordered`. See the `pwv` module.
+    Pwv,
 }
 
 impl DetProtocol {
@@ -421,6 +431,7 @@ impl DetProtocol {
         match self {
             DetProtocol::Bohm => "bohm",
             DetProtocol::TwoPlOrdered => "2pl-ordered",
+            DetProtocol::Pwv => "pwv",
         }
     }
 }
@@ -573,6 +584,9 @@ struct Shared {
     /// planning thread (see [`free_spent`]) once no pinned reader can
     /// still reach their transactions.
     spent: Mutex<std::collections::VecDeque<(u64, Arc<BatchCtx>)>>,
+    /// PWV: per table, how many leading bytes of a key choose its
+    /// partition (0: the whole key); see [`Bohm::partition_prefix`].
+    part_prefix: Vec<usize>,
 }
 
 /// 2pl-ordered's range locks (hierarchical locking with units named by the
@@ -890,7 +904,9 @@ impl Bohm {
                 batches: AtomicU64::new(0),
                 cc_busy_ns: AtomicU64::new(0),
                 exec_busy_ns: AtomicU64::new(0),
-                cc_map_entries: (0..cfg.cc_threads).map(|_| AtomicU64::new(0)).collect(),
+                cc_map_entries: (0..cfg.cc_threads.max(cfg.exec_threads))
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
                 gc_pin: AtomicU64::new(u64::MAX),
                 ranges: names.iter().map(|_| RangeReg::default()).collect(),
                 cut: Mutex::new(None),
@@ -898,6 +914,7 @@ impl Bohm {
                 units: Mutex::new((Vec::new(), 0)),
                 unit_recs: Mutex::new(Vec::new()),
                 spent: Mutex::new(Default::default()),
+                part_prefix: names.iter().map(|_| 0).collect(),
             }),
             seq: None,
             cc: Vec::new(),
@@ -935,6 +952,7 @@ impl Bohm {
         })?;
         sh.tables.push(BTree::new());
         sh.names.push(name.to_string());
+        sh.part_prefix.push(0);
         let mut ranges = std::mem::take(&mut sh.ranges).into_vec();
         ranges.push(RangeReg::default());
         sh.ranges = ranges.into_boxed_slice();
@@ -944,6 +962,25 @@ impl Bohm {
     /// The tables' names, by id.
     pub fn table_names(&self) -> &[String] {
         &self.sh.names
+    }
+
+    /// PWV: partition table `t`'s records by their first `len` bytes (0,
+    /// the default: the whole key), so that the keys of a group (a TPC-C
+    /// district's rows, say) live in one partition and a piece that
+    /// declares the group runs on one executor. Before the start.
+    pub fn partition_prefix(&mut self, t: TableId, len: usize) -> Result<(), Error> {
+        let sh = Arc::get_mut(&mut self.sh).filter(|_| self.start_ts.is_none());
+        let Some(sh) = sh else {
+            return Err(Error::InvalidArgument(
+                "partition_prefix: before the engine starts".into(),
+            ));
+        };
+        let slot = sh
+            .part_prefix
+            .get_mut(t.as_u32() as usize)
+            .ok_or(Error::BadTableId(t.as_u32()))?;
+        *slot = len;
+        Ok(())
     }
 
     /// Whether batches are logged to a data directory.
@@ -1040,9 +1077,20 @@ impl Bohm {
             self.sh.epochs.clone(),
             Duration::from_millis(1),
         ));
+        // PWV: one executor per partition, fed by the planning thread.
+        let pwv = cfg.protocol == DetProtocol::Pwv;
+        let mut feed_tx = Vec::new();
+        for i in (0..cfg.exec_threads).filter(|_| pwv) {
+            let (tx, rx) = mpsc::channel::<Arc<BatchCtx>>();
+            feed_tx.push(tx);
+            let h = self.spawn_stage(format!("pwv-exec-{i}"), 8 << 20, move |sh, local| {
+                pwv::exec_main(sh, i, local, rx)
+            })?;
+            self.exec.push(h);
+        }
         // Execution stage, then the CC stage that feeds it.
         let mut exec_tx = Vec::new();
-        for i in 0..cfg.exec_threads {
+        for i in (0..cfg.exec_threads).filter(|_| !pwv) {
             let (tx, rx) = mpsc::channel::<Arc<BatchCtx>>();
             exec_tx.push(tx);
             // Deep recursion into producers needs a large stack.
@@ -1052,8 +1100,8 @@ impl Bohm {
             self.exec.push(h);
         }
         *self.sh.exec_tx.lock() = Some(exec_tx);
-        let mut cc_tx = Vec::new();
-        for i in 0..cfg.cc_threads {
+        let mut cc_tx = feed_tx;
+        for i in (0..cfg.cc_threads).filter(|_| !pwv) {
             let (tx, rx) = mpsc::channel::<Arc<BatchCtx>>();
             cc_tx.push(tx);
             let h = self.spawn_stage(format!("bohm-cc-{i}"), 2 << 20, move |sh, local| {
@@ -1077,7 +1125,7 @@ impl Bohm {
                 b.first_ts + b.txns.len() as u64 - 1,
                 b.release.clone(),
             );
-            let ctx = Arc::new(plan(b, cfg.cc_threads, cfg.exec_threads, cfg.protocol, &sh));
+            let ctx = Arc::new(plan_batch(b, cfg, &sh));
             register_ranges(&sh, &ctx);
             *sh.cut.lock() = Some(last);
             for tx in &cc_tx {
@@ -1190,13 +1238,7 @@ impl Bohm {
                 b.release.clone(),
             );
             free_spent(&self.sh);
-            let ctx = Arc::new(plan(
-                b,
-                cfg.cc_threads,
-                cfg.exec_threads,
-                cfg.protocol,
-                &self.sh,
-            ));
+            let ctx = Arc::new(plan_batch(b, cfg, &self.sh));
             register_ranges(&self.sh, &ctx);
             *self.sh.cut.lock() = Some(last);
             for tx in cc_tx {
@@ -1387,7 +1429,7 @@ impl Bohm {
         read: impl FnOnce(Option<u64>, u64) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let sh = &self.sh;
-        let _quiet = (sh.cfg.protocol == DetProtocol::TwoPlOrdered).then(|| sh.feed.write());
+        let _quiet = (sh.cfg.protocol != DetProtocol::Bohm).then(|| sh.feed.write());
         struct Unpin<'a>(&'a AtomicU64);
         impl Drop for Unpin<'_> {
             fn drop(&mut self) {
@@ -1802,6 +1844,14 @@ fn stash_range(buf: &mut Vec<u8>, d: &crate::request::Declared<'_>) -> WRange {
     }
 }
 
+/// Plan a batch for the configured protocol.
+fn plan_batch(b: Batch, cfg: BohmConfig, sh: &Shared) -> BatchCtx {
+    match cfg.protocol {
+        DetProtocol::Pwv => pwv::plan(b, cfg.exec_threads, sh),
+        p => plan(b, cfg.cc_threads, cfg.exec_threads, p, sh),
+    }
+}
+
 /// Planning on the sequencer's thread: each request's declared writes,
 /// their owners, and empty placeholder slots.
 fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> BatchCtx {
@@ -2020,6 +2070,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
                 lorder,
                 unusable,
                 outcome: UnsafeCell::new(None),
+                pwv: None,
             }
         })
         .collect();
@@ -2033,6 +2084,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
         drain,
         cc_left: AtomicUsize::new(m),
         exec_left: AtomicUsize::new(n),
+        parts: Box::default(),
     }
 }
 
@@ -2206,7 +2258,7 @@ fn entry<'m>(
     born: Option<fn() -> *mut Version>,
 ) -> Option<&'m mut Latest> {
     // The record of an absent key: found in the index, or created.
-    let keep_born = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
+    let keep_born = sh.cfg.protocol != DetProtocol::Bohm;
     let find = || -> Option<(Latest, bool)> {
         let tree = &sh.tables[t.as_u32() as usize];
         let (rec, v, keep) = match tree.get(key, g) {

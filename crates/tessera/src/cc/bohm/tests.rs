@@ -1056,8 +1056,48 @@ fn cc_maps_do_not_keep_records_they_create() {
         let stats = b.shutdown().unwrap();
         match protocol {
             DetProtocol::Bohm => assert!(stats.cc_map_entries <= 1, "{stats:?}"),
-            DetProtocol::TwoPlOrdered => assert_eq!(stats.cc_map_entries, 2_001, "{stats:?}"),
+            DetProtocol::TwoPlOrdered | DetProtocol::Pwv => {
+                assert_eq!(stats.cc_map_entries, 2_001, "{stats:?}")
+            }
         }
         assert_eq!(val(Some(&b.dump(t).unwrap()[0].1)), 2_000);
     }
+}
+
+/// PWV running requests that do not decompose themselves: each is one
+/// abortable piece, a gang over the partitions of its keys (scans' groups
+/// on every partition), with logic aborts undone. Outcomes and state equal
+/// the serial execution's, with one and several partitions.
+#[test]
+fn pwv_whole_requests_equal_serial_execution() {
+    for &(seed, n, keys) in &[(31, 1, 20), (32, 2, 6), (33, 3, 40), (34, 4, 5)] {
+        let cfg = BohmConfig {
+            cc_threads: 1,
+            exec_threads: n,
+            sequencer: SequencerConfig {
+                batch_size: 64,
+                batch_time: Duration::from_millis(1),
+            },
+            protocol: DetProtocol::Pwv,
+            read_annotation: true,
+        };
+        compare(cfg, &reqs(seed, 2_000, keys), keys / 2);
+    }
+}
+
+#[test]
+fn pwv_input_log_replays_to_the_same_state() {
+    input_log_replays(DetProtocol::Pwv);
+}
+
+#[test]
+fn pwv_checkpoints_recover() {
+    checkpoints_recover(DetProtocol::Pwv);
+}
+
+/// Range inserts under PWV: a write range is a group (its bounds' common
+/// prefix) held by its piece; readers of keys under it take tickets on it.
+#[test]
+fn pwv_range_inserts_equal_serial_execution() {
+    range_inserts_equal_serial_execution(DetProtocol::Pwv);
 }

@@ -1,0 +1,1281 @@
+//! Piece-wise visibility (PWV; Faleiro's thesis §6.4, digest 4.3 and
+//! checklist 6.3) on the deterministic substrate that BOHM and
+//! `2pl-ordered` share: the same sequencer, batches, input log, release of
+//! outcomes per batch, checkpoints and replay, and the same records (one
+//! version per record, updated in place, as under `2pl-ordered`).
+//!
+//! - **Pieces.** A transaction is a DAG of pieces (`det::pieces`); one that
+//!   does not decompose itself is one abortable piece with its declared key
+//!   set. Pieces are put in a topological order with every abortable piece
+//!   (before the commit point) first; a parent of an abortable piece is
+//!   abortable too.
+//! - **Partitions.** One executor thread per partition (`exec_threads`);
+//!   a record belongs to `hash(table, key prefix)` (the prefix is the
+//!   whole key unless the table was given a partition prefix, so that a
+//!   group of keys such as a TPC-C district's lives in one partition). A
+//!   piece whose accesses fall in one partition runs there; one whose
+//!   accesses span several (a coarse group shorter than the table's
+//!   partition prefix, or a transaction that does not decompose itself) is
+//!   a *gang*: it has a member on each of those partitions and runs once,
+//!   on the thread of the last member to find itself locally ready, while
+//!   the other members hold their partitions' conflicting pieces back. The
+//!   thesis replicates such a piece's logic to every partition instead;
+//!   the gang runs it once and needs no replica-aware logic.
+//! - **The partition-local conflict graph**, built by each executor for
+//!   the whole batch before it runs a piece: per record (or group's lock
+//!   record), tickets in the batch's global piece order (transactions in
+//!   log order, pieces in topological order). A write waits until every
+//!   earlier access has completed, a read until every access up to the
+//!   last earlier write has: readiness check 1 of Listing 6.1 is one
+//!   comparison per key against the record's completion counter. An access
+//!   that follows a piece of its own transaction on the same record waits
+//!   for that piece to have *executed* instead (it may be an abortable
+//!   piece that completes only at the commit decision, which may wait for
+//!   this one). Coarse groups and exact keys meet through group lock
+//!   records: an exact access also takes a ticket on every group of its
+//!   table declared in the same batch on the same partition that prefixes
+//!   its key.
+//! - **RVPs.** One dependency counter per distinct parent set (pieces with
+//!   the same parents share it), decremented by each parent once it has
+//!   run; the commit RVP, one `AtomicI64` per transaction: decremented by
+//!   each abortable piece that executes, swapped to -1 by the first that
+//!   aborts.
+//! - **Post-processing (Listing 6.2).** An abortable piece publishes
+//!   `EXECUTED` before it touches the RVPs. The thesis's first aborter
+//!   undoes the executed abortable pieces at once, on any partition; a
+//!   later piece of the same transaction may then still be running on a
+//!   record the undo restores (it follows an executed piece of its own
+//!   transaction), and a piece that executes after the swap must undo
+//!   itself. Here every abortable piece, executed, aborted or skipped,
+//!   *settles* a per-transaction counter once it is done with the data;
+//!   the last to settle makes the decision effective: on commit it marks
+//!   every abortable piece `COMPLETED`, on abort it first undoes the
+//!   executed ones in reverse order. The decision itself is the thesis's
+//!   (commit RVP), and so is what it releases; only the undo waits for
+//!   the transaction's abortable pieces to stop running.
+//! - **Readiness** is the thesis's three-way test: a piece of an aborted
+//!   transaction is skipped (the footnote's optimization: whatever its
+//!   parents), a non-abortable piece waits for the commit RVP to be 0. Every
+//!   piece, skipped or not, first passes check 1 (it still counts in its
+//!   records' completion counters, which must not move ahead of an earlier
+//!   access).
+//! - A piece that is not ready goes on its executor's pending list; the
+//!   executor moves on and comes back (no OS wait).
+//!
+//! Corner cases (§6.4.7): a non-abortable piece that fails (an error, or an
+//! abort the author did not declare) gives its transaction an error outcome
+//! after undoing its own writes; the thesis treats it as a system failure
+//! (reload a checkpoint, expunge the request, replay), left for later.
+
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::ptr;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU8, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+use super::{
+    absent_version, entry, free_record, partition, range_unit, BRecord, BTxn, BatchCtx, CcMap,
+    Latest, LatestMap, Shared, Version, TOMBSTONE, VALUE,
+};
+use crate::catalog::TableId;
+use crate::det::sequencer::Batch;
+use crate::det::{Outcome, PieceId, PieceIo, PiecePlan};
+use crate::epoch::{Guard, LocalEpoch};
+use crate::error::{ConflictReason, Error, TxError, TxResult};
+use crate::index::{Insert, Lookup, Unobserved};
+use crate::request::{Access, KeySet};
+use crate::txn::{ScanOptions, Txn, TxnOps};
+
+/// Piece states (§6.4.4): `UNEXECUTED`, `RUNNING` (claimed by the thread
+/// that runs it), `EXECUTED` (an abortable piece done with the data, run or
+/// skipped, waiting for the commit decision), `COMPLETED`.
+const UNEXECUTED: u8 = 0;
+const RUNNING: u8 = 1;
+const EXECUTED: u8 = 2;
+const COMPLETED: u8 = 3;
+
+/// No piece (a ticket with no same-transaction predecessor).
+const NONE: u16 = u16::MAX;
+
+/// A lock ticket: the record (a key's, or a group's lock record), the
+/// completion count it waits for, and the piece of its own transaction it
+/// follows on that record (`NONE`: none).
+#[derive(Clone, Copy)]
+struct Ticket {
+    rec: *const BRecord,
+    wait: u64,
+    same: u16,
+    /// False for a second access of one piece to a record (its first
+    /// ticket covers it): neither checked nor released.
+    counted: bool,
+}
+
+impl Ticket {
+    const EMPTY: Ticket = Ticket {
+        rec: ptr::null(),
+        wait: 0,
+        same: NONE,
+        counted: false,
+    };
+}
+
+/// One declared access of a piece.
+struct PAcc {
+    table: TableId,
+    at: u32,
+    len: u32,
+    group: bool,
+    write: bool,
+    /// The partition whose executor hands its tickets.
+    part: u16,
+    /// The key's record (exact keys) or the group's lock record, and the
+    /// tickets of the groups that cover it: written by the partition's
+    /// executor while it builds its graph, before the piece can run (every
+    /// member's arrival orders it before the run).
+    ticket: UnsafeCell<Ticket>,
+    extra: UnsafeCell<Vec<Ticket>>,
+}
+
+/// A before-image: the record's state and data before an abortable piece
+/// first wrote it.
+struct Undo {
+    rec: *const BRecord,
+    state: u8,
+    data: Box<[u8]>,
+}
+
+/// One piece of a transaction.
+struct Piece {
+    state: AtomicU8,
+    abortable: bool,
+    /// Its accesses: `accs[acc.0..acc.1]`.
+    acc: (u32, u32),
+    /// Its dependency RVP (`u32::MAX`: no parents).
+    rvp: u32,
+    /// The RVPs of its children (distinct; each is decremented once).
+    child_rvps: Box<[u32]>,
+    /// Its parents (author ids), for `PieceIo::input`.
+    parents: Box<[PieceId]>,
+    /// Members (partitions) that have not yet found themselves locally
+    /// ready; the one that brings it to zero runs the piece.
+    members: AtomicU32,
+    /// Its output (written once, before its children's RVP is released).
+    out: UnsafeCell<Vec<u8>>,
+    /// Before-images (abortable pieces), read by the last settler.
+    undo: UnsafeCell<Vec<Undo>>,
+}
+
+/// A transaction's PWV state.
+pub(super) struct PTxn {
+    /// The procedure declared its pieces (else one piece runs its body).
+    decomposed: bool,
+    /// In author order.
+    pieces: Box<[Piece]>,
+    /// The topological order used for scheduling: abortable pieces first.
+    order: Box<[u16]>,
+    accs: Box<[PAcc]>,
+    bytes: Box<[u8]>,
+    rvps: Box<[AtomicU32]>,
+    /// The commit RVP: abortable pieces not yet executed; -1 (or less)
+    /// once one aborted.
+    commit_rvp: AtomicI64,
+    /// Abortable pieces not yet done with the data (see the module docs).
+    settle: AtomicU32,
+    /// 0 undecided, 1 committed, 2 aborted and undone.
+    decided: AtomicU8,
+    /// Pieces not yet completed; the one that completes the last makes
+    /// the outcome.
+    left: AtomicU32,
+    /// The error of a failed piece (its transaction's outcome).
+    error: parking_lot::Mutex<Option<Error>>,
+}
+
+// SAFETY: the cells are written under the protocol's rules: a ticket by
+// the owning partition's executor before the piece can run; `out` and
+// `undo` by the one thread that claimed the piece (RUNNING), published by
+// the release stores of its state and the RVPs before anyone reads them.
+unsafe impl Sync for PTxn {}
+// SAFETY: as above; the raw record pointers point at records that live
+// while the engine runs.
+unsafe impl Send for PTxn {}
+
+impl PTxn {
+    fn key(&self, a: &PAcc) -> &[u8] {
+        &self.bytes[a.at as usize..(a.at + a.len) as usize]
+    }
+
+    fn accs_of(&self, p: &Piece) -> &[PAcc] {
+        &self.accs[p.acc.0 as usize..p.acc.1 as usize]
+    }
+}
+
+/// The executor of a batch's pieces on one partition: its members in the
+/// batch's global order, `(transaction, piece)`.
+pub(super) type Members = Vec<(u32, u16)>;
+
+/// Plan a batch for PWV on the planning thread: each transaction's pieces
+/// (declared, or one piece of its declared key set), their accesses with
+/// their partitions, RVPs, and each partition's members in order.
+pub(super) fn plan(b: Batch, m: usize, sh: &Shared) -> BatchCtx {
+    let mut pp = PiecePlan::new();
+    let mut keys = KeySet::new();
+    let mut parts: Vec<Members> = (0..m).map(|_| Vec::new()).collect();
+    let txns: Box<[BTxn]> = b
+        .txns
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            pp.clear();
+            let mut unusable = None;
+            let decomposed = s.proc.pieces(&mut pp);
+            if decomposed {
+                if let Some(e) = pp.error() {
+                    unusable = Some(format!("'{}' declares bad pieces: {e}", s.proc.name()));
+                }
+            } else {
+                keys.clear();
+                if s.proc.needs_reconnaissance() {
+                    unusable = Some(format!(
+                        "PWV does not yet run requests that need a reconnaissance ('{}')",
+                        s.proc.name()
+                    ));
+                } else if !s.proc.declare(&mut keys) {
+                    unusable = Some(format!(
+                        "'{}' declares no key sets: PWV needs them before it runs",
+                        s.proc.name()
+                    ));
+                } else {
+                    let p = pp.piece(true);
+                    for d in keys.iter() {
+                        let w = d.access == Access::Write;
+                        if d.is_key() {
+                            if w {
+                                pp.write(p, d.table, d.lo);
+                            } else {
+                                pp.read(p, d.table, d.lo);
+                            }
+                        } else {
+                            // A range: its unit, every key with the bounds'
+                            // common prefix.
+                            let unit = range_unit(d.lo, d.hi());
+                            if w {
+                                pp.write_group(p, d.table, unit);
+                            } else {
+                                pp.read_group(p, d.table, unit);
+                            }
+                        }
+                    }
+                }
+            }
+            let ts = b.first_ts + i as u64;
+            let p = match unusable {
+                Some(e) => {
+                    pp.clear();
+                    pp.piece(true);
+                    build(&pp, false, ts, i as u32, m, sh, &mut parts, Some(e))
+                }
+                None => build(&pp, decomposed, ts, i as u32, m, sh, &mut parts, None),
+            };
+            let (p, unusable) = match p {
+                Ok(p) => (p, None),
+                Err(e) => {
+                    pp.clear();
+                    pp.piece(true);
+                    let p = build(&pp, false, ts, i as u32, m, sh, &mut parts, None)
+                        .expect("a keyless piece plans");
+                    (p, Some(Error::InvalidArgument(e)))
+                }
+            };
+            BTxn {
+                ts,
+                state: AtomicU8::new(super::UNPROCESSED),
+                proc: UnsafeCell::new(s.proc),
+                keys: Box::default(),
+                slots: Box::default(),
+                nw: 0,
+                wranges: Box::default(),
+                units: Box::default(),
+                nxu: 0,
+                lorder: Box::default(),
+                unusable,
+                outcome: UnsafeCell::new(None),
+                pwv: Some(Box::new(p)),
+            }
+        })
+        .collect();
+    BatchCtx {
+        txns,
+        release: b.release,
+        ranges: false,
+        drain: None,
+        cc_left: std::sync::atomic::AtomicUsize::new(0),
+        exec_left: std::sync::atomic::AtomicUsize::new(m),
+        parts: parts.into_boxed_slice(),
+    }
+}
+
+/// The partition of an access: its key's (or prefix's) first
+/// `partition prefix` bytes; `None` for a group shorter than that (it
+/// spans every partition).
+fn part_of(sh: &Shared, t: TableId, key: &[u8], group: bool, m: usize) -> Option<u16> {
+    let plen = sh
+        .part_prefix
+        .get(t.as_u32() as usize)
+        .copied()
+        .unwrap_or(0);
+    if plen == 0 {
+        // Whole keys: a group is in one partition only if it is a key.
+        return (!group).then(|| partition(t, key, m));
+    }
+    if key.len() < plen {
+        return (!group).then(|| partition(t, key, m));
+    }
+    Some(partition(t, &key[..plen], m))
+}
+
+/// One transaction's PWV state from its plan (`error`: the reason it
+/// cannot run; it then runs as one keyless piece that fails).
+#[allow(clippy::too_many_arguments)]
+fn build(
+    pp: &PiecePlan,
+    decomposed: bool,
+    ts: u64,
+    ti: u32,
+    m: usize,
+    sh: &Shared,
+    parts: &mut [Members],
+    error: Option<String>,
+) -> Result<PTxn, String> {
+    let n = pp.len();
+    if n == 0 {
+        return Err("a procedure declared no pieces".into());
+    }
+    // Abortable: declared so, or a parent of an abortable piece (before the
+    // commit point). Parents are earlier, so one backward pass closes it.
+    let mut abortable: Vec<bool> = (0..n).map(|p| pp.is_abortable(p as PieceId)).collect();
+    let mut parents: Vec<Vec<PieceId>> = vec![Vec::new(); n];
+    for &(c, p) in pp.dependencies() {
+        if !parents[c as usize].contains(&p) {
+            parents[c as usize].push(p);
+        }
+    }
+    for c in (0..n).rev() {
+        if abortable[c] {
+            for &p in &parents[c] {
+                abortable[p as usize] = true;
+            }
+        }
+    }
+    // Abortable pieces first; each group in declaration order (parents
+    // come first within each, and no abortable piece has a non-abortable
+    // parent).
+    let order: Vec<u16> = (0..n as u16)
+        .filter(|&p| abortable[p as usize])
+        .chain((0..n as u16).filter(|&p| !abortable[p as usize]))
+        .collect();
+    // Accesses grouped by piece, deduplicated (a write covers a read);
+    // writes first within a piece, so that a piece's first ticket on a
+    // record is its strongest.
+    let mut acc: Vec<(u16, TableId, bool, &[u8], bool)> = pp
+        .accesses()
+        .iter()
+        .map(|a| (a.piece, a.table, a.group, pp.key(a), a.write))
+        .collect();
+    acc.sort_by(|a, b| (a.0, a.1, a.2, a.3, !a.4).cmp(&(b.0, b.1, b.2, b.3, !b.4)));
+    acc.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1 && a.2 == b.2 && a.3 == b.3);
+    acc.sort_by_key(|a| (a.0, !a.4));
+    // Two pieces of one transaction may share a record only if they name
+    // it alike (both the key, or both the group): tickets follow a piece
+    // of their own transaction by record, and a key under a group of
+    // another piece of the same transaction would wait on the group's
+    // lock record, held to the commit decision.
+    if decomposed {
+        for (i, a) in acc.iter().enumerate() {
+            for b in &acc[i + 1..] {
+                if a.0 != b.0 && a.1 == b.1 && a.2 != b.2 {
+                    let (g, k) = if a.2 { (a.3, b.3) } else { (b.3, a.3) };
+                    if k.starts_with(g) {
+                        return Err(format!(
+                            "pieces {} and {} access table {} both as a group and as a key under it",
+                            a.0,
+                            b.0,
+                            a.1.as_u32()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let mut bytes = Vec::new();
+    let mut accs = Vec::with_capacity(acc.len());
+    let mut ranges = vec![(0u32, 0u32); n];
+    let mut piece_parts: Vec<Vec<u16>> = vec![Vec::new(); n];
+    let mut i = 0;
+    for p in 0..n as u16 {
+        let start = accs.len() as u32;
+        while i < acc.len() && acc[i].0 == p {
+            let (_, t, group, key, write) = acc[i];
+            let at = bytes.len() as u32;
+            bytes.extend_from_slice(key);
+            let mut push = |part: u16| {
+                accs.push(PAcc {
+                    table: t,
+                    at,
+                    len: key.len() as u32,
+                    group,
+                    write,
+                    part,
+                    ticket: UnsafeCell::new(Ticket::EMPTY),
+                    extra: UnsafeCell::new(Vec::new()),
+                });
+                if !piece_parts[p as usize].contains(&part) {
+                    piece_parts[p as usize].push(part);
+                }
+            };
+            match part_of(sh, t, key, group, m) {
+                Some(part) => push(part),
+                // A group across partitions: its lock record on each.
+                None => (0..m as u16).for_each(&mut push),
+            }
+            i += 1;
+        }
+        ranges[p as usize] = (start, accs.len() as u32);
+    }
+    // A piece with no keys (an abort statement, a computation on its
+    // parents' outputs) runs on a partition of its own: spread by
+    // transaction.
+    for pp_ in piece_parts.iter_mut() {
+        if pp_.is_empty() {
+            pp_.push((ts % m as u64) as u16);
+        }
+    }
+    // Dependency RVPs, shared between pieces with the same parents.
+    let mut rvp_sets: Vec<Vec<PieceId>> = Vec::new();
+    let mut rvp_of = vec![u32::MAX; n];
+    for c in 0..n {
+        if parents[c].is_empty() {
+            continue;
+        }
+        let mut set = parents[c].clone();
+        set.sort_unstable();
+        let at = match rvp_sets.iter().position(|s| *s == set) {
+            Some(at) => at,
+            None => {
+                rvp_sets.push(set);
+                rvp_sets.len() - 1
+            }
+        };
+        rvp_of[c] = at as u32;
+    }
+    let child_rvps = |p: usize| -> Box<[u32]> {
+        let mut v: Vec<u32> = rvp_sets
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.contains(&(p as PieceId)))
+            .map(|(i, _)| i as u32)
+            .collect();
+        v.dedup();
+        v.into_boxed_slice()
+    };
+    let pieces: Box<[Piece]> = (0..n)
+        .map(|p| Piece {
+            state: AtomicU8::new(UNEXECUTED),
+            abortable: abortable[p],
+            acc: ranges[p],
+            rvp: rvp_of[p],
+            child_rvps: child_rvps(p),
+            parents: parents[p].clone().into_boxed_slice(),
+            members: AtomicU32::new(piece_parts[p].len() as u32),
+            out: UnsafeCell::new(Vec::new()),
+            undo: UnsafeCell::new(Vec::new()),
+        })
+        .collect();
+    for &p in &order {
+        for &part in &piece_parts[p as usize] {
+            parts[part as usize].push((ti, p));
+        }
+    }
+    let nab = abortable.iter().filter(|&&a| a).count();
+    Ok(PTxn {
+        decomposed,
+        pieces,
+        order: order.into_boxed_slice(),
+        accs: accs.into_boxed_slice(),
+        bytes: bytes.into_boxed_slice(),
+        rvps: rvp_sets
+            .iter()
+            .map(|s| AtomicU32::new(s.len() as u32))
+            .collect(),
+        commit_rvp: AtomicI64::new(nab as i64),
+        settle: AtomicU32::new(nab as u32),
+        decided: AtomicU8::new(u8::from(nab == 0)),
+        left: AtomicU32::new(n as u32),
+        error: parking_lot::Mutex::new(error.map(Error::InvalidArgument)),
+    })
+}
+
+/// A partition executor's lock sequences of the groups it owns (lock-only
+/// records, in no index), per table.
+type GroupMap = HashMap<Box<[u8]>, Latest>;
+
+/// The groups declared on this partition in the current batch, per table,
+/// for exact keys to take tickets on (see the module docs).
+#[derive(Default)]
+struct BatchGroups {
+    set: std::collections::HashSet<Box<[u8]>>,
+    lens: Vec<usize>,
+}
+
+/// One partition's executor: for each batch, build the partition-local
+/// conflict graph (tickets), then run the pieces.
+pub(super) fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>) {
+    let mut latest: LatestMap = sh.tables.iter().map(|_| CcMap::default()).collect();
+    let mut groups: Vec<GroupMap> = sh.tables.iter().map(|_| GroupMap::default()).collect();
+    let mut batch_groups: Vec<BatchGroups> = Vec::new();
+    // The current transaction's records so far: (record, its counts before
+    // the transaction, the last piece of it there).
+    let mut seen: Vec<(*const BRecord, u64, u64, u16)> = Vec::new();
+    let mut pending: Vec<(u32, u16, bool)> = Vec::new();
+    while let Ok(ctx) = rx.recv() {
+        let busy = std::time::Instant::now();
+        let members = &ctx.parts[me];
+        {
+            let g = local.pin();
+            build_graph(
+                sh,
+                me as u16,
+                &ctx,
+                members,
+                &mut latest,
+                &mut groups,
+                &mut batch_groups,
+                &mut seen,
+                &g,
+            );
+        }
+        // Run: walk the members in order; a member that is not ready goes
+        // on the pending list, visited again after each step forward.
+        pending.clear();
+        for &(ti, p) in members.iter() {
+            let mut arrived = false;
+            if !step(sh, local, &ctx, me as u16, ti, p, &mut arrived) {
+                pending.push((ti, p, arrived));
+            }
+            if let Some(first) = pending.first_mut() {
+                let (ti, p, mut arrived) = *first;
+                if step(sh, local, &ctx, me as u16, ti, p, &mut arrived) {
+                    pending.remove(0);
+                } else {
+                    first.2 = arrived;
+                }
+            }
+        }
+        let mut idle = 0u32;
+        while !pending.is_empty() {
+            let before = pending.len();
+            pending
+                .retain_mut(|(ti, p, arrived)| !step(sh, local, &ctx, me as u16, *ti, *p, arrived));
+            if pending.len() == before {
+                crate::backoff::snooze(&mut idle);
+            } else {
+                idle = 0;
+            }
+        }
+        if let Some(last) = ctx.txns.last() {
+            sh.finished[me].store(last.ts, Ordering::Release);
+        }
+        sh.exec_busy_ns
+            .fetch_add(busy.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if ctx.exec_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            super::finish_batch(sh, local, ctx);
+        }
+        local.collect();
+    }
+}
+
+/// Hand the tickets of this partition's accesses, in the batch's order.
+#[allow(clippy::too_many_arguments)]
+fn build_graph(
+    sh: &Shared,
+    me: u16,
+    ctx: &BatchCtx,
+    members: &Members,
+    latest: &mut LatestMap,
+    groups: &mut [GroupMap],
+    batch_groups: &mut Vec<BatchGroups>,
+    seen: &mut Vec<(*const BRecord, u64, u64, u16)>,
+    g: &Guard<'_>,
+) {
+    // The groups declared here this batch.
+    batch_groups.iter_mut().for_each(|b| {
+        b.set.clear();
+        b.lens.clear();
+    });
+    batch_groups.resize_with(sh.tables.len(), BatchGroups::default);
+    let mut any_group = false;
+    for &(ti, p) in members {
+        let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
+        for a in pt.accs_of(&pt.pieces[p as usize]) {
+            if a.group && a.part == me {
+                let bg = &mut batch_groups[a.table.as_u32() as usize];
+                if bg.set.insert(pt.key(a).into()) {
+                    if let Err(at) = bg.lens.binary_search(&(a.len as usize)) {
+                        bg.lens.insert(at, a.len as usize);
+                    }
+                }
+                any_group = true;
+            }
+        }
+    }
+    let mut cur = u32::MAX;
+    let mut placed = 0u64;
+    for &(ti, p) in members {
+        if ti != cur {
+            cur = ti;
+            seen.clear();
+        }
+        let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
+        for a in pt.accs_of(&pt.pieces[p as usize]) {
+            if a.part != me {
+                continue;
+            }
+            let key = pt.key(a);
+            let t = a.table.as_u32() as usize;
+            let e = if a.group {
+                group_entry(sh, &mut groups[t], key)
+            } else {
+                entry(sh, &mut latest[t], a.table, key, g, Some(absent_version))
+                    .expect("created when absent")
+            };
+            let tk = ticket(e, a.write, p, seen);
+            // SAFETY: this executor owns the access's partition and is the
+            // only writer of its tickets, before any member arrives.
+            unsafe { *a.ticket.get() = tk };
+            placed += 1;
+            if any_group {
+                let bg = &batch_groups[t];
+                let lens: Vec<usize> = bg
+                    .lens
+                    .iter()
+                    .copied()
+                    .filter(|&l| l < key.len() || (!a.group && l == key.len()))
+                    .collect();
+                for l in lens {
+                    let pre = &key[..l];
+                    if !bg.set.contains(pre) {
+                        continue;
+                    }
+                    let e = group_entry(sh, &mut groups[t], pre);
+                    let tk = ticket(e, a.write, p, seen);
+                    // SAFETY: as above.
+                    unsafe { (*a.extra.get()).push(tk) };
+                }
+            }
+        }
+    }
+    sh.placeholders.fetch_add(placed, Ordering::Relaxed);
+    let entries = latest
+        .iter()
+        .map(|m| m.w8.len() + m.short.len() + m.long.len())
+        .sum::<usize>();
+    sh.cc_map_entries[me as usize].store(entries as u64, Ordering::Relaxed);
+}
+
+/// The lock sequence of group `key` (a lock-only record, created at its
+/// first use).
+fn group_entry<'m>(sh: &Shared, map: &'m mut GroupMap, key: &[u8]) -> &'m mut Latest {
+    if !map.contains_key(key) {
+        let v = absent_version();
+        let rec = BRecord::new(v);
+        sh.unit_recs.lock().push(rec as usize);
+        map.insert(key.into(), Latest { rec, v, n: 0, w: 0 });
+    }
+    map.get_mut(key).expect("inserted")
+}
+
+/// The next ticket of the record `e` describes, for an access of piece `p`
+/// of the current transaction (`seen`: its records so far).
+fn ticket(
+    e: &mut Latest,
+    write: bool,
+    p: u16,
+    seen: &mut Vec<(*const BRecord, u64, u64, u16)>,
+) -> Ticket {
+    let rec = e.rec;
+    match seen.iter_mut().find(|s| s.0 == rec) {
+        Some(s) if s.3 == p => Ticket {
+            rec,
+            wait: 0,
+            same: NONE,
+            counted: false,
+        },
+        Some(s) => {
+            // After a piece of its own transaction: what the transaction's
+            // first access waited for, and that piece.
+            let wait = if write { s.1 } else { s.2 };
+            let same = s.3;
+            s.3 = p;
+            e.n += 1;
+            if write {
+                e.w = e.n;
+            }
+            Ticket {
+                rec,
+                wait,
+                same,
+                counted: true,
+            }
+        }
+        None => {
+            seen.push((rec, e.n, e.w, p));
+            let wait = if write {
+                let t = e.n;
+                e.n += 1;
+                e.w = e.n;
+                t
+            } else {
+                e.n += 1;
+                e.w
+            };
+            Ticket {
+                rec,
+                wait,
+                same: NONE,
+                counted: true,
+            }
+        }
+    }
+}
+
+/// Whether a ticket's predecessors are done (readiness check 1).
+fn ticket_ready(pt: &PTxn, t: &Ticket) -> bool {
+    if !t.counted {
+        return true;
+    }
+    // SAFETY: records live while the engine runs.
+    if unsafe { (*t.rec).released.load(Ordering::Acquire) } < t.wait {
+        return false;
+    }
+    t.same == NONE || pt.pieces[t.same as usize].state.load(Ordering::Acquire) >= EXECUTED
+}
+
+/// Check 1 for this partition's accesses of piece `p`.
+fn locally_ready(pt: &PTxn, p: &Piece, me: u16) -> bool {
+    pt.accs_of(p).iter().filter(|a| a.part == me).all(|a| {
+        // SAFETY: written by this executor while it built the graph.
+        let (t, x) = unsafe { (&*a.ticket.get(), &*a.extra.get()) };
+        ticket_ready(pt, t) && x.iter().all(|t| ticket_ready(pt, t))
+    })
+}
+
+/// One step of member `(ti, p)` on partition `me`; true once this member
+/// is done (its piece completed, or handed to the runner's thread).
+fn step(
+    sh: &Shared,
+    local: &LocalEpoch,
+    ctx: &BatchCtx,
+    me: u16,
+    ti: u32,
+    p: u16,
+    arrived: &mut bool,
+) -> bool {
+    let txn = &ctx.txns[ti as usize];
+    let pt = txn.pwv.as_deref().expect("a PWV batch");
+    let piece = &pt.pieces[p as usize];
+    if piece.state.load(Ordering::Acquire) == COMPLETED {
+        return true;
+    }
+    if !*arrived {
+        if !locally_ready(pt, piece, me) {
+            return false;
+        }
+        *arrived = true;
+        if piece.members.fetch_sub(1, Ordering::AcqRel) != 1 {
+            // Another member runs it; this one holds its partition's
+            // conflicting pieces back until it completes.
+            return false;
+        }
+    } else if piece.members.load(Ordering::Acquire) != 0 {
+        return false;
+    }
+    // Every member is locally ready: this thread runs the piece.
+    try_run(sh, local, txn, pt, p)
+}
+
+/// Checks 2 and 3, then run, skip or wait; true once the piece is done
+/// here (executed or completed).
+fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> bool {
+    let piece = &pt.pieces[p as usize];
+    let st = piece.state.load(Ordering::Acquire);
+    if st >= EXECUTED {
+        // Executed, waiting for its transaction's decision (the last
+        // settler completes it).
+        return st == COMPLETED;
+    }
+    let aborted = pt.commit_rvp.load(Ordering::Acquire) < 0;
+    if aborted {
+        if piece.abortable {
+            // Skipped (the footnote): done with the data without running.
+            piece.state.store(EXECUTED, Ordering::Release);
+            for &r in piece.child_rvps.iter() {
+                pt.rvps[r as usize].fetch_sub(1, Ordering::AcqRel);
+            }
+            settle(pt, txn);
+            return false;
+        }
+        // After the commit point of an aborted transaction: nothing to
+        // run, once the abortable pieces are undone.
+        if pt.decided.load(Ordering::Acquire) != 2 {
+            return false;
+        }
+        complete(pt, piece, txn);
+        return true;
+    }
+    if piece.rvp != u32::MAX && pt.rvps[piece.rvp as usize].load(Ordering::Acquire) != 0 {
+        return false;
+    }
+    if !piece.abortable && pt.commit_rvp.load(Ordering::Acquire) != 0 {
+        return false;
+    }
+    if piece
+        .state
+        .compare_exchange(UNEXECUTED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return false;
+    }
+    let r = run(sh, local, txn, pt, p);
+    for &c in piece.child_rvps.iter() {
+        // Release: the child reads this piece's output and writes.
+        pt.rvps[c as usize].fetch_sub(1, Ordering::AcqRel);
+    }
+    if !piece.abortable {
+        if let Err(e) = r {
+            // A corner case (§6.4.7): its own writes are undone, the
+            // transaction reports the error.
+            undo(piece);
+            let e = e.unwrap_or_else(|| {
+                Error::InvalidArgument("a piece after the commit point aborted".into())
+            });
+            pt.error.lock().get_or_insert(e);
+        }
+        complete(pt, piece, txn);
+        return true;
+    }
+    match r {
+        Ok(()) => {
+            // Publish EXECUTED before the commit RVP moves (the first
+            // aborter reads states after its swap).
+            piece.state.store(EXECUTED, Ordering::SeqCst);
+            pt.commit_rvp.fetch_sub(1, Ordering::SeqCst);
+        }
+        Err(e) => {
+            if let Some(e) = e {
+                pt.error.lock().get_or_insert(e);
+            }
+            // Its own partial writes first (nobody else touches them).
+            undo(piece);
+            pt.commit_rvp.swap(-1, Ordering::SeqCst);
+            piece.state.store(EXECUTED, Ordering::SeqCst);
+        }
+    }
+    settle(pt, txn);
+    false
+}
+
+/// An abortable piece is done with the data; the last one makes the
+/// decision effective: every abortable piece completes, after the undo of
+/// the executed ones (in reverse order) on an abort.
+fn settle(pt: &PTxn, txn: &BTxn) {
+    if pt.settle.fetch_sub(1, Ordering::AcqRel) != 1 {
+        return;
+    }
+    let aborted = pt.commit_rvp.load(Ordering::Acquire) < 0;
+    if aborted {
+        for &p in pt.order.iter().rev() {
+            let piece = &pt.pieces[p as usize];
+            if piece.abortable {
+                undo(piece);
+            }
+        }
+    }
+    pt.decided
+        .store(if aborted { 2 } else { 1 }, Ordering::Release);
+    for &p in pt.order.iter() {
+        let piece = &pt.pieces[p as usize];
+        if piece.abortable {
+            complete(pt, piece, txn);
+        }
+    }
+}
+
+/// Restore `piece`'s before-images, newest first.
+fn undo(piece: &Piece) {
+    // SAFETY: the piece is done running (its runner, or the last settler
+    // after every abortable piece settled), and its records are held by
+    // its tickets: nobody else reads or writes them.
+    let log = unsafe { &mut *piece.undo.get() };
+    for u in log.drain(..).rev() {
+        // SAFETY: as above.
+        unsafe {
+            let v = &*(*u.rec).head.load(Ordering::Acquire);
+            *v.data.get() = u.data;
+            v.state.store(u.state, Ordering::Release);
+        }
+    }
+}
+
+/// Complete `piece`: release its tickets, and make the transaction's
+/// outcome if it is the last piece.
+fn complete(pt: &PTxn, piece: &Piece, txn: &BTxn) {
+    for a in pt.accs_of(piece) {
+        // SAFETY: written before the piece ran; read-only since.
+        let (t, x) = unsafe { (&*a.ticket.get(), &*a.extra.get()) };
+        for t in std::iter::once(t).chain(x.iter()) {
+            if t.counted {
+                // SAFETY: records live while the engine runs. Release:
+                // the piece's writes (or the undo) before the next holder.
+                unsafe { (*t.rec).released.fetch_add(1, Ordering::Release) };
+            }
+        }
+    }
+    if pt.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+        outcome(pt, txn);
+    }
+    piece.state.store(COMPLETED, Ordering::Release);
+}
+
+/// The transaction's outcome (every piece has completed but for this
+/// one's state store, so no piece runs): its error, an abort, or the
+/// output (a body's, kept when it ran; a decomposed procedure's, made from
+/// its pieces' outputs now).
+fn outcome(pt: &PTxn, txn: &BTxn) {
+    // SAFETY: no piece of the transaction runs any more, and the batch's
+    // finisher reads the outcome only after every piece completed.
+    let out = unsafe { &mut *txn.outcome.get() };
+    if let Some(e) = txn.unusable.clone().or_else(|| pt.error.lock().take()) {
+        *out = Some(Err(e));
+        return;
+    }
+    if pt.commit_rvp.load(Ordering::Acquire) < 0 {
+        *out = Some(Ok(Outcome::Aborted));
+        return;
+    }
+    if !pt.decomposed {
+        debug_assert!(out.is_some(), "a committed body left its output");
+        return;
+    }
+    // SAFETY: outputs are written once, by their pieces, before this.
+    let outs: Vec<&[u8]> = pt
+        .pieces
+        .iter()
+        .map(|p| unsafe { (*p.out.get()).as_slice() })
+        .collect();
+    // SAFETY: no piece runs: the procedure is this thread's alone.
+    let proc = unsafe { &mut *txn.proc.get() };
+    *out = Some(match proc.pieces_output(&outs) {
+        Ok(o) => Ok(Outcome::Committed(o)),
+        Err(TxError::Error(e)) => Err(e),
+        Err(TxError::UserAbort) => Err(Error::InvalidArgument(format!(
+            "'{}': pieces_output aborted after the commit point",
+            proc.name()
+        ))),
+        Err(TxError::Conflict(r)) => Err(Error::InvalidArgument(format!(
+            "a PWV transaction cannot have a conflict ({r})"
+        ))),
+    });
+}
+
+/// Run piece `p`: `Ok` it executed; `Err(None)` it aborted (a user
+/// abort), `Err(Some(e))` it failed.
+fn run(
+    sh: &Shared,
+    local: &LocalEpoch,
+    txn: &BTxn,
+    pt: &PTxn,
+    p: u16,
+) -> Result<(), Option<Error>> {
+    if let Some(e) = &txn.unusable {
+        return Err(Some(e.clone()));
+    }
+    let piece = &pt.pieces[p as usize];
+    let g = local.pin();
+    let mut tx = PwvTx {
+        sh,
+        g: &g,
+        pt,
+        piece,
+        // SAFETY: this thread claimed the piece (RUNNING): its undo log
+        // and output are its own until it publishes EXECUTED/COMPLETED.
+        undo: unsafe { &mut *piece.undo.get() },
+    };
+    let name = || {
+        // SAFETY: the name is immutable.
+        unsafe { (*txn.proc.get()).name() }
+    };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if pt.decomposed {
+            // SAFETY: pieces run concurrently on `&self` (the procedure
+            // is `Sync`); nothing holds it mutably while pieces run.
+            let proc = unsafe { &*txn.proc.get() };
+            let inputs = |q: PieceId| -> Option<&[u8]> {
+                piece
+                    .parents
+                    .contains(&q)
+                    // SAFETY: a parent's output was written before its
+                    // child's RVP reached zero (acquired above).
+                    .then(|| unsafe { (*pt.pieces[q as usize].out.get()).as_slice() })
+            };
+            // SAFETY: as for the undo log.
+            let out = unsafe { &mut *piece.out.get() };
+            let mut io = PieceIo::new(&inputs, out);
+            let mut t = Txn::new(&mut tx);
+            proc.run_piece(p, &mut t, &mut io).map(|()| None)
+        } else {
+            // SAFETY: a procedure that does not decompose is one piece,
+            // run by this thread alone.
+            let proc = unsafe { &mut *txn.proc.get() };
+            let mut t = Txn::new(&mut tx);
+            proc.run(&mut t).map(Some)
+        }
+    }))
+    .unwrap_or_else(|e| {
+        let msg = e
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| e.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(TxError::Error(Error::InvalidArgument(format!(
+            "procedure '{}' panicked: {msg}",
+            name()
+        ))))
+    });
+    match r {
+        Ok(out) => {
+            if let Some(out) = out {
+                // SAFETY: the only piece of its transaction.
+                unsafe { *txn.outcome.get() = Some(Ok(Outcome::Committed(out))) };
+            }
+            Ok(())
+        }
+        Err(TxError::UserAbort) if piece.abortable => Err(None),
+        Err(TxError::UserAbort) => Err(Some(Error::InvalidArgument(format!(
+            "'{}': piece {p} aborted, but it was not declared abortable (after the commit point)",
+            name()
+        )))),
+        // A reconnaissance that no longer holds aborts the request.
+        Err(TxError::Conflict(ConflictReason::Reconnaissance)) if piece.abortable => Err(None),
+        Err(TxError::Conflict(r)) => Err(Some(Error::InvalidArgument(format!(
+            "a PWV transaction cannot have a conflict ({r})"
+        )))),
+        Err(TxError::Error(e)) => Err(Some(e)),
+    }
+}
+
+/// The transaction a piece runs on: its declared records, in place.
+struct PwvTx<'a> {
+    sh: &'a Shared,
+    g: &'a Guard<'a>,
+    pt: &'a PTxn,
+    piece: &'a Piece,
+    undo: &'a mut Vec<Undo>,
+}
+
+impl PwvTx<'_> {
+    fn undeclared(&self, what: &str, t: TableId, key: &[u8]) -> TxError {
+        TxError::Error(Error::InvalidArgument(format!(
+            "PWV: a {what} of table {} key {key:02x?} that the piece did not declare",
+            t.as_u32()
+        )))
+    }
+
+    /// The record of `(t, key)` and whether the piece may write it; `None`
+    /// if it has none yet (a key under a declared group). An error if the
+    /// piece did not declare it.
+    fn find(
+        &self,
+        t: TableId,
+        key: &[u8],
+        write: bool,
+    ) -> TxResult<(Option<*const BRecord>, bool)> {
+        let accs = self.pt.accs_of(self.piece);
+        for a in accs {
+            if !a.group && a.table == t && self.pt.key(a) == key {
+                if write && !a.write {
+                    break;
+                }
+                // SAFETY: tickets were written before the piece ran.
+                return Ok((Some(unsafe { (*a.ticket.get()).rec }), a.write));
+            }
+        }
+        for a in accs {
+            if a.group && a.table == t && key.starts_with(self.pt.key(a)) && (a.write || !write) {
+                let tree = self.sh.table(t)?;
+                let rec = match tree.get(key, self.g) {
+                    Lookup::Found(r) => Some(r as *const BRecord),
+                    Lookup::Missing { .. } => None,
+                };
+                return Ok((rec, a.write));
+            }
+        }
+        Err(self.undeclared(if write { "write" } else { "read" }, t, key))
+    }
+
+    fn value(rec: *const BRecord) -> Option<&'static [u8]> {
+        // SAFETY: records live while the engine runs; the piece holds the
+        // record's ticket, so nobody else writes it while the slice is out
+        // (the borrow ends at the transaction's next operation). The
+        // `'static` is narrowed by the callers to `&self`.
+        unsafe {
+            let v = &*(*rec).head.load(Ordering::Acquire);
+            (v.state.load(Ordering::Acquire) == VALUE).then(|| &(&*v.data.get())[..])
+        }
+    }
+
+    fn read(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        Ok(self.find(t, key, false)?.0.and_then(Self::value))
+    }
+
+    fn write(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()> {
+        let (rec, _) = self.find(t, key, true)?;
+        let rec = match rec {
+            Some(r) => r,
+            None if val.is_none() => return Ok(()),
+            None => {
+                // A new key under a declared group: its record, absent.
+                let tree = self.sh.table(t)?;
+                let v = absent_version();
+                let rec = BRecord::new(v);
+                match tree.insert(key, rec as u64, self.g) {
+                    Insert::Inserted { .. } => rec as *const BRecord,
+                    Insert::Exists(r) => {
+                        // SAFETY: ours was never shared.
+                        unsafe { free_record(rec) };
+                        r as *const BRecord
+                    }
+                }
+            }
+        };
+        // SAFETY: the piece holds the record's ticket (or its group's):
+        // nobody else reads or writes it until the piece completes.
+        let v: &Version = unsafe { &*(*rec).head.load(Ordering::Acquire) };
+        let state = v.state.load(Ordering::Acquire);
+        // SAFETY: as above.
+        let data = unsafe { &mut *v.data.get() };
+        if self.piece.abortable && !self.undo.iter().any(|u| ptr::eq(u.rec, rec)) {
+            self.undo.push(Undo {
+                rec,
+                state,
+                data: data.clone(),
+            });
+        }
+        match val {
+            Some(val) => {
+                if data.len() == val.len() {
+                    data.copy_from_slice(val);
+                } else {
+                    *data = val.into();
+                }
+                v.state.store(VALUE, Ordering::Release);
+            }
+            None => {
+                *data = Box::default();
+                v.state.store(TOMBSTONE, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TxnOps for PwvTx<'_> {
+    fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        self.read(t, key)
+    }
+
+    fn get_slice(
+        &mut self,
+        t: TableId,
+        key: &[u8],
+        at: std::ops::Range<usize>,
+    ) -> TxResult<Option<&[u8]>> {
+        Ok(self
+            .read(t, key)?
+            .map(|v| crate::txn::clamp_slice(v, at.start, at.end)))
+    }
+
+    fn prefetch(&mut self, _t: TableId, _keys: &[&[u8]], _value_len: usize) {}
+
+    fn put(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<()> {
+        self.write(t, key, Some(val))
+    }
+
+    fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        if self.read(t, key)?.is_some() {
+            return Ok(false);
+        }
+        self.write(t, key, Some(val))?;
+        Ok(true)
+    }
+
+    fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        if self.read(t, key)?.is_none() {
+            return Ok(false);
+        }
+        self.write(t, key, Some(val))?;
+        Ok(true)
+    }
+
+    fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
+        if self.read(t, key)?.is_none() {
+            return Ok(false);
+        }
+        self.write(t, key, None)?;
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        t: TableId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<usize> {
+        let starts = |b: Bound<&[u8]>, u: &[u8]| match b {
+            Bound::Included(k) | Bound::Excluded(k) => k.starts_with(u),
+            Bound::Unbounded => u.is_empty(),
+        };
+        let covered = self.pt.accs_of(self.piece).iter().any(|a| {
+            a.group && a.table == t && starts(lo, self.pt.key(a)) && starts(hi, self.pt.key(a))
+        });
+        if !covered {
+            return Err(TxError::Error(Error::InvalidArgument(format!(
+                "PWV: a scan of table {} that no declared group of the piece covers",
+                t.as_u32()
+            ))));
+        }
+        let tree = self.sh.table(t)?;
+        let mut n = 0;
+        tree.scan(lo, hi, opts.reverse, self.g, Unobserved, |k, r| {
+            if opts.limit.is_some_and(|l| n >= l) {
+                return false;
+            }
+            let Some(v) = Self::value(r as *const BRecord) else {
+                return true;
+            };
+            let v = match opts.slice {
+                Some((s, e)) => crate::txn::clamp_slice(v, s, e),
+                None => v,
+            };
+            n += 1;
+            f(k, v)
+        });
+        Ok(n)
+    }
+
+    fn is_snapshot(&self) -> bool {
+        false
+    }
+}
