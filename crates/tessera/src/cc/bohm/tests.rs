@@ -1101,3 +1101,218 @@ fn pwv_checkpoints_recover() {
 fn pwv_range_inserts_equal_serial_execution() {
     range_inserts_equal_serial_execution(DetProtocol::Pwv);
 }
+
+/// A request that decomposes itself for PWV: one read-modify-write piece
+/// per key (adding `add`), the first `check_at` of them abortable (each
+/// aborts if its key would exceed `cap`), then, if `abort`, an explicit
+/// abort statement (a keyless abortable piece after the abortable ones),
+/// and a keyless sum piece
+/// after every key piece (data dependencies) whose output is the sum of
+/// the old values. Its body (the serial executor's) does the same in
+/// order.
+#[derive(Clone, Debug)]
+struct Q {
+    t: TableId,
+    keys: Vec<u64>,
+    add: u64,
+    cap: u64,
+    check_at: usize,
+    abort: bool,
+}
+
+impl Request for Q {
+    type Output = u64;
+    fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<u64> {
+        let mut sum = 0;
+        for (i, &key) in self.keys.iter().enumerate() {
+            if i == self.check_at && self.abort {
+                return tx.user_abort();
+            }
+            let old = val(tx.get(self.t, &k(key))?);
+            if i < self.check_at && old + self.add > self.cap {
+                return tx.user_abort();
+            }
+            tx.put(self.t, &k(key), &(old + self.add).to_le_bytes())?;
+            sum += old;
+        }
+        if self.abort && self.check_at >= self.keys.len() {
+            return tx.user_abort();
+        }
+        Ok(sum)
+    }
+    fn declare(&self, keys: &mut KeySet) -> bool {
+        for &key in &self.keys {
+            keys.write(self.t, &k(key));
+        }
+        true
+    }
+}
+
+impl Procedure for Q {
+    const ID: ProcId = 2;
+    const NAME: &'static str = "pwv-test";
+    fn encode(&self, _out: &mut Vec<u8>) {}
+    fn decode(_b: &[u8]) -> Result<Self, String> {
+        Err("not logged".into())
+    }
+    fn pieces(&self, plan: &mut crate::det::PiecePlan) -> bool {
+        let n = self.keys.len();
+        for (i, &key) in self.keys.iter().enumerate() {
+            let p = plan.piece(i < self.check_at);
+            plan.write(p, self.t, &k(key));
+        }
+        if self.abort {
+            // After the writes before it (so that they run, and are undone).
+            let stop = plan.piece(true);
+            for p in 0..self.check_at.min(n) {
+                plan.after(stop, p as u16);
+            }
+        }
+        let sum = plan.piece(false);
+        for p in 0..n {
+            plan.after(sum, p as u16);
+        }
+        true
+    }
+    fn run_piece(
+        &self,
+        i: u16,
+        tx: &mut Txn<'_>,
+        io: &mut crate::det::PieceIo<'_>,
+    ) -> TxResult<()> {
+        let i = usize::from(i);
+        let n = self.keys.len();
+        if i < n {
+            let key = k(self.keys[i]);
+            let old = val(tx.get(self.t, &key)?);
+            if i < self.check_at && old + self.add > self.cap {
+                return tx.user_abort();
+            }
+            tx.put(self.t, &key, &(old + self.add).to_le_bytes())?;
+            io.output(&old.to_le_bytes());
+        } else if i == n && self.abort {
+            return tx.user_abort();
+        } else {
+            let sum: u64 = (0..n as u16).map(|p| val(io.input(p))).sum();
+            io.output(&sum.to_le_bytes());
+        }
+        Ok(())
+    }
+    fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<u64> {
+        Ok(val(outputs.last().copied()))
+    }
+}
+
+fn pwv_cfg(n: usize, batch: usize) -> BohmConfig {
+    BohmConfig {
+        cc_threads: 1,
+        exec_threads: n,
+        sequencer: SequencerConfig {
+            batch_size: batch,
+            batch_time: Duration::from_millis(1),
+        },
+        protocol: DetProtocol::Pwv,
+        read_annotation: true,
+    }
+}
+
+/// Decomposed requests under PWV (pieces on several partitions at once,
+/// same-transaction accesses to one key, commit points anywhere, logic
+/// aborts and abort statements undone by the last settler) against the
+/// serial executor running their bodies: the same outcomes and state.
+#[test]
+fn pwv_pieces_equal_serial_execution() {
+    for &(seed, n, keys) in &[(41, 1, 10), (42, 2, 4), (43, 3, 30), (44, 4, 8), (45, 2, 2)] {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let t = TableId::from_u32(0);
+        let qs: Vec<Q> = (0..3_000)
+            .map(|_| {
+                let len = rng.gen_range(1..8);
+                Q {
+                    t,
+                    keys: (0..len).map(|_| rng.gen_range(0..keys)).collect(),
+                    add: rng.gen_range(1..4),
+                    cap: rng.gen_range(50..400),
+                    check_at: rng.gen_range(0..=len),
+                    abort: rng.gen_bool(0.1),
+                }
+            })
+            .collect();
+        let mut b = Bohm::new(&["t"], pwv_cfg(n, 50)).unwrap();
+        let db = Database::open(Options::in_memory()).unwrap();
+        db.create_table("t").unwrap();
+        let mut w = db.worker().unwrap();
+        for i in 0..keys / 2 {
+            b.load(t, &k(i), &10u64.to_le_bytes()).unwrap();
+            w.run(|tx| tx.put(t, &k(i), &10u64.to_le_bytes())).unwrap();
+        }
+        b.start().unwrap();
+        let rs: Vec<_> = qs.iter().map(|q| b.submit(q.clone()).unwrap()).collect();
+        let got: Vec<_> = rs.into_iter().map(|r| r.wait().unwrap()).collect();
+        let stats = b.shutdown().unwrap();
+        let mut aborted = 0;
+        for (i, q) in qs.iter().enumerate() {
+            let mut p = q.clone();
+            let want = match serial::run_one(&mut w, &mut p).unwrap() {
+                Outcome::Committed(b) => Outcome::Committed(*b.downcast::<u64>().unwrap()),
+                Outcome::Aborted => Outcome::Aborted,
+            };
+            aborted += usize::from(want == Outcome::Aborted);
+            assert_eq!(got[i], want, "request {i}: {q:?}");
+        }
+        assert!(aborted > 100 && aborted < 2_900, "{aborted} aborts");
+        let serial_state = w
+            .run(|tx| {
+                tx.scan_collect(
+                    t,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    ScanOptions::default(),
+                )
+            })
+            .unwrap();
+        assert_eq!(b.dump(t).unwrap(), serial_state, "seed {seed}");
+        assert!(stats.batches > 0, "{stats:?}");
+    }
+}
+
+/// An aborting PWV transaction leaves no trace and aborts nobody else: its
+/// pieces before the abort statement wrote and were undone, the
+/// transactions after it on the same keys read the values from before it
+/// and commit.
+#[test]
+fn pwv_abort_leaves_no_trace_and_cascades_nowhere() {
+    let t = TableId::from_u32(0);
+    let mut b = Bohm::new(&["t"], pwv_cfg(2, 1_000)).unwrap();
+    for i in 0..4 {
+        b.load(t, &k(i), &10u64.to_le_bytes()).unwrap();
+    }
+    b.start().unwrap();
+    let q = |abort: bool, check_at: usize| Q {
+        t,
+        keys: vec![0, 1, 2, 3],
+        add: 5,
+        cap: u64::MAX,
+        check_at,
+        abort,
+    };
+    // Abort statements after 0, 2 and 4 writes, each followed by a reader
+    // of the same keys.
+    let mut rs = Vec::new();
+    for at in [0, 2, 4] {
+        rs.push((true, b.submit(q(true, at)).unwrap()));
+        rs.push((false, b.submit(q(false, 0)).unwrap()));
+    }
+    let mut expect_sum = 40;
+    for (aborts, r) in rs {
+        let o = r.wait().unwrap();
+        if aborts {
+            assert_eq!(o, Outcome::Aborted);
+        } else {
+            assert_eq!(o, Outcome::Committed(expect_sum));
+            expect_sum += 20;
+        }
+    }
+    let rows = b.dump(t).unwrap();
+    assert!(rows.iter().all(|(_, v)| val(Some(v)) == 25), "{rows:?}");
+}
