@@ -636,6 +636,12 @@ pub struct YcsbArgs {
     #[arg(long = "long-read-size", value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=tessera_workloads::ycsb::MAX_LONG_READ as u64))]
     pub long_read_size: Option<usize>,
+    /// PWV's commit-point sweep: an explicit abort statement (which never
+    /// fires) after this many operations; under pwv the operations before
+    /// it are abortable pieces whose writes stay hidden until the commit
+    /// point [default: none].
+    #[arg(long = "commit-point", value_name = "N")]
+    pub commit_point: Option<usize>,
 }
 
 impl YcsbArgs {
@@ -654,6 +660,7 @@ impl YcsbArgs {
             read_latest: self.read_latest,
             long_read_ratio: self.long_read_ratio,
             long_read_size: self.long_read_size,
+            commit_point: self.commit_point,
         };
         YcsbConfig::with_overrides(self.workload.into(), &o)
     }

@@ -330,6 +330,12 @@ pub struct YcsbConfig {
     pub long_read_ratio: f64,
     /// Records one long read-only transaction reads.
     pub long_read_size: usize,
+    /// PWV's commit-point sweep (thesis Fig. 6.4): an explicit abort
+    /// statement after this many operations, so that the pieces before it
+    /// are abortable (their writes hidden until the commit point). The
+    /// statement never fires: the protocols that make writes visible only
+    /// at the end are unaffected by where it is. `None`: no statement.
+    pub commit_point: Option<usize>,
 }
 
 impl Default for YcsbConfig {
@@ -350,6 +356,7 @@ impl Default for YcsbConfig {
             read_latest: false,
             long_read_ratio: 0.0,
             long_read_size: 10_000,
+            commit_point: None,
         }
     }
 }
@@ -382,6 +389,8 @@ pub struct YcsbOverrides {
     pub long_read_ratio: Option<f64>,
     /// Records per long read-only transaction.
     pub long_read_size: Option<usize>,
+    /// Where the abort statement is (see [`YcsbConfig::commit_point`]).
+    pub commit_point: Option<usize>,
 }
 
 impl YcsbConfig {
@@ -449,6 +458,9 @@ impl YcsbConfig {
         }
         if let Some(v) = o.long_read_size {
             c.long_read_size = v;
+        }
+        if let Some(v) = o.commit_point {
+            c.commit_point = Some(v);
         }
         c.validate()?;
         Ok(c)
@@ -653,6 +665,55 @@ struct YcsbRequest<'a> {
     buf: &'a mut Vec<u8>,
 }
 
+impl YcsbRequest<'_> {
+    /// One operation (a PWV piece runs one).
+    fn run_op<T: Transaction>(&mut self, tx: &mut T, op: Op, sink: &mut u64) -> TxResult<()> {
+        match op {
+            Op::Read(r) => {
+                if let Some(v) = tx.get(self.t, &key_of(r))? {
+                    *sink = sink.wrapping_add(v.len() as u64);
+                }
+            }
+            Op::Update(r) => {
+                let k = key_of(r);
+                if self.rmw {
+                    // Read, modify one byte of what was read, write back.
+                    match tx.get(self.t, &k)? {
+                        Some(old) => {
+                            self.buf.clear();
+                            self.buf.extend_from_slice(old);
+                            if let Some(b) = self.buf.first_mut() {
+                                *b = b.wrapping_add(1);
+                            }
+                            tx.put(self.t, &k, self.buf)?;
+                        }
+                        None => self.value.with(|v| tx.put(self.t, &k, v))?,
+                    }
+                } else {
+                    self.value.with(|v| tx.put(self.t, &k, v))?;
+                }
+            }
+            Op::Scan(r, len) => {
+                tx.scan(
+                    self.t,
+                    Bound::Included(&key_of(r)[..]),
+                    Bound::Unbounded,
+                    ScanOptions::new().limit(len),
+                    |_, v| {
+                        *sink = sink.wrapping_add(v.len() as u64);
+                        true
+                    },
+                )?;
+            }
+            Op::Insert(r) => {
+                let fresh = self.value.with(|v| tx.insert(self.t, &key_of(r), v))?;
+                debug_assert!(fresh, "insert of record {r} found it present");
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Request for YcsbRequest<'_> {
     type Output = ();
     fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<()> {
@@ -674,48 +735,7 @@ impl Request for YcsbRequest<'_> {
             tx.prefetch(self.t, &refs[..n], self.value.len());
         }
         for op in self.ops.iter() {
-            match *op {
-                Op::Read(r) => {
-                    if let Some(v) = tx.get(self.t, &key_of(r))? {
-                        sink = sink.wrapping_add(v.len() as u64);
-                    }
-                }
-                Op::Update(r) => {
-                    let k = key_of(r);
-                    if self.rmw {
-                        // Read, modify one byte of what was read, write back.
-                        match tx.get(self.t, &k)? {
-                            Some(old) => {
-                                self.buf.clear();
-                                self.buf.extend_from_slice(old);
-                                if let Some(b) = self.buf.first_mut() {
-                                    *b = b.wrapping_add(1);
-                                }
-                                tx.put(self.t, &k, self.buf)?;
-                            }
-                            None => self.value.with(|v| tx.put(self.t, &k, v))?,
-                        }
-                    } else {
-                        self.value.with(|v| tx.put(self.t, &k, v))?;
-                    }
-                }
-                Op::Scan(r, len) => {
-                    tx.scan(
-                        self.t,
-                        Bound::Included(&key_of(r)[..]),
-                        Bound::Unbounded,
-                        ScanOptions::new().limit(len),
-                        |_, v| {
-                            sink = sink.wrapping_add(v.len() as u64);
-                            true
-                        },
-                    )?;
-                }
-                Op::Insert(r) => {
-                    let fresh = self.value.with(|v| tx.insert(self.t, &key_of(r), v))?;
-                    debug_assert!(fresh, "insert of record {r} found it present");
-                }
-            }
+            self.run_op(tx, *op, &mut sink)?;
         }
         std::hint::black_box(sink);
         Ok(())
@@ -751,6 +771,8 @@ impl Request for YcsbRequest<'_> {
 pub struct YcsbProc {
     t: TableId,
     rmw: bool,
+    /// The abort statement's position (`u32::MAX`: none).
+    commit_point: u32,
     ops: Vec<Op>,
     value_seed: u64,
     stamp: u64,
@@ -795,7 +817,14 @@ impl YcsbProc {
 }
 
 /// Encoding: `table u32 | rmw u8 | nops u32 | nops x (kind u8 | record u64
-/// [| scan length u32]) | value_size u32 | value_seed u64 | stamp u64`.
+/// [| scan length u32]) | value_size u32 | value_seed u64 | stamp u64 |
+/// commit_point u32`.
+///
+/// For PWV a transaction of point reads and updates decomposes into one
+/// piece per operation (its record's partition), all independent; with a
+/// commit point, the operations before it and the abort statement (a
+/// keyless piece after them) are abortable. Scans and inserts are not
+/// decomposed (the transaction runs as one piece).
 impl tessera::det::Procedure for YcsbProc {
     const ID: tessera::det::ProcId = 0x0100;
     const NAME: &'static str = "ycsb";
@@ -820,6 +849,57 @@ impl tessera::det::Procedure for YcsbProc {
         out.extend_from_slice(&self.value_size.to_le_bytes());
         out.extend_from_slice(&self.value_seed.to_le_bytes());
         out.extend_from_slice(&self.stamp.to_le_bytes());
+        out.extend_from_slice(&self.commit_point.to_le_bytes());
+    }
+
+    fn pieces(&self, plan: &mut tessera::det::PiecePlan) -> bool {
+        if self
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Scan(..) | Op::Insert(_)))
+        {
+            return false;
+        }
+        // No abort statement: no commit point, nothing abortable.
+        let cp = match self.commit_point {
+            u32::MAX => 0,
+            c => c as usize,
+        };
+        for (i, op) in self.ops.iter().enumerate() {
+            let p = plan.piece(i < cp);
+            match *op {
+                Op::Read(r) => plan.read(p, self.t, &key_of(r)),
+                Op::Update(r) => plan.write(p, self.t, &key_of(r)),
+                Op::Scan(..) | Op::Insert(_) => unreachable!("not decomposed"),
+            }
+        }
+        if self.commit_point != u32::MAX {
+            let stop = plan.piece(true);
+            for p in 0..cp.min(self.ops.len()) {
+                plan.after(stop, p as u16);
+            }
+        }
+        true
+    }
+
+    fn run_piece(
+        &self,
+        i: u16,
+        tx: &mut tessera::Txn<'_>,
+        _io: &mut tessera::det::PieceIo<'_>,
+    ) -> TxResult<()> {
+        let Some(op) = self.ops.get(usize::from(i)) else {
+            // The abort statement: it never fires.
+            return Ok(());
+        };
+        let mut buf = RMW_SCRATCH.take();
+        let r = self.request(&mut buf).run_op(tx, *op, &mut 0);
+        RMW_SCRATCH.set(buf);
+        r
+    }
+
+    fn pieces_output(&mut self, _outputs: &[&[u8]]) -> TxResult<()> {
+        Ok(())
     }
 
     fn decode(b: &[u8]) -> Result<Self, String> {
@@ -852,10 +932,12 @@ impl tessera::det::Procedure for YcsbProc {
         let value_size = r.u32()?;
         let value_seed = r.u64()?;
         let stamp = r.u64()?;
+        let commit_point = r.u32()?;
         r.finish()?;
         Ok(YcsbProc {
             t,
             rmw,
+            commit_point,
             ops,
             value_seed,
             stamp,
@@ -871,6 +953,7 @@ impl Ycsb {
         YcsbProc {
             t: self.table(),
             rmw: self.cfg.rmw,
+            commit_point: self.cfg.commit_point.map_or(u32::MAX, |c| c as u32),
             ops: st.ops.clone(),
             value_seed: st.seed,
             stamp: st.stamp,
@@ -1128,6 +1211,7 @@ impl Workload for Ycsb {
             "scan_length": c.scan_length,
             "long_read_ratio": c.long_read_ratio,
             "long_read_size": c.long_read_size,
+            "commit_point": c.commit_point,
             "key_order": "hashed",
             "txn_mix": mix,
         })

@@ -537,7 +537,7 @@ pub(super) fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver
     // The current transaction's records so far: (record, its counts before
     // the transaction, the last piece of it there).
     let mut seen: Vec<(*const BRecord, u64, u64, u16)> = Vec::new();
-    let mut pending: Vec<(u32, u16, bool)> = Vec::new();
+    let mut pending: std::collections::VecDeque<(u32, u16, bool)> = Default::default();
     while let Ok(ctx) = rx.recv() {
         let busy = std::time::Instant::now();
         let members = &ctx.parts[me];
@@ -561,12 +561,14 @@ pub(super) fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver
         for &(ti, p) in members.iter() {
             let mut arrived = false;
             if !step(sh, local, &ctx, me as u16, ti, p, &mut arrived) {
-                pending.push((ti, p, arrived));
+                pending.push_back((ti, p, arrived));
             }
-            if let Some(first) = pending.first_mut() {
+            // Come back to the oldest pending member now and then: the
+            // likeliest to be ready.
+            if let Some(first) = pending.front_mut() {
                 let (ti, p, mut arrived) = *first;
                 if step(sh, local, &ctx, me as u16, ti, p, &mut arrived) {
-                    pending.remove(0);
+                    pending.pop_front();
                 } else {
                     first.2 = arrived;
                 }
