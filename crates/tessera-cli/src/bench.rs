@@ -253,11 +253,12 @@ pub struct Common {
     /// 2pl-nowait and 2pl-waitdie (strict two-phase locking, DBx1000's
     /// NO_WAIT and WAIT_DIE), nocc (no concurrency control, for measuring
     /// overheads).
-    /// bohm (Faleiro's deterministic multi-version protocol) and
-    /// 2pl-ordered (its deterministic 2PL baseline) take --cc-threads,
-    /// --exec-threads, --clients, --batch-size and --batch-us; they run
-    /// `bench ycsb`, `bench smallbank` and `bench tpcc` (NewOrder and
-    /// Payment).
+    /// bohm (Faleiro's deterministic multi-version protocol),
+    /// 2pl-ordered (its deterministic 2PL baseline) and pwv (piece-wise
+    /// visibility: one executor per partition, --exec-threads of them)
+    /// take --cc-threads, --exec-threads, --clients, --batch-size and
+    /// --batch-us; they run `bench ycsb`, `bench smallbank` and `bench
+    /// tpcc` (NewOrder and Payment).
     #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = ProtocolParser)]
     pub cc: Protocol,
     /// Driver threads, each with its own worker (loading uses at least as

@@ -481,7 +481,11 @@ pub fn run_checked<W: DetWorkload>(
             "batches": stats.batches,
             // BOHM: one placeholder per declared write; 2pl-ordered: one
             // lock entry per declared key.
-            "cc_entry": if protocol == Protocol::Bohm { "placeholder" } else { "lock" },
+            "cc_entry": match protocol {
+                Protocol::Bohm => "placeholder",
+                Protocol::Pwv => "ticket",
+                _ => "lock",
+            },
             "cc_entries": stats.placeholders,
             "recursive_executions": stats.recursive,
             // Executions abandoned on a read whose producer ran on another

@@ -535,7 +535,11 @@ fn bohm_runs_ycsb_and_its_knobs_are_checked() {
 /// range locks).
 #[test]
 fn deterministic_protocols_run_smallbank_and_conserve_money() {
-    for (cc, entry) in [("bohm", "placeholder"), ("2pl-ordered", "lock")] {
+    for (cc, entry) in [
+        ("bohm", "placeholder"),
+        ("2pl-ordered", "lock"),
+        ("pwv", "ticket"),
+    ] {
         let o = tessera(&[
             "bench",
             "smallbank",
@@ -638,7 +642,7 @@ fn sweep_passes_det_args_to_the_deterministic_runs_only() {
 /// the full mix is refused with a message that says why.
 #[test]
 fn bohm_runs_tpcc_new_order_and_payment_consistently() {
-    for cc in ["bohm", "2pl-ordered"] {
+    for cc in ["bohm", "2pl-ordered", "pwv"] {
         let o = tessera(&[
             "bench",
             "tpcc",
@@ -682,5 +686,46 @@ fn bohm_runs_tpcc_new_order_and_payment_consistently() {
         ]);
         assert_eq!(o.status.code(), Some(2), "{cc}: {}", stderr(&o));
         assert!(stderr(&o).contains(expect), "{cc}: {}", stderr(&o));
+    }
+}
+
+/// YCSB 20-RMW decomposed into pieces under pwv, with and without a commit
+/// point (the abortable pieces before it), on two partition executors.
+#[test]
+fn pwv_runs_ycsb_pieces_with_commit_points() {
+    for cp in [None, Some("5")] {
+        let mut args = vec![
+            "bench",
+            "ycsb",
+            "--cc",
+            "pwv",
+            "--records",
+            "2000",
+            "--ops-per-txn",
+            "20",
+            "--read-ratio",
+            "0",
+            "--rmw",
+            "--theta",
+            "0.9",
+            "--exec-threads",
+            "2",
+            "--batch-size",
+            "200",
+            "--seconds",
+            "0.5",
+            "--warmup",
+            "0",
+            "--json",
+            "--quiet",
+        ];
+        if let Some(c) = cp {
+            args.extend(["--commit-point", c]);
+        }
+        let o = tessera(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["protocol"], "pwv");
+        assert!(v["committed"].as_u64().unwrap() > 0, "{v}");
     }
 }
