@@ -397,7 +397,7 @@ struct BatchCtx {
     /// Exec threads still running their share.
     exec_left: AtomicUsize,
     /// PWV only: per partition, its pieces in the batch's order.
-    parts: Box<[pwv::Members]>,
+    parts: Box<[pwv::PartitionPieces]>,
 }
 
 /// Which deterministic protocol the stages run.
@@ -2896,11 +2896,7 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
                 if tx.blocked {
                     return Err(TxError::Conflict(ConflictReason::LockConflict));
                 }
-                let msg = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
+                let msg = panic_message(&*p);
                 Err(TxError::Error(Error::InvalidArgument(format!(
                     "procedure '{}' panicked: {msg}",
                     proc.name()
@@ -3665,6 +3661,48 @@ fn run_producer(
     Ok(())
 }
 
+/// A batch-engine transaction's point reads and writes (BOHM's and PWV's),
+/// and the conditional writes of `TxnOps` built on them: an insert writes
+/// only an absent key, an update or delete only a present one.
+trait PointRw {
+    fn read_point(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>>;
+    fn write_point(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()>;
+
+    fn insert_absent(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        if self.read_point(t, key)?.is_some() {
+            return Ok(false);
+        }
+        self.write_point(t, key, Some(val))?;
+        Ok(true)
+    }
+
+    /// `val` `None`: a delete.
+    fn write_present(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<bool> {
+        if self.read_point(t, key)?.is_none() {
+            return Ok(false);
+        }
+        self.write_point(t, key, val)?;
+        Ok(true)
+    }
+}
+
+impl PointRw for BohmTx<'_> {
+    fn read_point(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        self.read(t, key)
+    }
+    fn write_point(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()> {
+        self.write(t, key, val)
+    }
+}
+
+/// The message of a caught panic (a procedure's body).
+fn panic_message(p: &(dyn Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
 impl TxnOps for BohmTx<'_> {
     fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
         self.read(t, key)
@@ -3684,27 +3722,15 @@ impl TxnOps for BohmTx<'_> {
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        if self.read(t, key)?.is_some() {
-            return Ok(false);
-        }
-        self.write(t, key, Some(val))?;
-        Ok(true)
+        self.insert_absent(t, key, val)
     }
 
     fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        if self.read(t, key)?.is_none() {
-            return Ok(false);
-        }
-        self.write(t, key, Some(val))?;
-        Ok(true)
+        self.write_present(t, key, Some(val))
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
-        if self.read(t, key)?.is_none() {
-            return Ok(false);
-        }
-        self.write(t, key, None)?;
-        Ok(true)
+        self.write_present(t, key, None)
     }
 
     fn scan(

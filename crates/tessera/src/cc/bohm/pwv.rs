@@ -63,9 +63,10 @@
 //!   executor moves on and comes back (no OS wait).
 //!
 //! Corner cases (§6.4.7): a non-abortable piece that fails (an error, or an
-//! abort the author did not declare) gives its transaction an error outcome
-//! after undoing its own writes; the thesis treats it as a system failure
-//! (reload a checkpoint, expunge the request, replay), left for later.
+//! abort the author did not declare) gives its transaction an error
+//! outcome, and what it wrote before failing stays (replay does the same,
+//! deterministically); the thesis treats it as a system failure (reload a
+//! checkpoint, expunge the request, replay), left for later.
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
@@ -76,8 +77,8 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use super::{
-    absent_version, entry, free_record, partition, range_unit, BRecord, BTxn, BatchCtx, CcMap,
-    Latest, LatestMap, Shared, Version, TOMBSTONE, VALUE,
+    absent_version, entry, free_record, panic_message, partition, range_unit, BRecord, BTxn,
+    BatchCtx, CcMap, Latest, LatestMap, PointRw, Shared, Version, TOMBSTONE, VALUE,
 };
 use crate::catalog::TableId;
 use crate::det::sequencer::Batch;
@@ -158,7 +159,7 @@ struct Piece {
     child_rvps: Box<[u32]>,
     /// Its parents (author ids), for `PieceIo::input`.
     parents: Box<[PieceId]>,
-    /// Members (partitions) that have not yet found themselves locally
+    /// PartitionPieces (partitions) that have not yet found themselves locally
     /// ready; the one that brings it to zero runs the piece.
     members: AtomicU32,
     /// Its output (written once, before its children's RVP is released).
@@ -213,7 +214,7 @@ impl PTxn {
 
 /// The executor of a batch's pieces on one partition: its members in the
 /// batch's global order, `(transaction, piece)`.
-pub(super) type Members = Vec<(u32, u16)>;
+pub(super) type PartitionPieces = Vec<(u32, u16)>;
 
 /// Plan a batch for PWV on the planning thread: each transaction's pieces
 /// (declared, or one piece of its declared key set), their accesses with
@@ -221,7 +222,7 @@ pub(super) type Members = Vec<(u32, u16)>;
 pub(super) fn plan(b: Batch, m: usize, sh: &Shared) -> BatchCtx {
     let mut pp = PiecePlan::new();
     let mut keys = KeySet::new();
-    let mut parts: Vec<Members> = (0..m).map(|_| Vec::new()).collect();
+    let mut parts: Vec<PartitionPieces> = (0..m).map(|_| Vec::new()).collect();
     let txns: Box<[BTxn]> = b
         .txns
         .into_iter()
@@ -270,20 +271,18 @@ pub(super) fn plan(b: Batch, m: usize, sh: &Shared) -> BatchCtx {
                 }
             }
             let ts = b.first_ts + i as u64;
-            let p = match unusable {
-                Some(e) => {
-                    pp.clear();
-                    pp.piece(true);
-                    build(&pp, false, ts, i as u32, m, sh, &mut parts, Some(e))
-                }
-                None => build(&pp, decomposed, ts, i as u32, m, sh, &mut parts, None),
+            let built = match unusable {
+                None => build(&pp, decomposed, ts, i as u32, m, sh, &mut parts),
+                Some(e) => Err(e),
             };
-            let (p, unusable) = match p {
+            // A request that cannot run is one keyless piece that fails
+            // with the reason (its outcome).
+            let (p, unusable) = match built {
                 Ok(p) => (p, None),
                 Err(e) => {
                     pp.clear();
                     pp.piece(true);
-                    let p = build(&pp, false, ts, i as u32, m, sh, &mut parts, None)
+                    let p = build(&pp, false, ts, i as u32, m, sh, &mut parts)
                         .expect("a keyless piece plans");
                     (p, Some(Error::InvalidArgument(e)))
                 }
@@ -335,9 +334,9 @@ fn part_of(sh: &Shared, t: TableId, key: &[u8], group: bool, m: usize) -> Option
     Some(partition(t, &key[..plen], m))
 }
 
-/// One transaction's PWV state from its plan (`error`: the reason it
-/// cannot run; it then runs as one keyless piece that fails).
-#[allow(clippy::too_many_arguments)]
+/// One transaction's PWV state from its plan, its pieces added to their
+/// partitions' member lists; an error (nothing added) if the plan cannot
+/// run.
 fn build(
     pp: &PiecePlan,
     decomposed: bool,
@@ -345,8 +344,7 @@ fn build(
     ti: u32,
     m: usize,
     sh: &Shared,
-    parts: &mut [Members],
-    error: Option<String>,
+    parts: &mut [PartitionPieces],
 ) -> Result<PTxn, String> {
     let n = pp.len();
     if n == 0 {
@@ -512,7 +510,7 @@ fn build(
         settle: AtomicU32::new(nab as u32),
         decided: AtomicU8::new(u8::from(nab == 0)),
         left: AtomicU32::new(n as u32),
-        error: parking_lot::Mutex::new(error.map(Error::InvalidArgument)),
+        error: parking_lot::Mutex::new(None),
     })
 }
 
@@ -537,7 +535,7 @@ pub(super) fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver
     // The current transaction's records so far: (record, its counts before
     // the transaction, the last piece of it there).
     let mut seen: Vec<(*const BRecord, u64, u64, u16)> = Vec::new();
-    let mut pending: std::collections::VecDeque<(u32, u16, bool)> = Default::default();
+    let mut pending: std::collections::VecDeque<(u32, u16, Member)> = Default::default();
     while let Ok(ctx) = rx.recv() {
         let busy = std::time::Instant::now();
         let members = &ctx.parts[me];
@@ -559,26 +557,25 @@ pub(super) fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver
         // on the pending list, visited again after each step forward.
         pending.clear();
         for &(ti, p) in members.iter() {
-            let mut arrived = false;
-            if !step(sh, local, &ctx, me as u16, ti, p, &mut arrived) {
-                pending.push_back((ti, p, arrived));
+            let mut m = Member::Waiting;
+            if !step(sh, local, &ctx, me as u16, ti, p, &mut m) {
+                pending.push_back((ti, p, m));
             }
             // Come back to the oldest pending member now and then: the
             // likeliest to be ready.
             if let Some(first) = pending.front_mut() {
-                let (ti, p, mut arrived) = *first;
-                if step(sh, local, &ctx, me as u16, ti, p, &mut arrived) {
+                let (ti, p, mut m) = *first;
+                if step(sh, local, &ctx, me as u16, ti, p, &mut m) {
                     pending.pop_front();
                 } else {
-                    first.2 = arrived;
+                    first.2 = m;
                 }
             }
         }
         let mut idle = 0u32;
         while !pending.is_empty() {
             let before = pending.len();
-            pending
-                .retain_mut(|(ti, p, arrived)| !step(sh, local, &ctx, me as u16, *ti, *p, arrived));
+            pending.retain_mut(|(ti, p, m)| !step(sh, local, &ctx, me as u16, *ti, *p, m));
             if pending.len() == before {
                 crate::backoff::snooze(&mut idle);
             } else {
@@ -603,7 +600,7 @@ fn build_graph(
     sh: &Shared,
     me: u16,
     ctx: &BatchCtx,
-    members: &Members,
+    members: &PartitionPieces,
     latest: &mut LatestMap,
     groups: &mut [GroupMap],
     batch_groups: &mut Vec<BatchGroups>,
@@ -658,13 +655,12 @@ fn build_graph(
             placed += 1;
             if any_group {
                 let bg = &batch_groups[t];
-                let lens: Vec<usize> = bg
+                let covering = bg
                     .lens
                     .iter()
                     .copied()
-                    .filter(|&l| l < key.len() || (!a.group && l == key.len()))
-                    .collect();
-                for l in lens {
+                    .filter(|&l| l < key.len() || (!a.group && l == key.len()));
+                for l in covering {
                     let pre = &key[..l];
                     if !bg.set.contains(pre) {
                         continue;
@@ -772,8 +768,21 @@ fn locally_ready(pt: &PTxn, p: &Piece, me: u16) -> bool {
     })
 }
 
-/// One step of member `(ti, p)` on partition `me`; true once this member
-/// is done (its piece completed, or handed to the runner's thread).
+/// Where a member of a piece stands on its partition's executor.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Member {
+    /// Not yet locally ready (check 1).
+    Waiting,
+    /// Locally ready, and another member's thread runs the piece: this one
+    /// holds its partition's conflicting pieces back until it completes.
+    Holding,
+    /// Locally ready, the last member to be: this thread runs the piece.
+    Running,
+}
+
+/// One step of member `(ti, p)` on partition `me`; true once the piece has
+/// completed, or this thread has run it (it completes at its transaction's
+/// decision).
 fn step(
     sh: &Shared,
     local: &LocalEpoch,
@@ -781,7 +790,7 @@ fn step(
     me: u16,
     ti: u32,
     p: u16,
-    arrived: &mut bool,
+    m: &mut Member,
 ) -> bool {
     let txn = &ctx.txns[ti as usize];
     let pt = txn.pwv.as_deref().expect("a PWV batch");
@@ -789,25 +798,22 @@ fn step(
     if piece.state.load(Ordering::Acquire) == COMPLETED {
         return true;
     }
-    if !*arrived {
+    if *m == Member::Waiting {
         if !locally_ready(pt, piece, me) {
             return false;
         }
-        *arrived = true;
-        if piece.members.fetch_sub(1, Ordering::AcqRel) != 1 {
-            // Another member runs it; this one holds its partition's
-            // conflicting pieces back until it completes.
-            return false;
-        }
-    } else if piece.members.load(Ordering::Acquire) != 0 {
-        return false;
+        // Only the last member to arrive runs (or skips) the piece: once.
+        *m = if piece.members.fetch_sub(1, Ordering::AcqRel) == 1 {
+            Member::Running
+        } else {
+            Member::Holding
+        };
     }
-    // Every member is locally ready: this thread runs the piece.
-    try_run(sh, local, txn, pt, p)
+    *m == Member::Running && try_run(sh, local, txn, pt, p)
 }
 
-/// Checks 2 and 3, then run, skip or wait; true once the piece is done
-/// here (executed or completed).
+/// Checks 2 and 3, then run, skip or wait (on the runner's thread only);
+/// true once the piece has completed.
 fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> bool {
     let piece = &pt.pieces[p as usize];
     let st = piece.state.load(Ordering::Acquire);
@@ -855,9 +861,11 @@ fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> bo
     }
     if !piece.abortable {
         if let Err(e) = r {
-            // A corner case (§6.4.7): its own writes are undone, the
-            // transaction reports the error.
-            undo(piece);
+            // A corner case (§6.4.7): the transaction reports the error,
+            // and what the piece wrote before it failed stays (a piece
+            // after the commit point keeps no before-images: one copy per
+            // write on the common path, for a case the thesis handles by
+            // reloading a checkpoint and expunging the request, not built).
             let e = e.unwrap_or_else(|| {
                 Error::InvalidArgument("a piece after the commit point aborted".into())
             });
@@ -946,7 +954,8 @@ fn complete(pt: &PTxn, piece: &Piece, txn: &BTxn) {
     if pt.left.fetch_sub(1, Ordering::AcqRel) == 1 {
         outcome(pt, txn);
     }
-    piece.state.store(COMPLETED, Ordering::Release);
+    let was = piece.state.swap(COMPLETED, Ordering::Release);
+    debug_assert_ne!(was, COMPLETED, "a piece completed twice");
 }
 
 /// The transaction's outcome (every piece has completed but for this
@@ -1003,10 +1012,9 @@ fn run(
         return Err(Some(e.clone()));
     }
     let piece = &pt.pieces[p as usize];
-    let g = local.pin();
     let mut tx = PwvTx {
         sh,
-        g: &g,
+        local,
         pt,
         piece,
         // SAFETY: this thread claimed the piece (RUNNING): its undo log
@@ -1044,11 +1052,7 @@ fn run(
         }
     }))
     .unwrap_or_else(|e| {
-        let msg = e
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| e.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+        let msg = panic_message(&*e);
         Err(TxError::Error(Error::InvalidArgument(format!(
             "procedure '{}' panicked: {msg}",
             name()
@@ -1079,7 +1083,10 @@ fn run(
 /// The transaction a piece runs on: its declared records, in place.
 struct PwvTx<'a> {
     sh: &'a Shared,
-    g: &'a Guard<'a>,
+    /// Pinned only around index lookups and scans (keys under a declared
+    /// group): a declared key's record is found through its ticket, and
+    /// records live while the engine runs, so most pieces never pin.
+    local: &'a LocalEpoch,
     pt: &'a PTxn,
     piece: &'a Piece,
     undo: &'a mut Vec<Undo>,
@@ -1115,7 +1122,7 @@ impl PwvTx<'_> {
         for a in accs {
             if a.group && a.table == t && key.starts_with(self.pt.key(a)) && (a.write || !write) {
                 let tree = self.sh.table(t)?;
-                let rec = match tree.get(key, self.g) {
+                let rec = match tree.get(key, &self.local.pin()) {
                     Lookup::Found(r) => Some(r as *const BRecord),
                     Lookup::Missing { .. } => None,
                 };
@@ -1150,7 +1157,7 @@ impl PwvTx<'_> {
                 let tree = self.sh.table(t)?;
                 let v = absent_version();
                 let rec = BRecord::new(v);
-                match tree.insert(key, rec as u64, self.g) {
+                match tree.insert(key, rec as u64, &self.local.pin()) {
                     Insert::Inserted { .. } => rec as *const BRecord,
                     Insert::Exists(r) => {
                         // SAFETY: ours was never shared.
@@ -1191,6 +1198,15 @@ impl PwvTx<'_> {
     }
 }
 
+impl PointRw for PwvTx<'_> {
+    fn read_point(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
+        self.read(t, key)
+    }
+    fn write_point(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()> {
+        self.write(t, key, val)
+    }
+}
+
 impl TxnOps for PwvTx<'_> {
     fn get(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
         self.read(t, key)
@@ -1214,27 +1230,15 @@ impl TxnOps for PwvTx<'_> {
     }
 
     fn insert(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        if self.read(t, key)?.is_some() {
-            return Ok(false);
-        }
-        self.write(t, key, Some(val))?;
-        Ok(true)
+        self.insert_absent(t, key, val)
     }
 
     fn update(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        if self.read(t, key)?.is_none() {
-            return Ok(false);
-        }
-        self.write(t, key, Some(val))?;
-        Ok(true)
+        self.write_present(t, key, Some(val))
     }
 
     fn delete(&mut self, t: TableId, key: &[u8]) -> TxResult<bool> {
-        if self.read(t, key)?.is_none() {
-            return Ok(false);
-        }
-        self.write(t, key, None)?;
-        Ok(true)
+        self.write_present(t, key, None)
     }
 
     fn scan(
@@ -1260,7 +1264,8 @@ impl TxnOps for PwvTx<'_> {
         }
         let tree = self.sh.table(t)?;
         let mut n = 0;
-        tree.scan(lo, hi, opts.reverse, self.g, Unobserved, |k, r| {
+        let g = self.local.pin();
+        tree.scan(lo, hi, opts.reverse, &g, Unobserved, |k, r| {
             if opts.limit.is_some_and(|l| n >= l) {
                 return false;
             }

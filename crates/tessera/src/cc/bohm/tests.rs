@@ -1222,7 +1222,16 @@ fn pwv_cfg(n: usize, batch: usize) -> BohmConfig {
 /// serial executor running their bodies: the same outcomes and state.
 #[test]
 fn pwv_pieces_equal_serial_execution() {
-    for &(seed, n, keys) in &[(41, 1, 10), (42, 2, 4), (43, 3, 30), (44, 4, 8), (45, 2, 2)] {
+    // `plen`: the table's partition prefix (7: every key below 256 in one
+    // partition, by its first 7 bytes).
+    for &(seed, n, keys, plen) in &[
+        (41, 1, 10, 0),
+        (42, 2, 4, 0),
+        (43, 3, 30, 0),
+        (44, 4, 8, 0),
+        (45, 2, 2, 0),
+        (46, 3, 30, 7),
+    ] {
         let mut rng = SmallRng::seed_from_u64(seed);
         let t = TableId::from_u32(0);
         let qs: Vec<Q> = (0..3_000)
@@ -1239,6 +1248,7 @@ fn pwv_pieces_equal_serial_execution() {
             })
             .collect();
         let mut b = Bohm::new(&["t"], pwv_cfg(n, 50)).unwrap();
+        b.partition_prefix(t, plen).unwrap();
         let db = Database::open(Options::in_memory()).unwrap();
         db.create_table("t").unwrap();
         let mut w = db.worker().unwrap();
@@ -1315,4 +1325,108 @@ fn pwv_abort_leaves_no_trace_and_cascades_nowhere() {
     }
     let rows = b.dump(t).unwrap();
     assert!(rows.iter().all(|(_, v)| val(Some(v)) == 25), "{rows:?}");
+}
+
+/// A decomposed request whose second piece is a gang (a group spanning
+/// every partition): piece 0 is an abort statement (fires when `abort`),
+/// piece 1, after the commit point, adds `add` to the counter `key`
+/// through the group. A gang piece of an aborted transaction is skipped
+/// once, by its last member, however many partitions hold it.
+#[derive(Clone, Debug)]
+struct G {
+    t: TableId,
+    key: u64,
+    add: u64,
+    abort: bool,
+}
+
+impl Request for G {
+    type Output = u64;
+    fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<u64> {
+        if self.abort {
+            return tx.user_abort();
+        }
+        let old = val(tx.get(self.t, &k(self.key))?);
+        tx.put(self.t, &k(self.key), &(old + self.add).to_le_bytes())?;
+        Ok(old)
+    }
+    fn declare(&self, keys: &mut KeySet) -> bool {
+        keys.write_range(self.t, &k(0), &k(u64::MAX));
+        true
+    }
+}
+
+impl Procedure for G {
+    const ID: ProcId = 3;
+    const NAME: &'static str = "pwv-gang-test";
+    fn encode(&self, _out: &mut Vec<u8>) {}
+    fn decode(_b: &[u8]) -> Result<Self, String> {
+        Err("not logged".into())
+    }
+    fn pieces(&self, plan: &mut crate::det::PiecePlan) -> bool {
+        plan.piece(true);
+        // After the commit point: every member of the gang is ready and
+        // waits for the decision, then the piece is skipped (released)
+        // once on an abort.
+        let p = plan.piece(false);
+        plan.write_group(p, self.t, &[]);
+        true
+    }
+    fn run_piece(
+        &self,
+        i: u16,
+        tx: &mut Txn<'_>,
+        io: &mut crate::det::PieceIo<'_>,
+    ) -> TxResult<()> {
+        if i == 0 {
+            return if self.abort { tx.user_abort() } else { Ok(()) };
+        }
+        let old = val(tx.get(self.t, &k(self.key))?);
+        tx.put(self.t, &k(self.key), &(old + self.add).to_le_bytes())?;
+        io.output(&old.to_le_bytes());
+        Ok(())
+    }
+    fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<u64> {
+        Ok(val(outputs.get(1).copied()))
+    }
+}
+
+#[test]
+fn pwv_gang_pieces_of_aborted_transactions_are_skipped_once() {
+    let t = TableId::from_u32(0);
+    let mut rng = SmallRng::seed_from_u64(51);
+    let gs: Vec<G> = (0..2_000)
+        .map(|_| G {
+            t,
+            key: rng.gen_range(0..8),
+            add: rng.gen_range(1..5),
+            abort: rng.gen_bool(0.3),
+        })
+        .collect();
+    let mut b = Bohm::new(&["t"], pwv_cfg(3, 50)).unwrap();
+    let db = Database::open(Options::in_memory()).unwrap();
+    db.create_table("t").unwrap();
+    let mut w = db.worker().unwrap();
+    b.start().unwrap();
+    let rs: Vec<_> = gs.iter().map(|g| b.submit(g.clone()).unwrap()).collect();
+    let got: Vec<_> = rs.into_iter().map(|r| r.wait().unwrap()).collect();
+    b.shutdown().unwrap();
+    for (i, g) in gs.iter().enumerate() {
+        let want = match serial::run_one(&mut w, &mut g.clone()).unwrap() {
+            Outcome::Committed(b) => Outcome::Committed(*b.downcast::<u64>().unwrap()),
+            Outcome::Aborted => Outcome::Aborted,
+        };
+        assert_eq!(got[i], want, "request {i}: {g:?}");
+    }
+    let serial_state = w
+        .run(|tx| {
+            tx.scan_collect(
+                t,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                ScanOptions::default(),
+            )
+        })
+        .unwrap();
+    assert_eq!(b.dump(t).unwrap(), serial_state);
 }
