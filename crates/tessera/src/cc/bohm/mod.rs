@@ -587,6 +587,8 @@ struct Shared {
     /// PWV: per table, how many leading bytes of a key choose its
     /// partition (0: the whole key); see [`Bohm::partition_prefix`].
     part_prefix: Vec<usize>,
+    /// PWV: per partition, what other threads tell its executor has moved.
+    wakes: Box<[Mutex<Vec<pwv::Wake>>]>,
 }
 
 /// 2pl-ordered's range locks (hierarchical locking with units named by the
@@ -915,6 +917,9 @@ impl Bohm {
                 unit_recs: Mutex::new(Vec::new()),
                 spent: Mutex::new(Default::default()),
                 part_prefix: names.iter().map(|_| 0).collect(),
+                wakes: (0..cfg.exec_threads)
+                    .map(|_| Mutex::new(Vec::new()))
+                    .collect(),
             }),
             seq: None,
             cc: Vec::new(),

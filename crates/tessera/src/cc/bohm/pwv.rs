@@ -191,6 +191,12 @@ pub(super) struct PTxn {
     left: AtomicU32,
     /// The error of a failed piece (its transaction's outcome).
     error: parking_lot::Mutex<Option<Error>>,
+    /// Its index in the batch, and the partitions its pieces have members
+    /// on (told when its progress moves, while `parked`).
+    ti: u32,
+    parts: Box<[u16]>,
+    /// Some executor parked a member until its progress moves.
+    parked: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the cells are written under the protocol's rules: a ticket by
@@ -511,6 +517,14 @@ fn build(
         decided: AtomicU8::new(u8::from(nab == 0)),
         left: AtomicU32::new(n as u32),
         error: parking_lot::Mutex::new(None),
+        ti,
+        parts: {
+            let mut all: Vec<u16> = piece_parts.iter().flatten().copied().collect();
+            all.sort_unstable();
+            all.dedup();
+            all.into_boxed_slice()
+        },
+        parked: std::sync::atomic::AtomicBool::new(false),
     })
 }
 
@@ -535,7 +549,8 @@ pub(super) fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver
     // The current transaction's records so far: (record, its counts before
     // the transaction, the last piece of it there).
     let mut seen: Vec<(*const BRecord, u64, u64, u16)> = Vec::new();
-    let mut pending: std::collections::VecDeque<(u32, u16, Member)> = Default::default();
+    let mut w = Waits::default();
+    LOCAL_WAKES.with(|l| *l.borrow_mut() = Some((me as u16, Vec::new())));
     while let Ok(ctx) = rx.recv() {
         let busy = std::time::Instant::now();
         let members = &ctx.parts[me];
@@ -553,35 +568,7 @@ pub(super) fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver
                 &g,
             );
         }
-        // Run: walk the members in order; a member that is not ready goes
-        // on the pending list, visited again after each step forward.
-        pending.clear();
-        for &(ti, p) in members.iter() {
-            let mut m = Member::Waiting;
-            if !step(sh, local, &ctx, me as u16, ti, p, &mut m) {
-                pending.push_back((ti, p, m));
-            }
-            // Come back to the oldest pending member now and then: the
-            // likeliest to be ready.
-            if let Some(first) = pending.front_mut() {
-                let (ti, p, mut m) = *first;
-                if step(sh, local, &ctx, me as u16, ti, p, &mut m) {
-                    pending.pop_front();
-                } else {
-                    first.2 = m;
-                }
-            }
-        }
-        let mut idle = 0u32;
-        while !pending.is_empty() {
-            let before = pending.len();
-            pending.retain_mut(|(ti, p, m)| !step(sh, local, &ctx, me as u16, *ti, *p, m));
-            if pending.len() == before {
-                crate::backoff::snooze(&mut idle);
-            } else {
-                idle = 0;
-            }
-        }
+        w.run_batch(sh, local, &ctx, me as u16);
         if let Some(last) = ctx.txns.last() {
             sh.finished[me].store(last.ts, Ordering::Release);
         }
@@ -747,25 +734,39 @@ fn ticket(
     }
 }
 
-/// Whether a ticket's predecessors are done (readiness check 1).
-fn ticket_ready(pt: &PTxn, t: &Ticket) -> bool {
+/// Whether a ticket's predecessors are done (readiness check 1): `None`
+/// if they are, else what it waits for, from one reading of the counter:
+/// the completion count it needs, or 0 if it has it and waits for a piece
+/// of its own transaction (the executor parks it on the one or the other,
+/// and a reason read twice could name one that has already passed).
+fn ticket_wait(pt: &PTxn, t: &Ticket) -> Option<u64> {
     if !t.counted {
-        return true;
+        return None;
     }
     // SAFETY: records live while the engine runs.
     if unsafe { (*t.rec).released.load(Ordering::Acquire) } < t.wait {
-        return false;
+        return Some(t.wait);
     }
-    t.same == NONE || pt.pieces[t.same as usize].state.load(Ordering::Acquire) >= EXECUTED
+    let own =
+        t.same == NONE || pt.pieces[t.same as usize].state.load(Ordering::Acquire) >= EXECUTED;
+    (!own).then_some(0)
 }
 
-/// Check 1 for this partition's accesses of piece `p`.
-fn locally_ready(pt: &PTxn, p: &Piece, me: u16) -> bool {
-    pt.accs_of(p).iter().filter(|a| a.part == me).all(|a| {
+/// Check 1 for this partition's accesses of piece `p`: the first ticket
+/// that is not ready, if any, as its record and the completion count it
+/// needs (0 if the count is there and it waits for a piece of its own
+/// transaction).
+fn blocking(pt: &PTxn, p: &Piece, me: u16) -> Option<(*const BRecord, u64)> {
+    for a in pt.accs_of(p).iter().filter(|a| a.part == me) {
         // SAFETY: written by this executor while it built the graph.
         let (t, x) = unsafe { (&*a.ticket.get(), &*a.extra.get()) };
-        ticket_ready(pt, t) && x.iter().all(|t| ticket_ready(pt, t))
-    })
+        for t in std::iter::once(t).chain(x) {
+            if let Some(wait) = ticket_wait(pt, t) {
+                return Some((t.rec, wait));
+            }
+        }
+    }
+    None
 }
 
 /// Where a member of a piece stands on its partition's executor.
@@ -780,9 +781,25 @@ enum Member {
     Running,
 }
 
-/// One step of member `(ti, p)` on partition `me`; true once the piece has
-/// completed, or this thread has run it (it completes at its transaction's
-/// decision).
+/// What a step of a member came to, and so where it waits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The piece has completed.
+    Done,
+    /// Check 1 failed on this record's ticket, which needs this completion
+    /// count (0: it has it, and waits for a piece of its transaction).
+    Ticket(*const BRecord, u64),
+    /// This thread must run (or skip) the piece once its transaction
+    /// moves on: its parents run (check 2), its commit point passes
+    /// (check 3), or its abort is undone.
+    Txn,
+    /// Nothing left for this thread: the piece has run (or another
+    /// member's thread runs it) and completes at its transaction's
+    /// decision.
+    Complete,
+}
+
+/// One step of member `(ti, p)` on partition `me`.
 fn step(
     sh: &Shared,
     local: &LocalEpoch,
@@ -791,16 +808,16 @@ fn step(
     ti: u32,
     p: u16,
     m: &mut Member,
-) -> bool {
+) -> Step {
     let txn = &ctx.txns[ti as usize];
     let pt = txn.pwv.as_deref().expect("a PWV batch");
     let piece = &pt.pieces[p as usize];
     if piece.state.load(Ordering::Acquire) == COMPLETED {
-        return true;
+        return Step::Done;
     }
     if *m == Member::Waiting {
-        if !locally_ready(pt, piece, me) {
-            return false;
+        if let Some((rec, wait)) = blocking(pt, piece, me) {
+            return Step::Ticket(rec, wait);
         }
         // Only the last member to arrive runs (or skips) the piece: once.
         *m = if piece.members.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -809,18 +826,276 @@ fn step(
             Member::Holding
         };
     }
-    *m == Member::Running && try_run(sh, local, txn, pt, p)
+    if *m == Member::Holding {
+        return Step::Complete;
+    }
+    match try_run(sh, local, txn, pt, p) {
+        Run::Completed => Step::Done,
+        Run::Awaiting => Step::Complete,
+        Run::Blocked => Step::Txn,
+    }
+}
+
+/// What `try_run` did.
+enum Run {
+    Completed,
+    /// Executed (or skipped) before the commit point: the transaction's
+    /// last settler completes it.
+    Awaiting,
+    /// Checks 2 or 3 failed, or an aborted transaction is not yet undone.
+    Blocked,
+}
+
+/// A transaction's commit RVP, settle count, decision and pieces left.
+type Progress = (i64, u32, u8, u32);
+
+/// A transaction's progress as its waiting members see it: any change of a
+/// dependency RVP, the commit RVP or the decision comes with a change of
+/// one of these (an RVP is decremented before its parent settles or
+/// completes).
+fn progress(pt: &PTxn) -> Progress {
+    (
+        pt.commit_rvp.load(Ordering::Acquire),
+        pt.settle.load(Ordering::Acquire),
+        pt.decided.load(Ordering::Acquire),
+        pt.left.load(Ordering::Acquire),
+    )
+}
+
+/// What a partition executor is told has moved (see [`Waits`]): a
+/// record's completion counter, or a transaction's progress.
+#[derive(Clone, Copy)]
+pub(super) enum Wake {
+    Rec(usize),
+    Txn(u32),
+}
+
+std::thread_local! {
+    /// A partition executor's own wakes (its partition, and the list): the
+    /// pieces it completes itself tell it without a lock.
+    static LOCAL_WAKES: std::cell::RefCell<Option<(u16, Vec<Wake>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Tell partition `part`'s executor that `w` moved.
+fn wake(sh: &Shared, part: u16, w: Wake) {
+    let local = LOCAL_WAKES.with(|l| match &mut *l.borrow_mut() {
+        Some((me, v)) if *me == part => {
+            v.push(w);
+            true
+        }
+        _ => false,
+    });
+    if !local {
+        sh.wakes[part as usize].lock().push(w);
+    }
+}
+
+/// Tell the partitions of `pt` that its progress moved, if some executor
+/// waits for it (the flag is read after the change; `Waits::park` sets it
+/// before it reads the progress again: one of the two sees the other).
+fn wake_txn(sh: &Shared, pt: &PTxn) {
+    if pt.parked.load(Ordering::SeqCst) {
+        for &part in pt.parts.iter() {
+            wake(sh, part, Wake::Txn(pt.ti));
+        }
+    }
+}
+
+/// The members waiting for one record's ticket (see [`Waits`]).
+#[derive(Default)]
+struct RecordWaits {
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<u32>>,
+    gate: u64,
+}
+
+/// A partition executor's members that are not ready, by what they wait
+/// for, so that a pass looks only at what may have moved: not a pending
+/// list rescanned whole (with abortable pieces holding hot records until
+/// their transactions' decisions, a batch of 10,000 at theta 0.9 needed
+/// thousands of passes over a hundred thousand members).
+#[derive(Default)]
+struct Waits {
+    /// This batch's members: transaction, piece, and how far each got.
+    ms: Vec<(u32, u16, Member)>,
+    /// Per record: the members blocked on its ticket, earliest first (the
+    /// earliest waiter of a record is the one its next release serves),
+    /// and the completion count the earliest needs (a pass looks at it
+    /// only once the record's counter has reached it).
+    tickets: HashMap<usize, RecordWaits, super::KeyHash>,
+    /// Per transaction: its progress when they were parked, and the members
+    /// waiting for it to move.
+    txns: HashMap<u32, (Progress, Vec<u32>), super::KeyHash>,
+    /// Members with nothing left to do but see their piece complete.
+    complete: Vec<u32>,
+    /// Scratch: what a pass was told, and the members it parks again.
+    wakes: Vec<Wake>,
+    moved: Vec<(u32, Step, Progress)>,
+    /// Transactions that moved while a member was being parked on them.
+    woken: Vec<Wake>,
+}
+
+impl Waits {
+    /// Run this partition's members of `ctx` to completion.
+    fn run_batch(&mut self, sh: &Shared, local: &LocalEpoch, ctx: &BatchCtx, me: u16) {
+        let members = &ctx.parts[me as usize];
+        self.ms.clear();
+        self.ms
+            .extend(members.iter().map(|&(ti, p)| (ti, p, Member::Waiting)));
+        // Walk the members in order; one that is not ready waits where its
+        // step says, and what has moved since is looked at every few
+        // members.
+        for ix in 0..self.ms.len() as u32 {
+            let (r, before) = self.step(sh, local, ctx, me, ix);
+            self.park(ctx, ix, r, before);
+            if ix % 16 == 15 {
+                self.pass(sh, local, ctx, me);
+            }
+        }
+        let mut idle = 0u32;
+        while !self.tickets.is_empty() || !self.txns.is_empty() {
+            if self.pass(sh, local, ctx, me) {
+                idle = 0;
+            } else {
+                crate::backoff::snooze(&mut idle);
+            }
+        }
+        // What is left completes at decisions made by other threads.
+        for &ix in &self.complete {
+            let (ti, p, _) = self.ms[ix as usize];
+            let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
+            while pt.pieces[p as usize].state.load(Ordering::Acquire) != COMPLETED {
+                crate::backoff::snooze(&mut idle);
+            }
+        }
+        self.complete.clear();
+    }
+
+    /// Step member `ix`; also the transaction's progress seen before it.
+    fn step(
+        &mut self,
+        sh: &Shared,
+        local: &LocalEpoch,
+        ctx: &BatchCtx,
+        me: u16,
+        ix: u32,
+    ) -> (Step, Progress) {
+        let (ti, p, ref mut m) = self.ms[ix as usize];
+        let before = progress(ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch"));
+        (step(sh, local, ctx, me, ti, p, m), before)
+    }
+
+    fn park(&mut self, ctx: &BatchCtx, ix: u32, r: Step, before: Progress) {
+        match r {
+            Step::Done => {}
+            // Waiting for a piece of its own transaction: its progress.
+            Step::Ticket(_, 0) | Step::Txn => {
+                let ti = self.ms[ix as usize].0;
+                let e = self.txns.entry(ti).or_insert((before, Vec::new()));
+                // The progress seen before the earliest of its steps: a
+                // change since any of them wakes them all.
+                if e.1.is_empty() {
+                    e.0 = before;
+                }
+                e.1.push(ix);
+                let since = e.0;
+                let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
+                pt.parked.store(true, Ordering::SeqCst);
+                if progress(pt) != since {
+                    // It moved before the flag was seen: look again.
+                    self.woken.push(Wake::Txn(ti));
+                }
+            }
+            Step::Ticket(rec, wait) => {
+                let w = self.tickets.entry(rec as usize).or_default();
+                // The gate is the earliest waiter's need: a new earliest
+                // one (a member parked again) resets it.
+                if w.heap.peek().is_none_or(|e| e.0 > ix) {
+                    w.gate = wait;
+                }
+                w.heap.push(std::cmp::Reverse(ix));
+            }
+            Step::Complete => self.complete.push(ix),
+        }
+    }
+
+    /// Look at what this executor was told has moved (records' counters,
+    /// transactions' progress): the earliest waiter of each such record,
+    /// every waiter of each such transaction. True if some member was
+    /// looked at again.
+    fn pass(&mut self, sh: &Shared, local: &LocalEpoch, ctx: &BatchCtx, me: u16) -> bool {
+        let mut wakes = std::mem::take(&mut self.wakes);
+        wakes.append(&mut self.woken);
+        LOCAL_WAKES.with(|l| {
+            if let Some((_, v)) = &mut *l.borrow_mut() {
+                wakes.append(v);
+            }
+        });
+        wakes.append(&mut sh.wakes[me as usize].lock());
+        let mut moved = std::mem::take(&mut self.moved);
+        for w in wakes.drain(..) {
+            match w {
+                Wake::Rec(rec) => {
+                    let Some(gate) = self.tickets.get(&rec).map(|w| w.gate) else {
+                        continue;
+                    };
+                    // SAFETY: records live while the engine runs.
+                    let released =
+                        unsafe { (*(rec as *const BRecord)).released.load(Ordering::Acquire) };
+                    if released < gate {
+                        continue;
+                    }
+                    while let Some(&std::cmp::Reverse(ix)) =
+                        self.tickets.get(&rec).and_then(|w| w.heap.peek())
+                    {
+                        let (r, before) = self.step(sh, local, ctx, me, ix);
+                        let w = self.tickets.get_mut(&rec).expect("peeked");
+                        if let Step::Ticket(again, wait) = r {
+                            if again as usize == rec && wait > 0 {
+                                w.gate = wait;
+                                break;
+                            }
+                        }
+                        w.heap.pop();
+                        if w.heap.is_empty() {
+                            self.tickets.remove(&rec);
+                        } else {
+                            // The next waiter's need is not known yet.
+                            w.gate = 0;
+                        }
+                        moved.push((ix, r, before));
+                    }
+                }
+                Wake::Txn(ti) => {
+                    if let Some((_, ixs)) = self.txns.remove(&ti) {
+                        for ix in ixs {
+                            let (r, before) = self.step(sh, local, ctx, me, ix);
+                            moved.push((ix, r, before));
+                        }
+                    }
+                }
+            }
+        }
+        let progressed = !moved.is_empty();
+        for (ix, r, before) in moved.drain(..) {
+            self.park(ctx, ix, r, before);
+        }
+        self.moved = moved;
+        self.wakes = wakes;
+        progressed
+    }
 }
 
 /// Checks 2 and 3, then run, skip or wait (on the runner's thread only);
 /// true once the piece has completed.
-fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> bool {
+fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> Run {
     let piece = &pt.pieces[p as usize];
-    let st = piece.state.load(Ordering::Acquire);
-    if st >= EXECUTED {
+    match piece.state.load(Ordering::Acquire) {
+        COMPLETED => return Run::Completed,
         // Executed, waiting for its transaction's decision (the last
         // settler completes it).
-        return st == COMPLETED;
+        EXECUTED => return Run::Awaiting,
+        _ => {}
     }
     let aborted = pt.commit_rvp.load(Ordering::Acquire) < 0;
     if aborted {
@@ -830,30 +1105,28 @@ fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> bo
             for &r in piece.child_rvps.iter() {
                 pt.rvps[r as usize].fetch_sub(1, Ordering::AcqRel);
             }
-            settle(pt, txn);
-            return false;
+            settle(sh, pt, txn);
+            return Run::Awaiting;
         }
         // After the commit point of an aborted transaction: nothing to
         // run, once the abortable pieces are undone.
         if pt.decided.load(Ordering::Acquire) != 2 {
-            return false;
+            return Run::Blocked;
         }
-        complete(pt, piece, txn);
-        return true;
+        complete(sh, pt, piece, txn);
+        return Run::Completed;
     }
     if piece.rvp != u32::MAX && pt.rvps[piece.rvp as usize].load(Ordering::Acquire) != 0 {
-        return false;
+        return Run::Blocked;
     }
     if !piece.abortable && pt.commit_rvp.load(Ordering::Acquire) != 0 {
-        return false;
+        return Run::Blocked;
     }
-    if piece
+    let claimed = piece
         .state
         .compare_exchange(UNEXECUTED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
-        .is_err()
-    {
-        return false;
-    }
+        .is_ok();
+    debug_assert!(claimed, "a piece is run by its last member's thread only");
     let r = run(sh, local, txn, pt, p);
     for &c in piece.child_rvps.iter() {
         // Release: the child reads this piece's output and writes.
@@ -871,8 +1144,8 @@ fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> bo
             });
             pt.error.lock().get_or_insert(e);
         }
-        complete(pt, piece, txn);
-        return true;
+        complete(sh, pt, piece, txn);
+        return Run::Completed;
     }
     match r {
         Ok(()) => {
@@ -891,15 +1164,16 @@ fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> bo
             piece.state.store(EXECUTED, Ordering::SeqCst);
         }
     }
-    settle(pt, txn);
-    false
+    settle(sh, pt, txn);
+    Run::Awaiting
 }
 
 /// An abortable piece is done with the data; the last one makes the
 /// decision effective: every abortable piece completes, after the undo of
 /// the executed ones (in reverse order) on an abort.
-fn settle(pt: &PTxn, txn: &BTxn) {
-    if pt.settle.fetch_sub(1, Ordering::AcqRel) != 1 {
+fn settle(sh: &Shared, pt: &PTxn, txn: &BTxn) {
+    if pt.settle.fetch_sub(1, Ordering::SeqCst) != 1 {
+        wake_txn(sh, pt);
         return;
     }
     let aborted = pt.commit_rvp.load(Ordering::Acquire) < 0;
@@ -916,7 +1190,7 @@ fn settle(pt: &PTxn, txn: &BTxn) {
     for &p in pt.order.iter() {
         let piece = &pt.pieces[p as usize];
         if piece.abortable {
-            complete(pt, piece, txn);
+            complete(sh, pt, piece, txn);
         }
     }
 }
@@ -939,7 +1213,7 @@ fn undo(piece: &Piece) {
 
 /// Complete `piece`: release its tickets, and make the transaction's
 /// outcome if it is the last piece.
-fn complete(pt: &PTxn, piece: &Piece, txn: &BTxn) {
+fn complete(sh: &Shared, pt: &PTxn, piece: &Piece, txn: &BTxn) {
     for a in pt.accs_of(piece) {
         // SAFETY: written before the piece ran; read-only since.
         let (t, x) = unsafe { (&*a.ticket.get(), &*a.extra.get()) };
@@ -948,12 +1222,14 @@ fn complete(pt: &PTxn, piece: &Piece, txn: &BTxn) {
                 // SAFETY: records live while the engine runs. Release:
                 // the piece's writes (or the undo) before the next holder.
                 unsafe { (*t.rec).released.fetch_add(1, Ordering::Release) };
+                wake(sh, a.part, Wake::Rec(t.rec as usize));
             }
         }
     }
-    if pt.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+    if pt.left.fetch_sub(1, Ordering::SeqCst) == 1 {
         outcome(pt, txn);
     }
+    wake_txn(sh, pt);
     let was = piece.state.swap(COMPLETED, Ordering::Release);
     debug_assert_ne!(was, COMPLETED, "a piece completed twice");
 }
