@@ -793,6 +793,9 @@ enum Step {
     /// moves on: its parents run (check 2), its commit point passes
     /// (check 3), or its abort is undone.
     Txn,
+    /// This thread must run (or skip) the piece once its transaction's
+    /// commit decision is known (check 3, or an abort undone).
+    Decision,
     /// Nothing left for this thread: the piece has run (or another
     /// member's thread runs it) and completes at its transaction's
     /// decision.
@@ -833,6 +836,7 @@ fn step(
         Run::Completed => Step::Done,
         Run::Awaiting => Step::Complete,
         Run::Blocked => Step::Txn,
+        Run::Undecided => Step::Decision,
     }
 }
 
@@ -842,8 +846,17 @@ enum Run {
     /// Executed (or skipped) before the commit point: the transaction's
     /// last settler completes it.
     Awaiting,
-    /// Checks 2 or 3 failed, or an aborted transaction is not yet undone.
+    /// Check 2 failed (a parent has not run).
     Blocked,
+    /// Check 3 failed, or an aborted transaction is not yet undone.
+    Undecided,
+}
+
+/// Whether `pt`'s commit decision is known, as the pieces after its commit
+/// point need it: committed (every abortable piece executed), or aborted
+/// and undone.
+fn decided(pt: &PTxn) -> bool {
+    pt.commit_rvp.load(Ordering::SeqCst) == 0 || pt.decided.load(Ordering::SeqCst) == 2
 }
 
 /// A transaction's commit RVP, settle count, decision and pieces left.
@@ -926,6 +939,9 @@ struct Waits {
     /// Per transaction: its progress when they were parked, and the members
     /// waiting for it to move.
     txns: HashMap<u32, (Progress, Vec<u32>), super::KeyHash>,
+    /// Per transaction: the members waiting for its commit decision (looked
+    /// at again only once it is known, not at each piece's progress).
+    decisions: HashMap<u32, Vec<u32>, super::KeyHash>,
     /// Members with nothing left to do but see their piece complete.
     complete: Vec<u32>,
     /// Scratch: what a pass was told, and the members it parks again.
@@ -953,7 +969,7 @@ impl Waits {
             }
         }
         let mut idle = 0u32;
-        while !self.tickets.is_empty() || !self.txns.is_empty() {
+        while !self.tickets.is_empty() || !self.txns.is_empty() || !self.decisions.is_empty() {
             if self.pass(sh, local, ctx, me) {
                 idle = 0;
             } else {
@@ -1015,6 +1031,15 @@ impl Waits {
                 }
                 w.heap.push(std::cmp::Reverse(ix));
             }
+            Step::Decision => {
+                let ti = self.ms[ix as usize].0;
+                self.decisions.entry(ti).or_default().push(ix);
+                let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
+                pt.parked.store(true, Ordering::SeqCst);
+                if decided(pt) {
+                    self.woken.push(Wake::Txn(ti));
+                }
+            }
             Step::Complete => self.complete.push(ix),
         }
     }
@@ -1067,11 +1092,20 @@ impl Waits {
                     }
                 }
                 Wake::Txn(ti) => {
-                    if let Some((_, ixs)) = self.txns.remove(&ti) {
-                        for ix in ixs {
-                            let (r, before) = self.step(sh, local, ctx, me, ix);
-                            moved.push((ix, r, before));
-                        }
+                    // A late wake of an earlier batch may name a
+                    // transaction this batch does not have (or another
+                    // one: looking again is harmless).
+                    let Some(pt) = ctx.txns.get(ti as usize).and_then(|t| t.pwv.as_deref()) else {
+                        continue;
+                    };
+                    let waiting = self.txns.remove(&ti).map(|(_, ixs)| ixs);
+                    let deciding = match self.decisions.contains_key(&ti) && decided(pt) {
+                        true => self.decisions.remove(&ti),
+                        false => None,
+                    };
+                    for ix in waiting.into_iter().chain(deciding).flatten() {
+                        let (r, before) = self.step(sh, local, ctx, me, ix);
+                        moved.push((ix, r, before));
                     }
                 }
             }
@@ -1111,7 +1145,7 @@ fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> Ru
         // After the commit point of an aborted transaction: nothing to
         // run, once the abortable pieces are undone.
         if pt.decided.load(Ordering::Acquire) != 2 {
-            return Run::Blocked;
+            return Run::Undecided;
         }
         complete(sh, pt, piece, txn);
         return Run::Completed;
@@ -1120,7 +1154,7 @@ fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> Ru
         return Run::Blocked;
     }
     if !piece.abortable && pt.commit_rvp.load(Ordering::Acquire) != 0 {
-        return Run::Blocked;
+        return Run::Undecided;
     }
     let claimed = piece
         .state
