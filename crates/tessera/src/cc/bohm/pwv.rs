@@ -59,8 +59,11 @@
 //!   piece, skipped or not, first passes check 1 (it still counts in its
 //!   records' completion counters, which must not move ahead of an earlier
 //!   access).
-//! - A piece that is not ready goes on its executor's pending list; the
-//!   executor moves on and comes back (no OS wait).
+//! - A piece that is not ready goes on its executor's pending list (the
+//!   thesis's), kept by what it waits for (`Waits`: a record's ticket, its
+//!   transaction's progress, its commit decision); the executor moves on
+//!   and looks again at what the completions it is told of have moved (no
+//!   OS wait).
 //!
 //! Corner cases (§6.4.7): a non-abortable piece that fails (an error, or an
 //! abort the author did not declare) gives its transaction an error
