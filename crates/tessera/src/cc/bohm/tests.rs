@@ -293,6 +293,19 @@ fn gen(rng: &mut SmallRng, t: TableId, keys: u64) -> P {
 
 /// Run `reqs` under BOHM (one submitter) and serially; compare outcomes
 /// and final states.
+/// Every row of `t` on the serial executor's worker.
+fn rows(w: &mut crate::db::Worker, t: TableId) -> Rows {
+    w.run(|tx| {
+        tx.scan_collect(
+            t,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            ScanOptions::default(),
+        )
+    })
+    .unwrap()
+}
+
 fn compare(cfg: BohmConfig, reqs: &[P], preload: u64) {
     compare_in_waves(cfg, reqs, preload, 1);
 }
@@ -346,16 +359,7 @@ fn compare_in_waves(cfg: BohmConfig, reqs: &[P], preload: u64, waves: usize) -> 
             (a, b) => panic!("request {i} {r:?}: bohm {a:?}, serial {b:?}"),
         }
     }
-    let serial_state = w
-        .run(|tx| {
-            tx.scan_collect(
-                t,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                ScanOptions::default(),
-            )
-        })
-        .unwrap();
+    let serial_state = rows(&mut w, t);
     assert_eq!(b.dump(t).unwrap(), serial_state);
     assert!(stats.batches > 0 && stats.placeholders > 0, "{stats:?}");
     stats
@@ -1271,16 +1275,7 @@ fn pwv_pieces_equal_serial_execution() {
             assert_eq!(got[i], want, "request {i}: {q:?}");
         }
         assert!(aborted > 100 && aborted < 2_900, "{aborted} aborts");
-        let serial_state = w
-            .run(|tx| {
-                tx.scan_collect(
-                    t,
-                    Bound::Unbounded,
-                    Bound::Unbounded,
-                    ScanOptions::default(),
-                )
-            })
-            .unwrap();
+        let serial_state = rows(&mut w, t);
         assert_eq!(b.dump(t).unwrap(), serial_state, "seed {seed}");
         assert!(stats.batches > 0, "{stats:?}");
     }
@@ -1418,15 +1413,6 @@ fn pwv_gang_pieces_of_aborted_transactions_are_skipped_once() {
         };
         assert_eq!(got[i], want, "request {i}: {g:?}");
     }
-    let serial_state = w
-        .run(|tx| {
-            tx.scan_collect(
-                t,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                ScanOptions::default(),
-            )
-        })
-        .unwrap();
+    let serial_state = rows(&mut w, t);
     assert_eq!(b.dump(t).unwrap(), serial_state);
 }
