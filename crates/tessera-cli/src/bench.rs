@@ -61,8 +61,8 @@ its reads and writes, as BOHM's code does (the thesis runs 50).
 Conservation: after the run, the sum of all balances must equal the initial
 total plus the money committed transactions deposited and withdrew, with every
 account present; a failure makes the exit status 1 (a `conservation` object
-in the JSON; not enforced for nocc with several threads, which has no
-isolation).";
+in the JSON; not enforced for nocc and rc with several threads, which do not
+isolate transactions).";
 
 /// `tessera bench smallbank`.
 #[derive(Args, Debug)]
@@ -251,8 +251,9 @@ pub struct Common {
     /// Concurrency-control protocol: silo (Silo OCC), si (ERMIA snapshot
     /// isolation, not serializable), ssn (ERMIA SI + Serial Safety Net),
     /// 2pl-nowait and 2pl-waitdie (strict two-phase locking, DBx1000's
-    /// NO_WAIT and WAIT_DIE), nocc (no concurrency control, for measuring
-    /// overheads).
+    /// NO_WAIT and WAIT_DIE), rc (read committed, Adya's PL-2, the PWV
+    /// evaluation's baseline: not serializable), nocc (no concurrency
+    /// control, for measuring overheads).
     /// bohm (Faleiro's deterministic multi-version protocol),
     /// 2pl-ordered (its deterministic 2PL baseline) and pwv (piece-wise
     /// visibility: one executor per partition, --exec-threads of them)
@@ -835,7 +836,10 @@ fn smallbank(a: &SmallbankArgs) -> ExitCode {
     }
     let mut line = cons.summary();
     if !enforced {
-        line.push_str(" (not enforced: nocc with several threads has no isolation)");
+        line.push_str(&format!(
+            " (not enforced: {} with several threads does not isolate transactions)",
+            c.cc
+        ));
     }
     print!("{}\n{line}\n", report.table());
     match failure {
@@ -1013,7 +1017,10 @@ fn run_and_check<W: Workload>(wl: &W, tpcc_cfg: &TpccConfig, c: &Common) -> Exit
     }
     let mut line = format!("{} [checked in {seconds:.2} s]", cons.summary());
     if !enforced {
-        line.push_str(" (not enforced: nocc with several threads has no isolation)");
+        line.push_str(&format!(
+            " (not enforced: {} with several threads does not isolate transactions)",
+            c.cc
+        ));
     }
     print!("{}\n{line}\n", report.table());
     match failure {

@@ -535,6 +535,10 @@ fn crash_tpcc_every_other_durable_protocol() {
     for p in Protocol::INTERACTIVE
         .into_iter()
         .filter(|p| p.caps().durable && !matches!(p, Protocol::Silo | Protocol::Ssn))
+        // TPC-C's consistency needs isolation: read committed loses
+        // updates (of D_NEXT_O_ID, W_YTD, ...) by design; its commit and
+        // log path are Silo's.
+        .filter(|p| p.caps().serializable || p.caps().snapshot_reads)
     {
         eprintln!("{test}: {p}");
         crash_tpcc(

@@ -191,7 +191,7 @@ fn batches_run_in_order_and_check_declarations() {
         // The third's first write (key 3, declared) went in before the
         // refusal: rolled back, except under nocc, which writes in place and
         // cannot roll back (its module docs).
-        let rolls_back = p.caps().serializable || p.caps().snapshot_reads;
+        let rolls_back = p != Protocol::NoCc;
         let bal = |w: &mut tessera::Worker, k| w.run(|tx| get_i64(tx, t, k)).unwrap();
         assert_eq!(
             (bal(&mut w, 1), bal(&mut w, 2), bal(&mut w, 3)),

@@ -306,7 +306,7 @@ struct Case {
     v: Variant,
 }
 
-/// The cases of the test `test`: every durable protocol under
+/// The cases of the test `test`: every durable, isolating protocol under
 /// `durability`. The protocol at position `i` among the durable ones has
 /// background checkpoints when `i` is even under `Sync`, odd under `Async`
 /// (one case with checkpoints and one without per protocol over the two
@@ -316,9 +316,12 @@ struct Case {
 /// over runs (seeds) every protocol meets both logger counts.
 fn cases(test: &str, durability: Durability, seed: u64) -> Vec<Case> {
     let sync = durability == Durability::Sync;
+    // The bank's invariant needs isolation: read committed (rc) loses
+    // updates by design. Its commit and log path are Silo's, tested here
+    // under silo.
     Protocol::INTERACTIVE
         .into_iter()
-        .filter(|p| p.caps().durable)
+        .filter(|p| p.caps().durable && (p.caps().serializable || p.caps().snapshot_reads))
         .enumerate()
         .map(|(i, protocol)| {
             let checkpoints = (i % 2 == 0) == sync;

@@ -328,13 +328,14 @@ fn list_append_histories_are_serializable() {
 
 /// Every listed protocol is checked by one of the history tests here: a
 /// new protocol that is neither serializable nor snapshot-reading (nor the
-/// no-concurrency-control baseline) needs a property of its own.
+/// no-concurrency-control baseline, nor read committed, which the PL-2
+/// register test below covers) needs a property of its own.
 #[test]
 fn every_protocol_has_a_history_check() {
     for p in Protocol::INTERACTIVE {
         let c = p.caps();
         assert!(
-            c.serializable || c.snapshot_reads || p == Protocol::NoCc,
+            c.serializable || c.snapshot_reads || p == Protocol::NoCc || p == Protocol::Rc,
             "{p}: no list-append history test covers it"
         );
     }
@@ -532,4 +533,241 @@ fn deterministic_list_append_histories_are_serializable() {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// Read committed (Adya's PL-2): register histories.
+//
+// Read committed allows lost updates, so list appends (read, then write the
+// longer list) lose elements and the version order is no longer the final
+// list. This test uses registers instead: every write is a blind put of a
+// value unique to the attempt that wrote it, so each value read names its
+// writer. It checks what PL-2 forbids:
+//
+// * G1a (aborted read): every value read was written by a committed
+//   transaction, by its committed attempt (an attempt that aborted and was
+//   retried, or a transaction that aborted itself, wrote values no one may
+//   see);
+// * G1b (intermediate read): a value read is the last its writer wrote to
+//   that key;
+// * G0 (write cycle), on the final state: if keys a and b were last written
+//   by different transactions Ta and Tb, and each of them wrote both keys,
+//   then Ta's write of a follows Tb's and Tb's write of b follows Ta's, a
+//   cycle of ww edges.
+//
+// G1c (cycles of ww and wr edges) is not checked: with blind writes the
+// version order of a key is known only at its end.
+// ---------------------------------------------------------------------------
+
+/// One attempt of a register transaction, as the test recorded it.
+#[derive(Clone, Debug, Default)]
+struct RegAttempt {
+    /// (key, value read; `None` for missing).
+    reads: Vec<(u32, Option<u64>)>,
+    /// (key, value written), in order; a key may be written twice.
+    writes: Vec<(u32, u64)>,
+    committed: bool,
+}
+
+/// Check a register history against PL-2; `Err` names the first anomaly.
+fn check_pl2(attempts: &[RegAttempt], finals: &HashMap<u32, Option<u64>>) -> Result<(), String> {
+    // Each value: its attempt, whether it was that attempt's last write of
+    // its key.
+    let mut by_value: HashMap<u64, (usize, u32, bool)> = HashMap::new();
+    for (i, a) in attempts.iter().enumerate() {
+        for (j, &(k, v)) in a.writes.iter().enumerate() {
+            let last = !a.writes[j + 1..].iter().any(|&(k2, _)| k2 == k);
+            if by_value.insert(v, (i, k, last)).is_some() {
+                return Err(format!("value {v} written twice"));
+            }
+        }
+    }
+    let named = |k: u32, v: u64, what: &str| -> Result<usize, String> {
+        let &(i, wk, last) = by_value
+            .get(&v)
+            .ok_or_else(|| format!("{what} of key {k} saw {v}, which nobody wrote"))?;
+        if wk != k {
+            return Err(format!("{what} of key {k} saw {v}, written to key {wk}"));
+        }
+        if !attempts[i].committed {
+            return Err(format!(
+                "G1a: {what} of key {k} saw {v}, from an aborted attempt"
+            ));
+        }
+        if !last {
+            return Err(format!(
+                "G1b: {what} of key {k} saw {v}, an intermediate value"
+            ));
+        }
+        Ok(i)
+    };
+    for a in attempts {
+        if !a.committed {
+            continue;
+        }
+        // (The workload reads before it writes: no read sees its own
+        // transaction's write.)
+        for &(k, v) in &a.reads {
+            if let Some(v) = v {
+                named(k, v, "a read")?;
+            }
+        }
+    }
+    let mut last: Vec<(u32, usize)> = Vec::new();
+    for (&k, v) in finals {
+        if let Some(v) = v {
+            last.push((k, named(k, *v, "the final state")?));
+        }
+    }
+    last.sort();
+    let wrote = |i: usize, k: u32| attempts[i].writes.iter().any(|&(k2, _)| k2 == k);
+    for (x, &(a, ta)) in last.iter().enumerate() {
+        for &(b, tb) in &last[x + 1..] {
+            if ta != tb && wrote(ta, b) && wrote(tb, a) {
+                return Err(format!(
+                    "G0: key {a} was last written by {ta} and key {b} by {tb}, \
+                     and each wrote both"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn pl2_checker_rejects_g0_and_g1() {
+    let w = |writes: Vec<(u32, u64)>| RegAttempt {
+        writes,
+        committed: true,
+        ..Default::default()
+    };
+    // T0 and T1 both write keys 1 and 2; the final state has 1 from T0 and
+    // 2 from T1.
+    let h = vec![w(vec![(1, 10), (2, 11)]), w(vec![(1, 20), (2, 21)])];
+    let finals = HashMap::from([(1, Some(10)), (2, Some(21))]);
+    assert!(check_pl2(&h, &finals).unwrap_err().starts_with("G0"));
+    // The consistent final state passes.
+    let finals = HashMap::from([(1, Some(20)), (2, Some(21))]);
+    check_pl2(&h, &finals).unwrap();
+    // A read of an aborted attempt's value.
+    let mut h = vec![w(vec![(1, 10)]), RegAttempt::default()];
+    h[0].committed = false;
+    h[1].committed = true;
+    h[1].reads.push((1, Some(10)));
+    let finals = HashMap::from([(1, None)]);
+    assert!(check_pl2(&h, &finals).unwrap_err().starts_with("G1a"));
+    // A read of an intermediate value.
+    let mut h = vec![w(vec![(1, 10), (1, 11)]), RegAttempt::default()];
+    h[1].committed = true;
+    h[1].reads.push((1, Some(10)));
+    let finals = HashMap::from([(1, Some(11))]);
+    assert!(check_pl2(&h, &finals).unwrap_err().starts_with("G1b"));
+}
+
+/// Run random register transactions: each reads some keys, then blindly
+/// writes values unique to the attempt (some keys twice: a first value that
+/// is intermediate), and one in eight aborts itself after writing. Returns
+/// every attempt and the final state.
+fn record_registers(
+    protocol: Protocol,
+    threads: usize,
+    per_thread: usize,
+    keys: u32,
+) -> (Vec<RegAttempt>, HashMap<u32, Option<u64>>) {
+    let db = Database::open(Options::in_memory().protocol(protocol)).unwrap();
+    let t: TableId = db.create_table("registers").unwrap();
+    let attempts = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for th in 0..threads {
+            let (db, attempts) = (db.clone(), &attempts);
+            s.spawn(move || {
+                let mut w = db.worker().unwrap();
+                let mut rng = SmallRng::seed_from_u64(0x9E61 + th as u64);
+                let mut next = (th as u64) << 40;
+                let mut mine = Vec::new();
+                for _ in 0..per_thread {
+                    let reads: Vec<u32> = (0..rng.gen_range(0..=3))
+                        .map(|_| rng.gen_range(0..keys))
+                        .collect();
+                    let writes: Vec<u32> = (0..rng.gen_range(1..=3))
+                        .map(|_| rng.gen_range(0..keys))
+                        .collect();
+                    let twice = rng.gen_bool(0.25);
+                    let abort = rng.gen_bool(0.125);
+                    let r = w.run(|tx| {
+                        // Every attempt is recorded as it goes: one that
+                        // fails or is retried wrote values nobody may read.
+                        mine.push(RegAttempt::default());
+                        for &k in &reads {
+                            let v = tx
+                                .get(t, &k.to_be_bytes())?
+                                .map(|v| u64::from_le_bytes(v.try_into().unwrap()));
+                            mine.last_mut().unwrap().reads.push((k, v));
+                        }
+                        for (i, &k) in writes.iter().enumerate() {
+                            for _ in 0..if twice && i == 0 { 2 } else { 1 } {
+                                next += 1;
+                                mine.last_mut().unwrap().writes.push((k, next));
+                                tx.put(t, &k.to_be_bytes(), &next.to_le_bytes())?;
+                            }
+                        }
+                        if abort {
+                            return tx.user_abort();
+                        }
+                        Ok(())
+                    });
+                    match r {
+                        Ok(()) => mine.last_mut().unwrap().committed = true,
+                        Err(tessera::Error::UserAbort) => {}
+                        Err(e) => panic!("{protocol}: {e}"),
+                    }
+                }
+                attempts.lock().unwrap().extend(mine);
+            });
+        }
+    });
+    let mut w = db.worker().unwrap();
+    let mut finals = HashMap::new();
+    for k in 0..keys {
+        let v = w
+            .run(|tx| {
+                Ok(tx
+                    .get(t, &k.to_be_bytes())?
+                    .map(|v| u64::from_le_bytes(v.try_into().unwrap())))
+            })
+            .unwrap();
+        finals.insert(k, v);
+    }
+    (attempts.into_inner().unwrap(), finals)
+}
+
+/// Every protocol but nocc promises at least PL-2 (serializability and
+/// snapshot isolation imply it); read committed promises nothing more.
+#[test]
+fn register_histories_have_no_g0_or_g1() {
+    for p in protocols(|_| true) {
+        if p == Protocol::NoCc {
+            continue;
+        }
+        for keys in [2, 4, 16] {
+            let (h, finals) = record_registers(p, 6, 1_500, keys);
+            if let Err(e) = check_pl2(&h, &finals) {
+                panic!("{p} produced a PL-2 anomaly with {keys} keys: {e}");
+            }
+        }
+    }
+}
+
+/// Without concurrency control a user abort rolls nothing back and writes
+/// are visible at once: the register check must catch it.
+#[test]
+fn nocc_register_histories_are_caught() {
+    let caught = (0..5).any(|_| {
+        let (h, finals) = record_registers(Protocol::NoCc, 4, 3_000, 2);
+        check_pl2(&h, &finals).is_err()
+    });
+    assert!(
+        caught,
+        "no PL-2 anomaly found in five runs without concurrency control"
+    );
 }

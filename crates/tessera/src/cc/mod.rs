@@ -897,6 +897,14 @@ protocols! {
     /// Strict two-phase locking, wait-die (DBx1000's WAIT_DIE): an older
     /// requester waits, a younger one aborts. Serializable.
     TwoPlWaitDie => twopl::TwoPl<twopl::WaitDie>, "2pl-waitdie", ["waitdie", "wait-die", "2pl-wait-die"], TWO_PL_WAITING;
+    /// Read committed (Adya's PL-2), the OCC baseline of Faleiro's PWV
+    /// evaluation: Silo's reads and commit-time write locks with no
+    /// validation. **Not serializable** (lost updates and write skew
+    /// happen): it measures the price of serializability, nothing more.
+    Rc => silo::Rc, "rc", ["read-committed"], Capabilities {
+        serializable: false, multi_version: false, snapshot_reads: false,
+        snapshot_txns: true, phantom_safe: false, durable: true, blocks: false,
+        deterministic: false };
     /// No concurrency control: direct index reads and writes with no read or
     /// write sets, applied immediately (Silo section 5.2's key-value
     /// baseline). Not isolated; a user abort does not roll anything back.

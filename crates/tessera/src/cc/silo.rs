@@ -41,7 +41,12 @@ fn conflict<T>(r: ConflictReason) -> TxResult<T> {
 /// Insert a fresh absent record for `key` into the index and add it to the
 /// write set. Returns `Err(v)` with the index value if a record for the key
 /// exists.
-fn create_absent(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> Result<(), u64> {
+fn create_absent<M: Mode>(
+    tx: &mut STx<'_, M>,
+    table: &Table,
+    key: &[u8],
+    val: &[u8],
+) -> Result<(), u64> {
     let rec = Record::new(&[], ABSENT | LATEST, val.len());
     let ins = table
         .index
@@ -76,7 +81,10 @@ fn create_absent(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> Res
 /// then `insert` finds it). These paths are rare, so paying for an early
 /// validation of the read and node sets on them is cheap; a stale transaction
 /// aborts at once with the reason commit would have given.
-fn confirm_reads(sets: &TxnSets) -> TxResult<()> {
+fn confirm_reads<M: Mode>(sets: &TxnSets) -> TxResult<()> {
+    if !M::VALIDATES {
+        return Ok(());
+    }
     for r in &sets.reads {
         // SAFETY: read while pinned; reclaimed only through the epoch.
         if unsafe { &*r.rec }.tid_word() & !LOCK != r.tid {
@@ -112,7 +120,7 @@ enum Found {
 /// `prefetch` found for `key` if there is one (a record unlinked since reads
 /// as `NotLatest`, and the next attempt descends the index).
 #[inline(always)]
-fn find_record(tx: &mut STx<'_>, table: &Table, key: &[u8], attempt: usize) -> Lookup {
+fn find_record<M: Mode>(tx: &mut STx<'_, M>, table: &Table, key: &[u8], attempt: usize) -> Lookup {
     if attempt == 0 {
         if let Some(rec) = tx.st.sets.prefetched.find(table.id, key) {
             return Lookup::Found(rec as u64);
@@ -122,8 +130,8 @@ fn find_record(tx: &mut STx<'_>, table: &Table, key: &[u8], attempt: usize) -> L
 }
 
 /// `Txn::get` under Silo.
-pub(crate) fn get<'t>(
-    tx: &'t mut STx<'_>,
+pub(crate) fn get<'t, M: Mode>(
+    tx: &'t mut STx<'_, M>,
     table: &Table,
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
@@ -139,8 +147,8 @@ pub(crate) fn get<'t>(
 /// `Txn::get_slice` under Silo: the read of [`get`] (the record's TID goes
 /// into the read set), copying only the words that hold bytes
 /// `start..end`.
-pub(crate) fn get_slice<'t>(
-    tx: &'t mut STx<'_>,
+pub(crate) fn get_slice<'t, M: Mode>(
+    tx: &'t mut STx<'_, M>,
     table: &Table,
     key: &[u8],
     start: usize,
@@ -161,8 +169,8 @@ pub(crate) fn get_slice<'t>(
 /// the lookup and the read. A key the batch did not find (absent, or its
 /// descent met a change), a record this transaction wrote, or one
 /// unlinked since the lookup goes through `get_slice`'s own path.
-pub(crate) fn get_many(
-    tx: &mut STx<'_>,
+pub(crate) fn get_many<M: Mode>(
+    tx: &mut STx<'_, M>,
     table: &Table,
     keys: &[&[u8]],
     start: usize,
@@ -196,8 +204,8 @@ pub(crate) fn get_many(
 /// The lookup and read of `get` (the whole value, or bytes `slice` of it,
 /// into `rbuf`).
 #[inline(always)]
-fn get_inner(
-    tx: &mut STx<'_>,
+fn get_inner<M: Mode>(
+    tx: &mut STx<'_, M>,
     table: &Table,
     key: &[u8],
     slice: Option<(usize, usize)>,
@@ -262,7 +270,12 @@ fn get_inner(
 }
 
 /// `Txn::put` under Silo: a blind upsert.
-pub(crate) fn put(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+pub(crate) fn put<M: Mode>(
+    tx: &mut STx<'_, M>,
+    table: &Table,
+    key: &[u8],
+    val: &[u8],
+) -> TxResult<()> {
     // The log names every written record by its key.
     let logging = tx.db.log.is_some();
     for attempt in 0..STALE_RETRIES {
@@ -300,7 +313,12 @@ pub(crate) fn put(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> Tx
 }
 
 /// `Txn::insert` under Silo: insert if absent.
-pub(crate) fn insert(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+pub(crate) fn insert<M: Mode>(
+    tx: &mut STx<'_, M>,
+    table: &Table,
+    key: &[u8],
+    val: &[u8],
+) -> TxResult<bool> {
     for _ in 0..STALE_RETRIES {
         // Inserts usually find no key: try the index insert first, so that
         // the common case descends the tree once.
@@ -325,7 +343,7 @@ pub(crate) fn insert(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) ->
                     ReadOutcome::NotLatest => continue,
                     ReadOutcome::Ok(tid) if tid & ABSENT == 0 => {
                         sets.reads.push(ReadEntry { rec, tid });
-                        confirm_reads(sets)?;
+                        confirm_reads::<M>(sets)?;
                         return Ok(false);
                     }
                     ReadOutcome::Ok(tid) => {
@@ -353,8 +371,8 @@ pub(crate) fn insert(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) ->
 /// Read the record for `key` into the read set for a conditional write;
 /// returns the record and the TID word read if present (`Err(None)` if
 /// absent or missing, `Err(Some(i))` if write-set entry `i` has it).
-fn read_for_write(
-    tx: &mut STx<'_>,
+fn read_for_write<M: Mode>(
+    tx: &mut STx<'_, M>,
     table: &Table,
     key: &[u8],
 ) -> TxResult<Result<(*const Record, u64), Option<usize>>> {
@@ -403,7 +421,12 @@ fn read_for_write(
 }
 
 /// `Txn::update` under Silo: overwrite if present.
-pub(crate) fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+pub(crate) fn update<M: Mode>(
+    tx: &mut STx<'_, M>,
+    table: &Table,
+    key: &[u8],
+    val: &[u8],
+) -> TxResult<bool> {
     match read_for_write(tx, table, key)? {
         Ok((rec, _)) => {
             let logging = tx.db.log.is_some();
@@ -425,7 +448,7 @@ pub(crate) fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) ->
             Ok(true)
         }
         Err(None) => {
-            confirm_reads(&tx.st.sets)?;
+            confirm_reads::<M>(&tx.st.sets)?;
             Ok(false)
         }
     }
@@ -436,8 +459,8 @@ pub(crate) fn update(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) ->
 /// writes them into the record in place. Isolation is `update`'s: the row's
 /// TID is in the read set, so a concurrent write of any byte of it aborts
 /// this transaction, and the bytes kept are those this transaction read.
-pub(crate) fn update_slice(
-    tx: &mut STx<'_>,
+pub(crate) fn update_slice<M: Mode>(
+    tx: &mut STx<'_, M>,
     table: &Table,
     key: &[u8],
     at: usize,
@@ -447,11 +470,17 @@ pub(crate) fn update_slice(
         Ok((rec, tid)) => {
             // SAFETY: reached through the index while pinned.
             let (now, len) = unsafe { &*rec }.value_len();
-            if now != tid {
+            let tid = if now == tid {
+                tid
+            } else if !M::VALIDATES && now & (ABSENT | LATEST) == LATEST {
+                // Read committed: the patch goes onto the row committed
+                // now, checked against its length.
+                now
+            } else {
                 // Changed since this transaction read it: validation would
                 // fail, and the length may not be the one read.
                 return conflict(ConflictReason::ReadValidation);
-            }
+            };
             check_patch(len, at, bytes.len())?;
             let logging = tx.db.log.is_some();
             let sets = &mut tx.st.sets;
@@ -481,7 +510,7 @@ pub(crate) fn update_slice(
             }
         }
         Err(None) => {
-            confirm_reads(&tx.st.sets)?;
+            confirm_reads::<M>(&tx.st.sets)?;
             Ok(false)
         }
     }
@@ -505,7 +534,7 @@ fn read_patched(rec: &Record, list: PatchList<'_>, out: &mut Vec<u8>) -> bool {
 }
 
 /// `Txn::delete` under Silo: mark absent at commit (section 4.5).
-pub(crate) fn delete(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
+pub(crate) fn delete<M: Mode>(tx: &mut STx<'_, M>, table: &Table, key: &[u8]) -> TxResult<bool> {
     match read_for_write(tx, table, key)? {
         Ok((rec, _)) => {
             let sets = &mut tx.st.sets;
@@ -528,7 +557,7 @@ pub(crate) fn delete(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<bo
             Ok(true)
         }
         Err(None) => {
-            confirm_reads(&tx.st.sets)?;
+            confirm_reads::<M>(&tx.st.sets)?;
             Ok(false)
         }
     }
@@ -536,8 +565,8 @@ pub(crate) fn delete(tx: &mut STx<'_>, table: &Table, key: &[u8]) -> TxResult<bo
 
 /// `Txn::scan` under Silo: every leaf examined goes into the node set, every
 /// record read into the read set.
-pub(crate) fn scan<F>(
-    tx: &mut STx<'_>,
+pub(crate) fn scan<F, M: Mode>(
+    tx: &mut STx<'_, M>,
     table: &Table,
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
@@ -550,15 +579,15 @@ where
     // Two instances, so that the whole-value scan's per-row code stays as
     // small as it was (and inlined into the leaf walk).
     match opts.slice {
-        None => scan_with::<false, F>(tx, table, (lo, hi), opts, (0, 0), f),
-        Some(at) => scan_with::<true, F>(tx, table, (lo, hi), opts, at, f),
+        None => scan_with::<false, F, M>(tx, table, (lo, hi), opts, (0, 0), f),
+        Some(at) => scan_with::<true, F, M>(tx, table, (lo, hi), opts, at, f),
     }
 }
 
 /// [`scan`], reading bytes `at` of each value when `SLICE`.
 #[inline(always)]
-fn scan_with<const SLICE: bool, F>(
-    tx: &mut STx<'_>,
+fn scan_with<const SLICE: bool, F, M: Mode>(
+    tx: &mut STx<'_, M>,
     table: &Table,
     (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
     opts: ScanOptions,
@@ -643,7 +672,7 @@ fn unlock_first(sets: &TxnSets, n: usize) {
 }
 
 /// Silo's commit protocol. On failure it cleans up (see [`abort`]).
-pub(crate) fn commit(tx: &mut STx<'_>) -> TxResult<()> {
+pub(crate) fn commit<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
     match validate_and_install(tx) {
         Ok(()) => Ok(()),
         Err(e) => {
@@ -653,7 +682,7 @@ pub(crate) fn commit(tx: &mut STx<'_>) -> TxResult<()> {
     }
 }
 
-fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
+fn validate_and_install<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
     let epochs = &tx.db.epochs;
     let sets = &mut tx.st.sets;
 
@@ -663,7 +692,7 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
         for r in &sets.reads {
             // SAFETY: read while pinned; reclaimed only through the epoch.
             let cur = unsafe { &*r.rec }.tid_word();
-            if cur != r.tid {
+            if M::VALIDATES && cur != r.tid {
                 return conflict(ConflictReason::ReadValidation);
             }
             seen = seen.max(r.tid & TID_MASK);
@@ -678,9 +707,11 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
         } else {
             tx.db.epochs.global()
         };
-        for n in &sets.nodes {
-            if n.leaf.version() != n.version {
-                return conflict(ConflictReason::NodeValidation);
+        if M::VALIDATES {
+            for n in &sets.nodes {
+                if n.leaf.version() != n.version {
+                    return conflict(ConflictReason::NodeValidation);
+                }
             }
         }
         return Ok(());
@@ -697,7 +728,10 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
         w.locked_tid = old;
         let reason = if old & LATEST == 0 {
             Some(ConflictReason::Stale)
-        } else if w.observed != BLIND && old != w.observed {
+        } else if w.observed != BLIND
+            && old != w.observed
+            && !M::patch_fits(w, rec, old, &sets.wbuf)
+        {
             Some(ConflictReason::ReadValidation)
         } else {
             None
@@ -718,9 +752,11 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
     // are held (the lock CASes are Acquire, so this load cannot move earlier).
     let e = epochs.global();
 
-    // Phase 2: validate the read set and the node set.
+    // Phase 2: validate the read set and the node set (read committed
+    // skips it: any committed value read is acceptable).
     let mut failed = None;
-    for r in &sets.reads {
+    let reads = if M::VALIDATES { &sets.reads[..] } else { &[] };
+    for r in reads {
         // SAFETY: as above.
         let cur = unsafe { &*r.rec }.tid_word();
         if cur & !LOCK != r.tid
@@ -735,7 +771,7 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
         }
         max_seen = max_seen.max(r.tid & TID_MASK);
     }
-    if failed.is_none() {
+    if failed.is_none() && M::VALIDATES {
         for n in &sets.nodes {
             if n.leaf.version() != n.version {
                 failed = Some(ConflictReason::NodeValidation);
@@ -852,7 +888,7 @@ fn validate_and_install(tx: &mut STx<'_>) -> TxResult<()> {
 /// index now never gives the new key a leaf of its own (see
 /// `BTree::split_leaf` and the test `retried_insert_does_not_split_again`),
 /// so removing the key here leaves the retry room to insert without a split.
-pub(crate) fn abort(tx: &mut STx<'_>) {
+pub(crate) fn abort<M: Mode>(tx: &mut STx<'_, M>) {
     let sets = &tx.st.sets;
     for w in sets.writes.iter().filter(|w| w.created) {
         remove_if_uncommitted(
@@ -864,9 +900,74 @@ pub(crate) fn abort(tx: &mut STx<'_>) {
     }
 }
 
+/// What distinguishes the protocols built on this module's code.
+pub(crate) trait Mode:
+    super::CcProtocol<Shared = super::OrphanUnlinks, Local = super::SvLocal, Rec = Record>
+{
+    /// Commit validates the read and node sets (serializable), or does not
+    /// (read committed).
+    const VALIDATES: bool;
+
+    /// Commit found `old` in a record of the write set where `w` expected
+    /// `w.observed`: may it install anyway? Silo: never (the write was
+    /// conditional on what it saw).
+    #[inline(always)]
+    fn patch_fits(_w: &WriteEntry, _rec: &Record, _old: u64, _wbuf: &[u8]) -> bool {
+        false
+    }
+}
+
 /// Silo's OCC (Tu et al., SOSP 2013).
 pub(crate) struct Silo;
 
-type STx<'a> = Tx<'a, Silo>;
+impl Mode for Silo {
+    const VALIDATES: bool = true;
+}
+
+/// The read-committed OCC baseline of Faleiro's PWV evaluation (thesis
+/// section 6.5.1): Adya's PL-2. Reads return committed values only (Silo's
+/// read protocol: a reader spins while a writer holds the record's TID word
+/// locked); writes are buffered until commit, which locks the write set in
+/// one global order, installs and unlocks, so conflicting writes are ordered
+/// the same way on every record (no G0 write cycle) and nothing uncommitted
+/// is ever read (no G1). Commit validates nothing: a transaction may commit
+/// having read values that were overwritten meanwhile, so lost updates and
+/// write skew happen. **Not serializable**; it is here to show the price of
+/// serializability that PWV avoids, never for data that needs isolation.
+///
+/// Two details differ from the thesis. Write locks are taken in record
+/// address order (Silo's order), not in the lexicographic key order the
+/// thesis names: any total order gives the same deadlock freedom, and the
+/// address order needs no key comparisons. And the thesis co-locates MCS
+/// latches with the records; here the TID word's lock bit is the latch, as
+/// under Silo, so rc and silo differ in validation only.
+///
+/// What still aborts: an insert whose key another transaction inserted
+/// first (uniqueness is not a read that read committed may get wrong), a
+/// write to a record unlinked meanwhile (retried), and a column write
+/// (`update_slice`) whose row changed length or was deleted.
+pub(crate) struct Rc;
+
+impl Mode for Rc {
+    const VALIDATES: bool = false;
+
+    /// A column write (`update_slice`) goes onto whatever committed row is
+    /// there now, if that row is present and has the length the patch was
+    /// checked against; conditional writes of other kinds (an insert into an
+    /// absent record) still require what they saw.
+    #[inline]
+    fn patch_fits(w: &WriteEntry, rec: &Record, old: u64, wbuf: &[u8]) -> bool {
+        if w.kind != WriteKind::Patch || old & ABSENT != 0 {
+            return false;
+        }
+        let list = PatchList(&wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize]);
+        // SAFETY: the caller holds the record's lock, so the newest version
+        // is stable; pinned, so it is not reclaimed.
+        unsafe { &*rec.newest() }.value_len() == list.row_len()
+    }
+}
+
+type STx<'a, M> = Tx<'a, M>;
 
 super::single_version_protocol!(Silo);
+super::single_version_protocol!(Rc);

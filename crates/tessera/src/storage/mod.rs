@@ -302,6 +302,13 @@ impl Version {
         self.tid.load(Ordering::Acquire)
     }
 
+    /// The value's length in bytes (stable while the record is locked or
+    /// the version is no longer the newest).
+    #[inline]
+    pub fn value_len(&self) -> usize {
+        (self.len.load(Ordering::Relaxed) as usize).min(self.capacity())
+    }
+
     /// The next older version.
     #[inline]
     pub fn prev(&self) -> *mut Version {
