@@ -75,6 +75,7 @@ fn bohm_runs_ycsb_to_the_serial_state() {
                 },
                 protocol,
                 read_annotation: true,
+                ..Default::default()
             },
         )
         .unwrap();
@@ -151,6 +152,7 @@ fn smallbank_equals_serial(protocol: DetProtocol) {
             },
             protocol,
             read_annotation: true,
+            ..Default::default()
         },
     )
     .unwrap();

@@ -155,6 +155,7 @@ fn engine(dir: &Path, c: Case) -> Bohm {
             },
             protocol: c.protocol,
             read_annotation: true,
+            ..Default::default()
         },
     )
     .unwrap()

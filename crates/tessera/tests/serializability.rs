@@ -489,6 +489,7 @@ fn deterministic_list_append_histories_are_serializable() {
                     },
                     protocol,
                     read_annotation: true,
+                    ..Default::default()
                 },
             )
             .unwrap();

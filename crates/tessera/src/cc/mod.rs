@@ -931,6 +931,11 @@ protocols! {
     /// per record. Serializable, no cascading aborts.
     Pwv => bohm::DetProtocol::Pwv, "pwv", [], Capabilities {
         multi_version: false, ..DET };
+    /// Lazy transactions (the thesis's chapter 4): each transaction's
+    /// now-phase runs at once in log order and commits; the rest is left
+    /// as stickies (BOHM's placeholders) that substantiation workers, or
+    /// the readers that need them, evaluate later. Serializable.
+    Lazy => bohm::DetProtocol::Lazy, "lazy", [], DET;
     }
 }
 

@@ -36,6 +36,8 @@ pub(crate) struct DetOptions {
     pub exec_threads: usize,
     pub sequencer: SequencerConfig,
     pub read_annotation: bool,
+    pub chain_bound: u32,
+    pub lazy_backlog: usize,
     pub procedures: Option<Procedures>,
 }
 
@@ -48,6 +50,8 @@ impl DetOptions {
             sequencer: self.sequencer,
             protocol: p,
             read_annotation: self.read_annotation,
+            chain_bound: self.chain_bound,
+            lazy_backlog: self.lazy_backlog,
         }
     }
 }
@@ -76,6 +80,8 @@ impl Options {
                 exec_threads: 1,
                 sequencer: SequencerConfig::default(),
                 read_annotation: true,
+                chain_bound: 100,
+                lazy_backlog: 64,
                 procedures: None,
             },
         }

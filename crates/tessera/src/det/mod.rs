@@ -141,6 +141,55 @@ where
             format!("{}: no output made from pieces", Self::NAME),
         )))
     }
+
+    /// Lazy evaluation (`--cc lazy`, the thesis's chapter 4): the
+    /// **now-phase**, run at once and in log order. It makes every check
+    /// that decides commit or abort (abort with `tx.user_abort()`), and
+    /// may read and write (the hot read-modify-writes belong here); then it
+    /// returns [`NowPhase::Ended`] with the output the client gets: the
+    /// thesis's `EndNowPhase()`. Every declared write key it did not write
+    /// gets a **sticky** (a version that stands for the value the rest of
+    /// the body will compute), the transaction commits, and
+    /// [`Procedure::later_phase`] runs when some reader needs one of those
+    /// values (or a substantiation worker gets to it).
+    ///
+    /// The default returns [`NowPhase::Eager`] without touching `tx`: the
+    /// procedure has no end of now-phase and runs whole, at once (its
+    /// `run`), as under any other protocol. Eager and lazy procedures mix
+    /// freely.
+    ///
+    /// The later phase cannot abort: whatever would abort belongs to the
+    /// now-phase (the commit was promised when it ended).
+    fn now_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<NowPhase<Self::Output>> {
+        let _ = tx;
+        Ok(NowPhase::Eager)
+    }
+
+    /// The rest of a body whose [`Procedure::now_phase`] ended: it resumes
+    /// where the now-phase stopped (`self` keeps what the now-phase
+    /// computed), at the transaction's place in the log (it reads the
+    /// values as they were then), and writes the keys left sticky. It may
+    /// read what its own now-phase wrote; it may not write those keys
+    /// again.
+    fn later_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<()> {
+        let _ = tx;
+        Err(crate::error::TxError::Error(Error::InvalidArgument(
+            format!(
+                "{}: a now-phase ended but there is no later phase",
+                Self::NAME
+            ),
+        )))
+    }
+}
+
+/// How a lazy transaction's now-phase ended (see [`Procedure::now_phase`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NowPhase<T> {
+    /// No end of now-phase: run the whole body now.
+    Eager,
+    /// `EndNowPhase()`: committed, with this output for the client; the
+    /// later phase runs when its values are needed.
+    Ended(T),
 }
 
 /// Reads a procedure's encoded arguments front to back, for
@@ -221,6 +270,10 @@ pub trait DynProcedure: Send + Sync {
     fn run_piece(&self, i: PieceId, tx: &mut Txn<'_>, io: &mut PieceIo<'_>) -> TxResult<()>;
     /// [`Procedure::pieces_output`], boxed.
     fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<Box<dyn Any + Send>>;
+    /// [`Procedure::now_phase`], the output boxed.
+    fn now_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<NowPhase<Box<dyn Any + Send>>>;
+    /// [`Procedure::later_phase`].
+    fn later_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<()>;
 }
 
 impl<P: Procedure> DynProcedure for P
@@ -256,6 +309,15 @@ where
     }
     fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<Box<dyn Any + Send>> {
         Procedure::pieces_output(self, outputs).map(|o| Box::new(o) as Box<dyn Any + Send>)
+    }
+    fn now_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<NowPhase<Box<dyn Any + Send>>> {
+        Ok(match Procedure::now_phase(self, tx)? {
+            NowPhase::Eager => NowPhase::Eager,
+            NowPhase::Ended(o) => NowPhase::Ended(Box::new(o) as Box<dyn Any + Send>),
+        })
+    }
+    fn later_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<()> {
+        Procedure::later_phase(self, tx)
     }
 }
 

@@ -94,6 +94,7 @@ use crate::log::segment;
 use crate::request::{Access, KeySet};
 use crate::txn::{ScanOptions, Txn, TxnOps};
 
+mod lazy;
 mod pwv;
 #[cfg(test)]
 mod tests;
@@ -307,6 +308,12 @@ struct BTxn {
     outcome: UnsafeCell<Option<BoxedOutcome>>,
     /// PWV only: the transaction's pieces.
     pwv: Option<Box<pwv::PTxn>>,
+    /// Lazy only: the now-phase ended (`execute` runs the later phase).
+    later: std::sync::atomic::AtomicBool,
+    /// Lazy only: the stickies this transaction's reads depend on, found
+    /// through the last-writer table when it was stickified (written by
+    /// the stickification thread before the batch reaches the workers).
+    deps: UnsafeCell<Vec<*mut Version>>,
 }
 
 /// A declared write range of a transaction.
@@ -398,6 +405,10 @@ struct BatchCtx {
     exec_left: AtomicUsize,
     /// PWV only: per partition, its pieces in the batch's order.
     parts: Box<[pwv::PartitionPieces]>,
+    /// Lazy only: the next transaction a draining worker takes, and how
+    /// many from the start are complete (see `lazy`).
+    lazy_next: AtomicUsize,
+    lazy_done: AtomicUsize,
 }
 
 /// Which deterministic protocol the stages run.
@@ -423,6 +434,12 @@ pub enum DetProtocol {
     /// visible once it completes after its transaction's commit point. One
     /// version per record, as `2pl-ordered`. See the `pwv` module.
     Pwv,
+    /// Lazy transactions (the thesis's chapter 4, `lazy`): one
+    /// stickification thread runs each transaction's now-phase in log
+    /// order and leaves stickies for the rest, which substantiation
+    /// workers run when a reader needs them. BOHM's versions and
+    /// placeholders are the stickies. See the `lazy` module.
+    Lazy,
 }
 
 impl DetProtocol {
@@ -432,6 +449,7 @@ impl DetProtocol {
             DetProtocol::Bohm => "bohm",
             DetProtocol::TwoPlOrdered => "2pl-ordered",
             DetProtocol::Pwv => "pwv",
+            DetProtocol::Lazy => "lazy",
         }
     }
 }
@@ -458,6 +476,18 @@ pub struct BohmConfig {
     /// see docs/BENCHMARKS.md). Ignored by 2pl-ordered, which locks its
     /// reads.
     pub read_annotation: bool,
+    /// Lazy: the bound on a record's chain of unsubstantiated transactions
+    /// (the thesis's "bound on the longest chain", §4.3.1): a transaction
+    /// that touches a key touched by more than this many transactions
+    /// since the key's chain was last handed off is handed to a
+    /// substantiation worker at once (with everything it depends on).
+    /// 1 substantiates every transaction at once (the thesis's lazy-1).
+    pub chain_bound: u32,
+    /// Lazy: how many stickified batches may wait for substantiation
+    /// before the stickification thread waits for the workers (memory
+    /// stays bounded under an overload; a burst shorter than this is
+    /// absorbed whole).
+    pub lazy_backlog: usize,
 }
 
 impl BohmConfig {
@@ -475,6 +505,19 @@ impl BohmConfig {
                 self.exec_threads
             )));
         }
+        if self.protocol == DetProtocol::Lazy {
+            if self.cc_threads != 1 {
+                return Err(Error::InvalidArgument(format!(
+                    "lazy runs one stickification thread (--cc-threads 1, got {})",
+                    self.cc_threads
+                )));
+            }
+            if self.chain_bound == 0 || self.lazy_backlog == 0 {
+                return Err(Error::InvalidArgument(
+                    "lazy needs a chain bound and a backlog of at least 1".into(),
+                ));
+            }
+        }
         self.sequencer.validate()
     }
 }
@@ -487,6 +530,8 @@ impl Default for BohmConfig {
             sequencer: SequencerConfig::default(),
             protocol: DetProtocol::Bohm,
             read_annotation: true,
+            chain_bound: 100,
+            lazy_backlog: 64,
         }
     }
 }
@@ -535,6 +580,19 @@ pub struct BohmStats {
     pub exec_busy_ns: u64,
     /// Records the CC threads' latest maps hold (after their last batch).
     pub cc_map_entries: u64,
+    /// Lazy: transactions whose now-phase ended, leaving stickies.
+    pub lazy_deferred: u64,
+    /// Lazy: transactions the chain bound handed to a worker.
+    pub lazy_handed_off: u64,
+    /// Lazy: later phases run by the workers (the rest ran inside a
+    /// reader's evaluation or on the stickification thread: see
+    /// `recursive`).
+    pub lazy_substantiated: u64,
+    /// Lazy: later phases that failed (a later phase cannot abort; its
+    /// stickies read as skipped). Zero in a correct workload.
+    pub lazy_later_errors: u64,
+    /// Lazy: the most stickified batches waiting for substantiation.
+    pub lazy_backlog_max: u64,
 }
 
 struct Shared {
@@ -589,6 +647,8 @@ struct Shared {
     part_prefix: Vec<usize>,
     /// PWV: per partition, what other threads tell its executor has moved.
     wakes: Box<[Mutex<Vec<pwv::Wake>>]>,
+    /// Lazy: the backlog and the hand-offs (see `lazy`).
+    lazy: lazy::LazyShared,
 }
 
 /// 2pl-ordered's range locks (hierarchical locking with units named by the
@@ -920,6 +980,7 @@ impl Bohm {
                 wakes: (0..cfg.exec_threads)
                     .map(|_| Mutex::new(Vec::new()))
                     .collect(),
+                lazy: lazy::LazyShared::default(),
             }),
             seq: None,
             cc: Vec::new(),
@@ -1093,9 +1154,18 @@ impl Bohm {
             })?;
             self.exec.push(h);
         }
+        // Lazy: the substantiation workers, fed by the stickification
+        // thread (the CC stage's one thread).
+        let lazy = cfg.protocol == DetProtocol::Lazy;
+        for i in (0..cfg.exec_threads).filter(|_| lazy) {
+            let h = self.spawn_stage(format!("lazy-sub-{i}"), 64 << 20, move |sh, local| {
+                lazy::worker_main(sh, local)
+            })?;
+            self.exec.push(h);
+        }
         // Execution stage, then the CC stage that feeds it.
         let mut exec_tx = Vec::new();
-        for i in (0..cfg.exec_threads).filter(|_| !pwv) {
+        for i in (0..cfg.exec_threads).filter(|_| !pwv && !lazy) {
             let (tx, rx) = mpsc::channel::<Arc<BatchCtx>>();
             exec_tx.push(tx);
             // Deep recursion into producers needs a large stack.
@@ -1434,7 +1504,10 @@ impl Bohm {
         read: impl FnOnce(Option<u64>, u64) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let sh = &self.sh;
-        let _quiet = (sh.cfg.protocol != DetProtocol::Bohm).then(|| sh.feed.write());
+        // (Multi-version protocols read the snapshot while later batches
+        // run.)
+        let mv = matches!(sh.cfg.protocol, DetProtocol::Bohm | DetProtocol::Lazy);
+        let _quiet = (!mv).then(|| sh.feed.write());
         struct Unpin<'a>(&'a AtomicU64);
         impl Drop for Unpin<'_> {
             fn drop(&mut self) {
@@ -1497,6 +1570,7 @@ impl Bohm {
         }
         // The CC threads are gone: no more batches for the executors.
         drop(self.sh.exec_tx.lock().take());
+        self.sh.lazy.closed.store(true, Ordering::Release);
         for h in self.exec.drain(..) {
             panicked += usize::from(h.join().is_err());
         }
@@ -1539,6 +1613,11 @@ impl Bohm {
                 .iter()
                 .map(|n| n.load(Ordering::Relaxed))
                 .sum(),
+            lazy_deferred: self.sh.lazy.deferred.load(Ordering::Relaxed),
+            lazy_handed_off: self.sh.lazy.handed_off.load(Ordering::Relaxed),
+            lazy_substantiated: self.sh.lazy.substantiated.load(Ordering::Relaxed),
+            lazy_later_errors: self.sh.lazy.later_errors.load(Ordering::Relaxed),
+            lazy_backlog_max: self.sh.lazy.backlog_max.load(Ordering::Relaxed),
         }
     }
 
@@ -2076,6 +2155,8 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
                 unusable,
                 outcome: UnsafeCell::new(None),
                 pwv: None,
+                later: Default::default(),
+                deps: UnsafeCell::new(Vec::new()),
             }
         })
         .collect();
@@ -2090,6 +2171,8 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
         cc_left: AtomicUsize::new(m),
         exec_left: AtomicUsize::new(n),
         parts: Box::default(),
+        lazy_next: AtomicUsize::new(0),
+        lazy_done: AtomicUsize::new(0),
     }
 }
 
@@ -2108,6 +2191,8 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
     // owns, per table.
     let mut unit_maps: Vec<UnitMap> = sh.tables.iter().map(|_| UnitMap::default()).collect();
     let mut ever: Vec<bool> = Vec::new();
+    // Lazy: this thread is the stickification thread.
+    let mut stick = (sh.cfg.protocol == DetProtocol::Lazy).then(lazy::Stickifier::default);
     loop {
         let ctx = match rx.recv_timeout(Duration::from_millis(2)) {
             Ok(ctx) => ctx,
@@ -2215,6 +2300,9 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     w.ver.store(v, Ordering::Release);
                     sh.placeholders.fetch_add(1, Ordering::Relaxed);
                 }
+                if let Some(st) = stick.as_mut() {
+                    st.now(sh, local, &g, &ctx, i, &mut latest);
+                }
             }
             collect(sh, &mut superseded, &mut recycler, &g);
             let n = recycler.reclaim(local.epochs());
@@ -2229,6 +2317,11 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
             .map(|m| m.w8.len() + m.short.len() + m.long.len())
             .sum::<usize>();
         sh.cc_map_entries[me as usize].store(entries as u64, Ordering::Relaxed);
+        if let Some(st) = stick.as_mut() {
+            st.publish(sh, ctx);
+            local.collect();
+            continue;
+        }
         // The barrier: the last CC thread to finish hands the batch on.
         if ctx.cc_left.fetch_sub(1, Ordering::AcqRel) == 1 {
             if let Some(txs) = sh.exec_tx.lock().as_ref() {
@@ -2893,9 +2986,17 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
             let proc = unsafe { &mut *txn.proc.get() };
             // A panicking body must not take the executor down with it
             // (the batch would never be released): it aborts, with an error.
+            let later = txn.later.load(Ordering::Relaxed);
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut t = Txn::new(&mut tx);
-                proc.run(&mut t)
+                if later {
+                    // Lazy: the rest of a body whose now-phase ended; its
+                    // output went to the client at commit.
+                    proc.later_phase(&mut t)
+                        .map(|()| Box::new(()) as Box<dyn Any + Send>)
+                } else {
+                    proc.run(&mut t)
+                }
             }))
             .unwrap_or_else(|p| {
                 if tx.blocked {
@@ -2916,7 +3017,7 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
             }
             match r {
                 Ok(out) => {
-                    tx.fill();
+                    tx.fill(true);
                     Ok(Outcome::Committed(out))
                 }
                 Err(e) => Err(e),
@@ -2929,14 +3030,25 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
             // Nothing of it may be seen: every placeholder is skipped
             // (2pl-ordered: its writes were never applied; its `ph` are the
             // records' own versions, left as they are).
+            // (Lazy: only the stickies; what a now-phase wrote stays.)
             for w in txn
                 .writes()
                 .iter()
-                .filter(|_| sh.cfg.protocol == DetProtocol::Bohm)
+                .filter(|_| matches!(sh.cfg.protocol, DetProtocol::Bohm | DetProtocol::Lazy))
             {
                 let v = w.ver.load(Ordering::Acquire);
-                // SAFETY: placeholders of a planned batch are alive.
-                unsafe { (*v).state.store(SKIPPED, Ordering::Release) };
+                // SAFETY: placeholders of a planned batch are alive; only
+                // their producer (this thread) sets their state.
+                let v = unsafe { &*v };
+                if v.state.load(Ordering::Relaxed) == PENDING {
+                    v.state.store(SKIPPED, Ordering::Release);
+                }
+            }
+            if txn.later.load(Ordering::Relaxed) {
+                // A later phase cannot abort: its commit was promised.
+                // Its stickies read as skipped (the values before it);
+                // counted, and said in the statistics.
+                sh.lazy.later_errors.fetch_add(1, Ordering::Relaxed);
             }
             match e {
                 TxError::UserAbort => Ok(Outcome::Aborted),
@@ -3382,6 +3494,16 @@ impl BohmTx<'_> {
             // placeholder is the one to read (a read-modify-write reads
             // the previous version), with no walk past later placeholders.
             let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
+            // Lazy: a later phase reads what its own now-phase wrote (the
+            // placeholder is filled already; under BOHM it is pending
+            // while its producer runs).
+            // SAFETY: the placeholders of a planned batch are alive.
+            match unsafe { (*ph).state.load(Ordering::Acquire) } {
+                // SAFETY: filled, so immutable and alive while pinned.
+                VALUE => return Ok(Some(unsafe { &(&*(*ph).data.get())[..] })),
+                TOMBSTONE => return Ok(None),
+                _ => {}
+            }
             // SAFETY: the placeholders of a planned batch are alive.
             unsafe { (*ph).prev.load(Ordering::Acquire) }
         } else if let Some(r) = self
@@ -3476,9 +3598,20 @@ impl BohmTx<'_> {
                 t.as_u32()
             ))));
         };
+        if self.sh.cfg.protocol == DetProtocol::Lazy {
+            let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
+            // SAFETY: the placeholders of a planned batch are alive.
+            if unsafe { (*ph).state.load(Ordering::Acquire) } != PENDING {
+                return Err(TxError::Error(Error::InvalidArgument(format!(
+                    "lazy: the later phase writes table {} key {key:02x?}, which its now-phase \
+                     wrote already",
+                    t.as_u32()
+                ))));
+            }
+        }
         let val = match val {
             None => Own::Delete,
-            Some(val) if self.sh.cfg.protocol == DetProtocol::Bohm => {
+            Some(val) if matches!(self.sh.cfg.protocol, DetProtocol::Bohm | DetProtocol::Lazy) => {
                 let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
                 // SAFETY: this transaction's own placeholder, pending: only
                 // its producer, this thread now, touches its buffer until
@@ -3532,9 +3665,10 @@ impl BohmTx<'_> {
         Ok(())
     }
 
-    /// Commit: fill every placeholder with the last write to its key, or
-    /// skip it.
-    fn fill(&mut self) {
+    /// Commit: fill every placeholder with the last write to its key, and
+    /// (`skip_rest`) skip the others. Lazy's now-phase fills what it wrote
+    /// and leaves the rest pending: the stickies.
+    fn fill(&mut self, skip_rest: bool) {
         if self.sh.cfg.protocol == DetProtocol::TwoPlOrdered {
             // In place, under the write lock: no reader or writer holds
             // the record (the old value is dropped here).
@@ -3583,7 +3717,7 @@ impl BohmTx<'_> {
             v.state.store(st, Ordering::Release);
         }
         // Declared but not written: skipped.
-        for w in self.txn.writes() {
+        for w in self.txn.writes().iter().filter(|_| skip_rest) {
             // SAFETY: as above; only this producer sets the state.
             let v = unsafe { &*w.ver.load(Ordering::Acquire) };
             if v.state.load(Ordering::Relaxed) == PENDING {

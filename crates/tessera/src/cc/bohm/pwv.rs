@@ -310,6 +310,8 @@ pub(super) fn plan(b: Batch, m: usize, sh: &Shared) -> BatchCtx {
                 unusable,
                 outcome: UnsafeCell::new(None),
                 pwv: Some(Box::new(p)),
+                later: Default::default(),
+                deps: UnsafeCell::new(Vec::new()),
             }
         })
         .collect();
@@ -321,6 +323,8 @@ pub(super) fn plan(b: Batch, m: usize, sh: &Shared) -> BatchCtx {
         cc_left: std::sync::atomic::AtomicUsize::new(0),
         exec_left: std::sync::atomic::AtomicUsize::new(m),
         parts: parts.into_boxed_slice(),
+        lazy_next: Default::default(),
+        lazy_done: Default::default(),
     }
 }
 

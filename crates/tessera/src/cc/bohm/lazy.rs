@@ -1,0 +1,453 @@
+//! Lazy transactions (Faleiro, Thomson and Abadi, "Lazy Evaluation of
+//! Transactions in Database Systems", SIGMOD 2014; the thesis's chapter 4;
+//! digest section 2 and checklist 6.4), on BOHM's versions.
+//!
+//! * **Stickies.** BOHM's placeholders are stickies already: a version that
+//!   stands for "the value transaction T computes", filled in place when T
+//!   runs, after which nobody evaluates T again. Records are multi-versioned
+//!   as BOHM's, so a later phase that runs long after its commit reads the
+//!   values as of its place in the log (`begin < ts <= end`).
+//! * **Stickification** (one thread, the CC stage's, [`Stickifier`]): for
+//!   each transaction of a batch in log order it inserts a placeholder for
+//!   every declared write key (BOHM's CC stage, unchanged), then runs the
+//!   transaction's **now-phase** ([`crate::det::Procedure::now_phase`])
+//!   against the versions visible at its timestamp. What the now-phase
+//!   writes is filled at once; the other placeholders stay pending: the
+//!   stickies. A now-phase that aborts skips them all; a procedure with no
+//!   end of now-phase runs whole, here, in log order (eager), and so does
+//!   an external read: its reads substantiate their producers' closure
+//!   first (the thesis: "external reads trigger substantiation").
+//! * **Commit** is returned when the batch's now-phases are done and its
+//!   input is durable (the sequencer's release, as for every deterministic
+//!   protocol): the stickies are installed by then.
+//! * **Last-writer table.** The stickification thread's key map (BOHM's CC
+//!   map) is the table: per key, its record, whose newest version is the
+//!   last writer's (its producer, with its state: the writer's id and
+//!   whether it still owes its value), and a counter of the transactions
+//!   that touched the key since its chain was last handed off. A
+//!   transaction records, in its dependency array (`BTxn::deps`), the
+//!   pending versions its declared reads depend on.
+//!   A declared write's predecessor is not recorded: a read-modify-write
+//!   finds it through the version chain when its later phase reads the
+//!   key, and a blind write never does, so a producer whose values were all
+//!   overwritten unread is never needed by its overwriters. (The drain
+//!   below still runs it eventually: skipping producers that nobody can
+//!   need any more is not built yet.)
+//! * **Chain bound** (`BohmConfig::chain_bound`, `--chain-bound`): when a
+//!   key's counter passes the bound, the transaction that passed it is
+//!   handed to a substantiation worker at once and the counter starts
+//!   again; the worker evaluates its dependencies recursively first (so a
+//!   chain runs back to back on one core, its records in cache).
+//! * **Substantiation workers** ([`worker_main`], `exec_threads` of them)
+//!   take hand-offs first, then drain the oldest stickified batch. A
+//!   transaction is claimed by CAS on its state word (the thesis's spin
+//!   bit), so overlapping dependency graphs are never run twice; a read of
+//!   a sticky runs its producer first, recursively (BOHM's Listing 5.1).
+//!   A batch is complete once every transaction in it is; complete batches
+//!   leave the backlog in log order, which advances BOHM's GC watermark.
+//! * **Backlog.** The stickification thread runs ahead of the workers by
+//!   at most `BohmConfig::lazy_backlog` batches (then it waits): a burst
+//!   shorter than that is accepted whole, and memory stays bounded under a
+//!   sustained overload.
+//! * **Recovery** is BOHM's: the input log replayed through the same stages
+//!   from a checkpoint taken at a batch boundary that every transaction
+//!   below has been substantiated past (a checkpoint waits for the workers
+//!   to reach it: the thesis's virtual point of consistency, completed as
+//!   the pending transactions get substantiated).
+//!
+//! What is not the thesis's: the later phase is a second method rather than
+//! a resumption of the same code (`self` carries what the now-phase
+//! computed to it); the later phase cannot abort (an error there is
+//! counted in `BohmStats::lazy_later_errors`, its stickies read as skipped).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::BTxn;
+use super::{
+    entry, execute, panic_message, unregister_ranges, BatchCtx, BohmTx, BoxedOutcome, LatestMap,
+    Shared, Version, COMPLETE, EXECUTING, MAX_DEPTH, PENDING, SKIPPED, UNPROCESSED,
+};
+use crate::det::{NowPhase, Outcome};
+use crate::epoch::{Guard, LocalEpoch};
+use crate::error::{ConflictReason, Error, TxError};
+use crate::txn::Txn;
+
+/// What the stickification thread and the workers share.
+#[derive(Default)]
+pub(super) struct LazyShared {
+    /// Stickified batches not yet complete, oldest first.
+    backlog: Mutex<VecDeque<Arc<BatchCtx>>>,
+    /// Its length, read without the lock.
+    backlog_len: AtomicUsize,
+    /// Transactions the chain bound hands to the workers.
+    handoffs: Mutex<VecDeque<(Arc<BatchCtx>, u32)>>,
+    /// No more batches: the workers stop once the backlog is empty.
+    pub closed: AtomicBool,
+    /// Transactions whose now-phase ended (they left stickies).
+    pub deferred: AtomicU64,
+    /// Transactions handed off by the chain bound.
+    pub handed_off: AtomicU64,
+    /// Later phases run.
+    pub substantiated: AtomicU64,
+    /// Later phases that failed (they cannot abort: see the module docs).
+    pub later_errors: AtomicU64,
+    /// The most batches the backlog held.
+    pub backlog_max: AtomicU64,
+}
+
+/// The stickification thread's state for the batch it is on.
+#[derive(Default)]
+pub(super) struct Stickifier {
+    outs: Vec<BoxedOutcome>,
+    handoffs: Vec<u32>,
+}
+
+impl Stickifier {
+    /// Transaction `i` of `ctx`, whose placeholders are in: run its
+    /// now-phase (or all of it, eagerly), then record its dependencies and
+    /// apply the chain bound.
+    pub fn now(
+        &mut self,
+        sh: &Shared,
+        local: &LocalEpoch,
+        g: &Guard<'_>,
+        ctx: &BatchCtx,
+        i: usize,
+        latest: &mut LatestMap,
+    ) {
+        let txn = &ctx.txns[i];
+        let out = run_now(sh, local, g, txn);
+        let deferred =
+            txn.later.load(Ordering::Relaxed) && txn.state.load(Ordering::Acquire) != COMPLETE;
+        self.outs.push(out);
+        if !deferred {
+            return;
+        }
+        sh.lazy.deferred.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the batch is not published yet: only this thread touches
+        // the dependency array.
+        let deps = unsafe { &mut *txn.deps.get() };
+        let bound = u64::from(sh.cfg.chain_bound);
+        let mut hand = false;
+        for (j, sl) in txn.slots.iter().enumerate() {
+            let map = &mut latest[sl.table.as_u32() as usize];
+            let Some(e) = entry(sh, map, sl.table, txn.key(sl), g, None) else {
+                continue;
+            };
+            e.n += 1;
+            if e.n > bound {
+                hand = true;
+                e.n = 0;
+            }
+            if j < txn.nw {
+                continue;
+            }
+            // A declared read: the last writer before this transaction.
+            // SAFETY: records live while the engine runs.
+            let v = unsafe { (*e.rec).head.load(Ordering::Acquire) };
+            // SAFETY: a record's newest version is alive while pinned.
+            if !v.is_null() && unsafe { (*v).state.load(Ordering::Acquire) } == PENDING {
+                deps.push(v);
+            }
+        }
+        if hand {
+            self.handoffs.push(i as u32);
+        }
+    }
+
+    /// The batch's now-phases are done: its outcomes go to the clients
+    /// (once its input is durable), and the batch to the workers.
+    pub fn publish(&mut self, sh: &Shared, ctx: Arc<BatchCtx>) {
+        ctx.release.executed(std::mem::take(&mut self.outs));
+        let mut idle = 0;
+        while sh.lazy.backlog_len.load(Ordering::Acquire) >= sh.cfg.lazy_backlog {
+            crate::backoff::snooze(&mut idle);
+        }
+        let n = {
+            let mut q = sh.lazy.backlog.lock();
+            q.push_back(ctx.clone());
+            sh.lazy.backlog_len.store(q.len(), Ordering::Release);
+            q.len() as u64
+        };
+        sh.lazy.backlog_max.fetch_max(n, Ordering::Relaxed);
+        if !self.handoffs.is_empty() {
+            sh.lazy
+                .handed_off
+                .fetch_add(self.handoffs.len() as u64, Ordering::Relaxed);
+            let mut h = sh.lazy.handoffs.lock();
+            h.extend(self.handoffs.drain(..).map(|i| (ctx.clone(), i)));
+        }
+    }
+}
+
+/// Run `txn`'s now-phase (on the stickification thread; nobody else can
+/// reach it yet). Returns the client's outcome. Ended: its writes are
+/// filled, the rest of its placeholders are pending, `later` is set and
+/// the state is back to unprocessed (complete if nothing is left to do).
+/// Eager: the whole body ran (`execute`), complete.
+fn run_now(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedOutcome {
+    let mut idle = 0;
+    loop {
+        if txn.unusable.is_some() {
+            return run_eager(sh, local, g, txn);
+        }
+        let claimed = txn
+            .state
+            .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        debug_assert!(
+            claimed,
+            "a transaction being stickified is claimed elsewhere"
+        );
+        let mut tx = BohmTx {
+            sh,
+            local,
+            g,
+            txn,
+            depth: 0,
+            writes: Vec::with_capacity(txn.nw),
+            blocked: false,
+            rwrites: Vec::new(),
+        };
+        // SAFETY: claimed by this thread: it alone touches `proc`.
+        let proc = unsafe { &mut *txn.proc.get() };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut t = Txn::new(&mut tx);
+            proc.now_phase(&mut t)
+        }))
+        .unwrap_or_else(|p| {
+            if tx.blocked {
+                return Err(TxError::Conflict(ConflictReason::LockConflict));
+            }
+            Err(TxError::Error(Error::InvalidArgument(format!(
+                "procedure '{}' panicked in its now-phase: {}",
+                proc.name(),
+                panic_message(&*p)
+            ))))
+        });
+        if tx.blocked {
+            // A read met a producer that a worker is running: wait for it
+            // (it is older, and runs on), then run the now-phase again.
+            drop(r);
+            txn.state.store(UNPROCESSED, Ordering::Release);
+            sh.set_aside.fetch_add(1, Ordering::Relaxed);
+            crate::backoff::snooze(&mut idle);
+            continue;
+        }
+        return match r {
+            Ok(NowPhase::Eager) => {
+                // No end of now-phase: the whole body, now (whatever the
+                // now-phase buffered is dropped: it returned at once).
+                drop(tx);
+                txn.state.store(UNPROCESSED, Ordering::Release);
+                run_eager(sh, local, g, txn)
+            }
+            Ok(NowPhase::Ended(out)) => {
+                if !tx.rwrites.is_empty() {
+                    drop(tx);
+                    txn.state.store(UNPROCESSED, Ordering::Release);
+                    return skip_all(
+                        txn,
+                        Err(Error::InvalidArgument(
+                            "lazy: a now-phase inserted into a declared write range (not \
+                             supported: declare the keys)"
+                                .into(),
+                        )),
+                    );
+                }
+                tx.fill(false);
+                txn.later.store(true, Ordering::Relaxed);
+                let left = txn.writes().iter().any(|w| {
+                    // SAFETY: placeholders of a planned batch are alive.
+                    let st = unsafe {
+                        (*w.ver.load(Ordering::Acquire))
+                            .state
+                            .load(Ordering::Acquire)
+                    };
+                    st == PENDING
+                });
+                // Nothing sticky: the later phase could write nothing, so
+                // it need not run.
+                let st = if left { UNPROCESSED } else { COMPLETE };
+                txn.state.store(st, Ordering::Release);
+                Ok(Outcome::Committed(out))
+            }
+            Err(e) => {
+                drop(tx);
+                txn.state.store(UNPROCESSED, Ordering::Release);
+                skip_all(
+                    txn,
+                    match e {
+                        TxError::UserAbort => Ok(Outcome::Aborted),
+                        TxError::Conflict(ConflictReason::Reconnaissance) => Ok(Outcome::Aborted),
+                        TxError::Error(e) => Err(e),
+                        TxError::Conflict(r) => Err(Error::InvalidArgument(format!(
+                            "a lazy transaction cannot have a conflict ({r})"
+                        ))),
+                    },
+                )
+            }
+        };
+    }
+}
+
+/// The now-phase aborted or failed: nothing of it may be seen.
+fn skip_all(txn: &BTxn, out: BoxedOutcome) -> BoxedOutcome {
+    for w in txn.writes() {
+        // SAFETY: placeholders of a planned batch are alive; only their
+        // producer (this thread) sets their state.
+        unsafe {
+            (*w.ver.load(Ordering::Acquire))
+                .state
+                .store(SKIPPED, Ordering::Release)
+        };
+    }
+    txn.state.store(COMPLETE, Ordering::Release);
+    out
+}
+
+/// Run the whole body of `txn` now (BOHM's `execute`), waiting out
+/// producers that workers are running; its outcome.
+fn run_eager(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedOutcome {
+    let mut idle = 0;
+    loop {
+        let claimed = txn
+            .state
+            .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        debug_assert!(
+            claimed,
+            "a transaction being stickified is claimed elsewhere"
+        );
+        if execute(sh, local, g, txn, 0) {
+            break;
+        }
+        crate::backoff::snooze(&mut idle);
+    }
+    // SAFETY: complete, and run by this thread; taken once, here (the
+    // batch's finisher does not read lazy outcomes).
+    unsafe { (*txn.outcome.get()).take() }.unwrap_or_else(|| {
+        Err(Error::InvalidArgument(
+            "a lazy transaction completed without an outcome".into(),
+        ))
+    })
+}
+
+/// Substantiate `txn` (its dependencies first, recursively): run its later
+/// phase unless it is complete or another thread has claimed it (that
+/// thread completes it). Returns once it is complete or claimed elsewhere.
+fn substantiate(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u32) {
+    if txn.state.load(Ordering::Acquire) != UNPROCESSED {
+        return;
+    }
+    if depth < MAX_DEPTH {
+        // SAFETY: written before the batch was published; read-only since.
+        for &v in unsafe { &*txn.deps.get() } {
+            // SAFETY: a dependency is a version that this transaction
+            // reads (GC keeps it while this transaction is incomplete),
+            // and a pending version's producer is alive.
+            let v: &Version = unsafe { &*v };
+            if v.state.load(Ordering::Acquire) == PENDING {
+                // SAFETY: a pending version's producer is alive (its batch
+                // is freed only once every transaction in it is complete).
+                let prod = unsafe { &*v.producer };
+                substantiate(sh, local, g, prod, depth + 1);
+            }
+        }
+    }
+    let mut idle = 0;
+    while txn
+        .state
+        .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
+        if execute(sh, local, g, txn, depth) {
+            sh.lazy.substantiated.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // Set aside: a producer it reads is running on another worker.
+        crate::backoff::snooze(&mut idle);
+    }
+}
+
+/// How many transactions of a batch a draining worker claims at once.
+const DRAIN_CHUNK: usize = 16;
+
+/// A substantiation worker.
+pub(super) fn worker_main(sh: &Shared, local: &LocalEpoch) {
+    let mut idle = 0u32;
+    loop {
+        let hand = sh.lazy.handoffs.lock().pop_front();
+        if let Some((ctx, i)) = hand {
+            let g = local.pin();
+            substantiate(sh, local, &g, &ctx.txns[i as usize], 0);
+            idle = 0;
+            continue;
+        }
+        // Drain: the oldest batch with transactions nobody has claimed.
+        let next = {
+            let q = sh.lazy.backlog.lock();
+            q.iter()
+                .find(|c| c.lazy_next.load(Ordering::Relaxed) < c.txns.len())
+                .cloned()
+        };
+        if let Some(ctx) = next {
+            let from = ctx.lazy_next.fetch_add(DRAIN_CHUNK, Ordering::AcqRel);
+            let to = (from + DRAIN_CHUNK).min(ctx.txns.len());
+            let g = local.pin();
+            for t in ctx.txns.get(from..to).unwrap_or(&[]) {
+                substantiate(sh, local, &g, t, 0);
+            }
+            drop(g);
+            if to == ctx.txns.len() {
+                retire(sh, local);
+            }
+            idle = 0;
+            continue;
+        }
+        retire(sh, local);
+        local.collect();
+        if sh.lazy.closed.load(Ordering::Acquire)
+            && sh.lazy.backlog_len.load(Ordering::Acquire) == 0
+            && sh.lazy.handoffs.lock().is_empty()
+        {
+            break;
+        }
+        if idle > 64 {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        } else {
+            crate::backoff::snooze(&mut idle);
+        }
+    }
+}
+
+/// Take the complete batches off the front of the backlog, in log order:
+/// they advance the GC watermark and are freed through the epoch.
+fn retire(sh: &Shared, local: &LocalEpoch) {
+    let mut q = sh.lazy.backlog.lock();
+    while let Some(front) = q.front() {
+        let mut d = front.lazy_done.load(Ordering::Relaxed);
+        while d < front.txns.len() && front.txns[d].state.load(Ordering::Acquire) == COMPLETE {
+            d += 1;
+        }
+        front.lazy_done.store(d, Ordering::Relaxed);
+        if d < front.txns.len() {
+            break;
+        }
+        let ctx = q.pop_front().expect("the front");
+        sh.lazy.backlog_len.store(q.len(), Ordering::Release);
+        if let Some(last) = ctx.txns.last() {
+            for f in sh.finished.iter() {
+                f.store(last.ts, Ordering::Release);
+            }
+        }
+        unregister_ranges(sh, &ctx);
+        sh.batches.fetch_add(1, Ordering::Release);
+        let e = local.pin().epoch();
+        sh.spent.lock().push_back((e, ctx));
+    }
+}
