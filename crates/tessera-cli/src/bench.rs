@@ -255,9 +255,11 @@ pub struct Common {
     /// evaluation's baseline: not serializable), nocc (no concurrency
     /// control, for measuring overheads).
     /// bohm (Faleiro's deterministic multi-version protocol),
-    /// 2pl-ordered (its deterministic 2PL baseline) and pwv (piece-wise
+    /// 2pl-ordered (its deterministic 2PL baseline), pwv (piece-wise
     /// visibility: one executor per partition, --exec-threads of them)
-    /// take --cc-threads, --exec-threads, --clients, --batch-size and
+    /// and lazy (lazy transactions: one stickification thread,
+    /// --exec-threads substantiation workers, --chain-bound) take
+    /// --cc-threads, --exec-threads, --clients, --batch-size and
     /// --batch-us; they run `bench ycsb`, `bench smallbank` and `bench
     /// tpcc` (NewOrder and Payment).
     #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = ProtocolParser)]

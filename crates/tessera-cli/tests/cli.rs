@@ -539,6 +539,7 @@ fn deterministic_protocols_run_smallbank_and_conserve_money() {
         ("bohm", "placeholder"),
         ("2pl-ordered", "lock"),
         ("pwv", "ticket"),
+        ("lazy", "placeholder"),
     ] {
         let o = tessera(&[
             "bench",
@@ -642,7 +643,7 @@ fn sweep_passes_det_args_to_the_deterministic_runs_only() {
 /// the full mix is refused with a message that says why.
 #[test]
 fn bohm_runs_tpcc_new_order_and_payment_consistently() {
-    for cc in ["bohm", "2pl-ordered", "pwv"] {
+    for cc in ["bohm", "2pl-ordered", "pwv", "lazy"] {
         let o = tessera(&[
             "bench",
             "tpcc",
@@ -728,4 +729,72 @@ fn pwv_runs_ycsb_pieces_with_commit_points() {
         assert_eq!(v["protocol"], "pwv");
         assert!(v["committed"].as_u64().unwrap() > 0, "{v}");
     }
+}
+
+/// YCSB read-modify-writes under lazy: each transaction's now-phase ends
+/// at once (commit-only), the workers substantiate; with chain bound 1
+/// every transaction is handed off. The JSON reports the lazy counters,
+/// no later phase fails, and the throughput counts substantiated
+/// transactions. `--chain-bound` is refused with an interactive protocol.
+#[test]
+fn lazy_runs_ycsb_with_chain_bounds() {
+    for bound in ["1", "100"] {
+        let o = tessera(&[
+            "bench",
+            "ycsb",
+            "--cc",
+            "lazy",
+            "--records",
+            "2000",
+            "--ops-per-txn",
+            "10",
+            "--read-ratio",
+            "0",
+            "--rmw",
+            "--theta",
+            "0.9",
+            "--chain-bound",
+            bound,
+            "--exec-threads",
+            "2",
+            "--batch-size",
+            "200",
+            "--seconds",
+            "0.4",
+            "--warmup",
+            "0.1",
+            "--json",
+            "--quiet",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let lazy = &v["stages"]["lazy"];
+        assert!(lazy["deferred"].as_u64().unwrap() > 0, "{v}");
+        assert_eq!(lazy["later_errors"], 0, "{v}");
+        assert_eq!(
+            v["engine"]["chain_bound"].as_u64().unwrap().to_string(),
+            bound
+        );
+        if bound == "1" {
+            assert!(lazy["handed_off"].as_u64().unwrap() > 0, "{v}");
+        }
+        assert!(v["throughput_txn_per_s"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(
+            v["throughput_txn_per_s"].as_f64().unwrap()
+                <= v["acknowledged_txn_per_s"].as_f64().unwrap() * 1.5 + 1.0,
+            "{v}"
+        );
+    }
+    let o = tessera(&[
+        "bench",
+        "ycsb",
+        "--cc",
+        "silo",
+        "--chain-bound",
+        "5",
+        "--seconds",
+        "0.1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--chain-bound"), "{}", stderr(&o));
 }

@@ -852,6 +852,22 @@ impl tessera::det::Procedure for YcsbProc {
         out.extend_from_slice(&self.commit_point.to_le_bytes());
     }
 
+    /// Lazy (`--cc lazy`): a transaction of updates only returns nothing
+    /// the client waits for, so its now-phase ends at once (the thesis's
+    /// microbenchmark: every read-modify-write is deferred); one that reads
+    /// (an external read) or scans or inserts runs eagerly.
+    fn now_phase(&mut self, _tx: &mut tessera::Txn<'_>) -> TxResult<tessera::det::NowPhase<()>> {
+        Ok(if self.ops.iter().all(|op| matches!(op, Op::Update(_))) {
+            tessera::det::NowPhase::Ended(())
+        } else {
+            tessera::det::NowPhase::Eager
+        })
+    }
+
+    fn later_phase(&mut self, tx: &mut tessera::Txn<'_>) -> TxResult<()> {
+        tessera::request::Request::run(self, tx)
+    }
+
     fn pieces(&self, plan: &mut tessera::det::PiecePlan) -> bool {
         if self
             .ops

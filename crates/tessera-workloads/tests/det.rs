@@ -58,6 +58,9 @@ fn bohm_runs_ycsb_to_the_serial_state() {
         (0.9, 2, 2, DetProtocol::Bohm),
         (0.0, 1, 3, DetProtocol::Bohm),
         (0.9, 2, 3, DetProtocol::TwoPlOrdered),
+        // Lazy: every update-only transaction ends its now-phase at once.
+        (0.9, 1, 3, DetProtocol::Lazy),
+        (0.0, 1, 2, DetProtocol::Lazy),
     ] {
         let wl = workload(theta, 0.0);
         let db = loaded(&wl);

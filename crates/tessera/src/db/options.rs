@@ -180,6 +180,20 @@ impl Options {
         self
     }
 
+    /// Lazy: the bound on a key's chain of unsubstantiated transactions
+    /// (default 100; see `BohmConfig::chain_bound`).
+    pub fn chain_bound(mut self, n: u32) -> Options {
+        self.det.chain_bound = n;
+        self
+    }
+
+    /// Lazy: how many stickified batches may wait for substantiation
+    /// (default 64; see `BohmConfig::lazy_backlog`).
+    pub fn lazy_backlog(mut self, n: usize) -> Options {
+        self.det.lazy_backlog = n;
+        self
+    }
+
     /// Deterministic protocols: the execution threads (default 1).
     pub fn exec_threads(mut self, n: usize) -> Options {
         self.det.exec_threads = n;

@@ -91,8 +91,11 @@ pub(super) struct LazyShared {
     pub deferred: AtomicU64,
     /// Transactions handed off by the chain bound.
     pub handed_off: AtomicU64,
-    /// Later phases run.
+    /// Later phases run by the workers' own claims.
     pub substantiated: AtomicU64,
+    /// Later phases complete, wherever they ran (a reader's evaluation,
+    /// the stickification thread, a worker).
+    pub later_done: AtomicU64,
     /// Later phases that failed (they cannot abort: see the module docs).
     pub later_errors: AtomicU64,
     /// The most batches the backlog held.

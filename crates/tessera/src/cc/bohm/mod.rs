@@ -593,6 +593,10 @@ pub struct BohmStats {
     pub lazy_later_errors: u64,
     /// Lazy: the most stickified batches waiting for substantiation.
     pub lazy_backlog_max: u64,
+    /// Lazy: committed transactions whose later phase has not run yet (a
+    /// benchmark counts a transaction once it is substantiated, as the
+    /// thesis does: acknowledged commits minus the growth of this).
+    pub lazy_pending: u64,
 }
 
 struct Shared {
@@ -1618,6 +1622,12 @@ impl Bohm {
             lazy_substantiated: self.sh.lazy.substantiated.load(Ordering::Relaxed),
             lazy_later_errors: self.sh.lazy.later_errors.load(Ordering::Relaxed),
             lazy_backlog_max: self.sh.lazy.backlog_max.load(Ordering::Relaxed),
+            lazy_pending: self
+                .sh
+                .lazy
+                .deferred
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.sh.lazy.later_done.load(Ordering::Relaxed)),
         }
     }
 
@@ -3066,6 +3076,9 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
     // SAFETY: claimed by this thread; read only after COMPLETE.
     unsafe { *txn.outcome.get() = Some(outcome) };
     txn.state.store(COMPLETE, Ordering::Release);
+    if txn.later.load(Ordering::Relaxed) {
+        sh.lazy.later_done.fetch_add(1, Ordering::Relaxed);
+    }
     if depth > 0 {
         sh.recursive.fetch_add(1, Ordering::Relaxed);
     }
