@@ -646,6 +646,12 @@ pub struct YcsbArgs {
     /// point [default: none].
     #[arg(long = "commit-point", value_name = "N")]
     pub commit_point: Option<usize>,
+    /// Lazy evaluation's correlated-access microbenchmark ("Normal"): the
+    /// first record of a transaction as usual, the others from a normal
+    /// distribution around it with this standard deviation (the thesis
+    /// uses 30), distinct [default: none, every record independent].
+    #[arg(long = "normal-sigma", value_name = "S")]
+    pub normal_sigma: Option<f64>,
 }
 
 impl YcsbArgs {
@@ -665,6 +671,7 @@ impl YcsbArgs {
             long_read_ratio: self.long_read_ratio,
             long_read_size: self.long_read_size,
             commit_point: self.commit_point,
+            normal_sigma: self.normal_sigma,
         };
         YcsbConfig::with_overrides(self.workload.into(), &o)
     }

@@ -336,6 +336,13 @@ pub struct YcsbConfig {
     /// statement never fires: the protocols that make writes visible only
     /// at the end are unaffected by where it is. `None`: no statement.
     pub commit_point: Option<usize>,
+    /// Lazy evaluation's correlated-access microbenchmark (thesis §4.4.1,
+    /// "Normal"): the first record of a transaction is drawn as usual, the
+    /// others from a normal distribution around it with this standard
+    /// deviation (rounded, wrapped into the table, distinct within the
+    /// transaction), so that conflicting transactions overlap on several
+    /// records. `None`: every record independent.
+    pub normal_sigma: Option<f64>,
 }
 
 impl Default for YcsbConfig {
@@ -357,6 +364,7 @@ impl Default for YcsbConfig {
             long_read_ratio: 0.0,
             long_read_size: 10_000,
             commit_point: None,
+            normal_sigma: None,
         }
     }
 }
@@ -391,6 +399,8 @@ pub struct YcsbOverrides {
     pub long_read_size: Option<usize>,
     /// Where the abort statement is (see [`YcsbConfig::commit_point`]).
     pub commit_point: Option<usize>,
+    /// See [`YcsbConfig::normal_sigma`].
+    pub normal_sigma: Option<f64>,
 }
 
 impl YcsbConfig {
@@ -462,6 +472,9 @@ impl YcsbConfig {
         if let Some(v) = o.commit_point {
             c.commit_point = Some(v);
         }
+        if let Some(v) = o.normal_sigma {
+            c.normal_sigma = Some(v);
+        }
         c.validate()?;
         Ok(c)
     }
@@ -483,6 +496,18 @@ impl YcsbConfig {
         }
         if self.ops_per_txn == 0 {
             return Err("--ops-per-txn must be at least 1".into());
+        }
+        if let Some(s) = self.normal_sigma {
+            if !(s.is_finite() && s > 0.0) {
+                return Err(format!("--normal-sigma must be a positive number, got {s}"));
+            }
+            if (self.ops_per_txn as f64) > (self.records as f64).min(6.0 * s + 1.0) {
+                return Err(format!(
+                    "--normal-sigma {s} leaves too few records around the first for {} distinct \
+                     ones per transaction",
+                    self.ops_per_txn
+                ));
+            }
         }
         if self.value_size > tessera::MAX_VALUE_LEN {
             return Err(format!(
@@ -1032,6 +1057,26 @@ impl Ycsb {
         *self.table.get().expect("YCSB run before it was loaded")
     }
 
+    /// A record near `center` (normal, standard deviation `sigma`, wrapped
+    /// into the table), distinct from the transaction's records so far.
+    fn near(&self, st: &mut YcsbThread, center: u64, sigma: f64) -> u64 {
+        let n = self.cfg.records as i64;
+        loop {
+            // Box-Muller.
+            let u1: f64 = st.rng.gen_range(f64::EPSILON..1.0);
+            let u2: f64 = st.rng.gen();
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            let r = (center as i64 + (z * sigma).round() as i64).rem_euclid(n) as u64;
+            let taken = st.ops.iter().any(|op| match *op {
+                Op::Read(x) | Op::Update(x) => x == r,
+                _ => false,
+            });
+            if !taken {
+                return r;
+            }
+        }
+    }
+
     /// A record number for a read: zipfian (or uniform), or with
     /// `read_latest` a zipfian distance back from the newest record.
     #[inline]
@@ -1149,13 +1194,16 @@ impl Workload for Ycsb {
         };
         match self.kinds[ty].0 {
             Kind::Ycsb => {
+                let mut first = None;
                 for _ in 0..c.ops_per_txn {
-                    let op = if st.rng.gen::<f64>() < self.read_in_rw {
-                        Op::Read(self.read_record(st))
-                    } else {
-                        Op::Update(self.zipf.sample(&mut st.rng))
+                    let read = st.rng.gen::<f64>() < self.read_in_rw;
+                    let r = match (c.normal_sigma, first) {
+                        (Some(sigma), Some(f)) => self.near(st, f, sigma),
+                        _ if read => self.read_record(st),
+                        _ => self.zipf.sample(&mut st.rng),
                     };
-                    st.ops.push(op);
+                    first.get_or_insert(r);
+                    st.ops.push(if read { Op::Read(r) } else { Op::Update(r) });
                 }
                 // A fresh value for blind updates: vary its first 8 bytes.
                 st.stamp = st.rng.gen::<u64>();
@@ -1228,6 +1276,7 @@ impl Workload for Ycsb {
             "long_read_ratio": c.long_read_ratio,
             "long_read_size": c.long_read_size,
             "commit_point": c.commit_point,
+            "normal_sigma": c.normal_sigma,
             "key_order": "hashed",
             "txn_mix": mix,
         })
@@ -1428,6 +1477,51 @@ mod tests {
         let f = YcsbConfig::preset(Preset::F);
         assert!(f.rmw && f.read_ratio == 0.5);
         assert_eq!(YcsbConfig::preset(Preset::Custom), YcsbConfig::default());
+    }
+
+    /// `normal_sigma`: a transaction's records are distinct and, but for
+    /// the first, close to the first (wrapping around the table's ends);
+    /// about 68% within one standard deviation.
+    #[test]
+    fn normal_records_cluster_around_the_first() {
+        let wl = Ycsb::new(YcsbConfig {
+            records: 1_000,
+            ops_per_txn: 10,
+            read_ratio: 0.0,
+            normal_sigma: Some(30.0),
+            ..YcsbConfig::default()
+        })
+        .unwrap();
+        let mut st = wl.thread_state(0, 1, 7);
+        let (mut within, mut all) = (0, 0);
+        for _ in 0..2_000 {
+            wl.next(&mut st);
+            let rs: Vec<u64> = st
+                .ops
+                .iter()
+                .map(|op| match *op {
+                    Op::Update(r) => r,
+                    _ => panic!("{op:?}"),
+                })
+                .collect();
+            let mut d = rs.clone();
+            d.sort_unstable();
+            d.dedup();
+            assert_eq!(d.len(), rs.len(), "{rs:?}");
+            for &r in &rs[1..] {
+                let gap = r.abs_diff(rs[0]).min(1_000 - r.abs_diff(rs[0]));
+                assert!(gap <= 300, "{rs:?}");
+                within += usize::from(gap <= 30);
+                all += 1;
+            }
+        }
+        let f = within as f64 / all as f64;
+        assert!((0.6..0.8).contains(&f), "{f}");
+        let bad = YcsbConfig {
+            normal_sigma: Some(0.5),
+            ..YcsbConfig::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("--normal-sigma"));
     }
 
     #[test]
