@@ -135,10 +135,60 @@ pub struct DetArgs {
     pub chain_bound: Option<u32>,
     /// Lazy: stickified batches that may wait for substantiation before
     /// the stickification thread waits (a burst shorter than this is
-    /// accepted whole) [default: 64].
+    /// accepted whole; each waiting batch holds the versions its
+    /// substantiated transactions wrote, as GC frees nothing above the
+    /// oldest incomplete batch) [default: 4].
     #[arg(long = "lazy-backlog", value_name = "BATCHES",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 20))]
     pub lazy_backlog: Option<usize>,
+    /// Open loop at a fixed offered rate (transactions per second, all
+    /// clients together) instead of as fast as the engine acknowledges: a
+    /// request finds its client's queue of unacknowledged requests full
+    /// (--max-queue) is dropped, and counted. The report gains a timeline
+    /// (every 100 ms: offered, accepted, dropped, acknowledged and, under
+    /// lazy, substantiated) [default: closed window, no drops].
+    #[arg(long = "offered-rate", value_name = "TXN_PER_S", value_parser = parse_rate)]
+    pub offered_rate: Option<f64>,
+    /// With --offered-rate: from FROM to TO seconds into the measured run
+    /// the offered rate is RATE (the burst test: 100,000 stepping up to
+    /// 660,000 and back in the thesis).
+    #[arg(long = "burst", value_name = "FROM:TO:RATE", value_parser = parse_burst)]
+    pub burst: Option<(f64, f64, f64)>,
+    /// With --offered-rate: unacknowledged requests a client may have
+    /// before it drops new ones [default: two batches over the clients].
+    #[arg(long = "max-queue", value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 26))]
+    pub max_queue: Option<usize>,
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e9 => Ok(v),
+        _ => Err("must be a positive number of transactions per second".into()),
+    }
+}
+
+fn parse_burst(s: &str) -> Result<(f64, f64, f64), String> {
+    let p: Vec<&str> = s.split(':').collect();
+    let bad = || "must be FROM:TO:RATE (seconds, seconds, transactions per second)".to_string();
+    if p.len() != 3 {
+        return Err(bad());
+    }
+    let f = |x: &str| x.parse::<f64>().map_err(|_| bad());
+    let (from, to, rate) = (f(p[0])?, f(p[1])?, parse_rate(p[2])?);
+    if !(from >= 0.0 && to > from && to.is_finite()) {
+        return Err("FROM must be at least 0 and TO after it".into());
+    }
+    Ok((from, to, rate))
+}
+
+/// The offered load at `t` seconds into the measured run (before it: the
+/// base rate).
+fn offered_at(base: f64, burst: Option<(f64, f64, f64)>, t: f64) -> f64 {
+    match burst {
+        Some((from, to, r)) if t >= from && t < to => r,
+        _ => base,
+    }
 }
 
 impl DetArgs {
@@ -151,6 +201,9 @@ impl DetArgs {
             || self.read_annotation.is_some()
             || self.chain_bound.is_some()
             || self.lazy_backlog.is_some()
+            || self.offered_rate.is_some()
+            || self.burst.is_some()
+            || self.max_queue.is_some()
     }
 
     /// A usage error if a deterministic knob is given with an interactive
@@ -159,7 +212,8 @@ impl DetArgs {
         if self.given() {
             return Err(Failure::usage(
                 "--cc-threads, --exec-threads, --clients, --batch-size, --batch-us, \
-                 --read-annotation, --chain-bound and --lazy-backlog apply to the \
+                 --read-annotation, --chain-bound, --lazy-backlog, --offered-rate, --burst \
+                 and --max-queue apply to the \
                  deterministic protocols only (bohm, 2pl-ordered, pwv, lazy)",
             ));
         }
@@ -179,7 +233,7 @@ impl DetArgs {
             },
             read_annotation: self.read_annotation.unwrap_or(true),
             chain_bound: self.chain_bound.unwrap_or(100),
-            lazy_backlog: self.lazy_backlog.unwrap_or(64),
+            lazy_backlog: self.lazy_backlog.unwrap_or(4),
         }
     }
 }
@@ -315,6 +369,15 @@ pub fn run_checked<W: DetWorkload>(
     let aborted = AtomicU64::new(0);
     let tally = std::sync::atomic::AtomicI64::new(0);
     let window = (2 * cfg.sequencer.batch_size / clients).max(1);
+    // Open loop at an offered rate (`--offered-rate`): requests offered,
+    // accepted (submitted) and dropped (their client's queue was full)
+    // while measuring.
+    let max_queue = c.det.max_queue.unwrap_or(window);
+    let offered = AtomicU64::new(0);
+    let accepted = AtomicU64::new(0);
+    let dropped = AtomicU64::new(0);
+    let t0 = Instant::now();
+    let mut timeline: Vec<[f64; 6]> = Vec::new();
     let failure: std::sync::Mutex<Option<tessera::Error>> = std::sync::Mutex::new(None);
     // Background checkpoints (a snapshot at a batch boundary under BOHM, a
     // paused feed under 2pl-ordered): counted, and the last one reported.
@@ -353,6 +416,7 @@ pub fn run_checked<W: DetWorkload>(
             let (engine, measuring, stop, committed, aborted, failure, tally, db) = (
                 &engine, &measuring, &stop, &committed, &aborted, &failure, &tally, &db,
             );
+            let (offered, accepted, dropped) = (&offered, &accepted, &dropped);
             s.spawn(move || {
                 let mut recon = match db.worker() {
                     Ok(w) => w,
@@ -363,11 +427,12 @@ pub fn run_checked<W: DetWorkload>(
                     clients,
                     tessera_workloads::driver::thread_seed(c.seed, i),
                 );
-                let mut inflight = VecDeque::with_capacity(window + 1);
+                let mut inflight: VecDeque<tessera::det::Receipt<<W::Proc as Request>::Output>> =
+                    VecDeque::with_capacity(window + 1);
                 let give_up = |e: tessera::Error| give_up(failure, stop, e);
                 let mut my_tally = 0i64;
                 let mut settle =
-                    |r: tessera::det::Receipt<<W::Proc as Request>::Output>| match r.wait() {
+                    |r: Result<Outcome<<W::Proc as Request>::Output>, tessera::Error>| match r {
                         Ok(o) => {
                             let measured = measuring.load(Ordering::Relaxed);
                             match o {
@@ -386,6 +451,61 @@ pub fn run_checked<W: DetWorkload>(
                         }
                         Err(e) => give_up(e),
                     };
+                // Open loop: submit on a schedule, drop when the queue of
+                // unacknowledged requests is full, take acknowledgements
+                // as they come.
+                let mut due = Instant::now();
+                while let Some(base) = c.det.offered_rate.filter(|_| !stop.load(Ordering::Relaxed))
+                {
+                    while let Some(r) = inflight.pop_front() {
+                        match r.try_wait() {
+                            Ok(res) => settle(res),
+                            Err(r) => {
+                                inflight.push_front(r);
+                                break;
+                            }
+                        }
+                    }
+                    let now = Instant::now();
+                    if now < due {
+                        let d = due - now;
+                        if d > Duration::from_micros(50) {
+                            std::thread::sleep(d.min(Duration::from_micros(500)));
+                        } else {
+                            std::hint::spin_loop();
+                        }
+                        continue;
+                    }
+                    let t = t0.elapsed().as_secs_f64() - c.warmup;
+                    let rate = offered_at(base, c.det.burst, t) / clients as f64;
+                    due += Duration::from_secs_f64(1.0 / rate);
+                    let measured = measuring.load(Ordering::Relaxed);
+                    if measured {
+                        offered.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if inflight.len() >= max_queue {
+                        if measured {
+                            dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                        continue;
+                    }
+                    wl.next(&mut st);
+                    let mut p = wl.proc(&st);
+                    if let Err(e) = wl.prepare(&mut p, &mut recon) {
+                        give_up(e);
+                        break;
+                    }
+                    match engine.submit(p) {
+                        Ok(r) => inflight.push_back(r),
+                        Err(e) => {
+                            give_up(e);
+                            break;
+                        }
+                    }
+                    if measured {
+                        accepted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 while !stop.load(Ordering::Relaxed) {
                     wl.next(&mut st);
                     let mut p = wl.proc(&st);
@@ -401,11 +521,11 @@ pub fn run_checked<W: DetWorkload>(
                         }
                     }
                     if inflight.len() > window {
-                        settle(inflight.pop_front().unwrap());
+                        settle(inflight.pop_front().unwrap().wait());
                     }
                 }
                 for r in inflight {
-                    settle(r);
+                    settle(r.wait());
                 }
                 tally.fetch_add(my_tally, Ordering::Relaxed);
             });
@@ -418,9 +538,27 @@ pub fn run_checked<W: DetWorkload>(
         let pending_before = pending();
         let a = Instant::now();
         let mut last = 0;
+        // Open loop: a sample every 100 ms.
+        let step = if c.det.offered_rate.is_some() {
+            0.1
+        } else {
+            1.0
+        };
         while a.elapsed().as_secs_f64() < c.seconds {
             let left = c.seconds - a.elapsed().as_secs_f64();
-            std::thread::sleep(Duration::from_secs_f64(left.clamp(0.0, 1.0)));
+            std::thread::sleep(Duration::from_secs_f64(left.clamp(0.0, step)));
+            if c.det.offered_rate.is_some() {
+                let l = |x: &AtomicU64| x.load(Ordering::Relaxed) as f64;
+                timeline.push([
+                    a.elapsed().as_secs_f64(),
+                    l(&offered),
+                    l(&accepted),
+                    l(&dropped),
+                    l(&committed) + l(&aborted),
+                    pending() as f64,
+                ]);
+                continue;
+            }
             if !c.quiet {
                 let n = committed.load(Ordering::Relaxed);
                 eprintln!(
@@ -509,6 +647,24 @@ pub fn run_checked<W: DetWorkload>(
             "durability": c.durability.durability.name(),
             "data_dir": input_dir.as_ref().map(|d| d.display().to_string()),
         },
+        // Open loop (`--offered-rate`): what was offered, accepted and
+        // dropped while measuring, and the timeline (seconds into the run,
+        // then running totals of offered, accepted, dropped, acknowledged,
+        // and the transactions still waiting for their later phase).
+        "open_loop": c.det.offered_rate.map(|r| {
+            let (o, d) = (offered.load(Ordering::Relaxed), dropped.load(Ordering::Relaxed));
+            json!({
+                "offered_rate": r,
+                "burst": c.det.burst.map(|(f, t, b)| json!({"from": f, "to": t, "rate": b})),
+                "max_queue": max_queue,
+                "offered": o,
+                "accepted": accepted.load(Ordering::Relaxed),
+                "dropped": d,
+                "drop_rate": if o > 0 { d as f64 / o as f64 } else { 0.0 },
+                "timeline_columns": ["seconds", "offered", "accepted", "dropped", "acknowledged", "pending_later_phases"],
+                "timeline": timeline,
+            })
+        }),
         "input_log_bytes": stats.input_bytes,
         "checkpoints": checkpoints_json,
         "stages": {

@@ -81,7 +81,7 @@ impl Options {
                 sequencer: SequencerConfig::default(),
                 read_annotation: true,
                 chain_bound: 100,
-                lazy_backlog: 64,
+                lazy_backlog: 4,
                 procedures: None,
             },
         }
@@ -188,7 +188,7 @@ impl Options {
     }
 
     /// Lazy: how many stickified batches may wait for substantiation
-    /// (default 64; see `BohmConfig::lazy_backlog`).
+    /// (default 4; see `BohmConfig::lazy_backlog`).
     pub fn lazy_backlog(mut self, n: usize) -> Options {
         self.det.lazy_backlog = n;
         self

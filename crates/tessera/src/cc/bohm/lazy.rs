@@ -68,8 +68,9 @@ use parking_lot::Mutex;
 
 use super::BTxn;
 use super::{
-    entry, execute, panic_message, unregister_ranges, BatchCtx, BohmTx, BoxedOutcome, LatestMap,
-    Shared, Version, COMPLETE, EXECUTING, MAX_DEPTH, PENDING, SKIPPED, UNPROCESSED,
+    entry, execute, panic_message, prefetch_versions, unregister_ranges, BatchCtx, BohmTx,
+    BoxedOutcome, LatestMap, Shared, Version, COMPLETE, EXECUTING, MAX_DEPTH, PENDING, SKIPPED,
+    UNPROCESSED,
 };
 use crate::det::{NowPhase, Outcome};
 use crate::epoch::{Guard, LocalEpoch};
@@ -112,7 +113,9 @@ pub(super) struct Stickifier {
 impl Stickifier {
     /// Transaction `i` of `ctx`, whose placeholders are in: run its
     /// now-phase (or all of it, eagerly), then record its dependencies and
-    /// apply the chain bound.
+    /// apply the chain bound (`hand`: a written key's counter passed it
+    /// already, counted when its placeholder went in).
+    #[allow(clippy::too_many_arguments)]
     pub fn now(
         &mut self,
         sh: &Shared,
@@ -121,6 +124,7 @@ impl Stickifier {
         ctx: &BatchCtx,
         i: usize,
         latest: &mut LatestMap,
+        mut hand: bool,
     ) {
         let txn = &ctx.txns[i];
         let out = run_now(sh, local, g, txn);
@@ -135,8 +139,7 @@ impl Stickifier {
         // the dependency array.
         let deps = unsafe { &mut *txn.deps.get() };
         let bound = u64::from(sh.cfg.chain_bound);
-        let mut hand = false;
-        for (j, sl) in txn.slots.iter().enumerate() {
+        for sl in txn.reads() {
             let map = &mut latest[sl.table.as_u32() as usize];
             let Some(e) = entry(sh, map, sl.table, txn.key(sl), g, None) else {
                 continue;
@@ -145,9 +148,6 @@ impl Stickifier {
             if e.n > bound {
                 hand = true;
                 e.n = 0;
-            }
-            if j < txn.nw {
-                continue;
             }
             // A declared read: the last writer before this transaction.
             // SAFETY: records live while the engine runs.
@@ -212,7 +212,7 @@ fn run_now(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedO
             g,
             txn,
             depth: 0,
-            writes: Vec::with_capacity(txn.nw),
+            writes: Vec::new(),
             blocked: false,
             rwrites: Vec::new(),
         };
@@ -402,8 +402,18 @@ pub(super) fn worker_main(sh: &Shared, local: &LocalEpoch) {
             let from = ctx.lazy_next.fetch_add(DRAIN_CHUNK, Ordering::AcqRel);
             let to = (from + DRAIN_CHUNK).min(ctx.txns.len());
             let g = local.pin();
-            for t in ctx.txns.get(from..to).unwrap_or(&[]) {
-                substantiate(sh, local, &g, t, 0);
+            // As BOHM's executors do: the versions the next transactions
+            // will read are known, so they are fetched while this one runs
+            // (a later phase runs long after its batch was stickified: its
+            // records are cold).
+            for j in from..to.min(ctx.txns.len()) {
+                if let Some(t) = ctx.txns.get(j + 2) {
+                    prefetch_versions(t, false);
+                }
+                if let Some(t) = ctx.txns.get(j + 1) {
+                    prefetch_versions(t, true);
+                }
+                substantiate(sh, local, &g, &ctx.txns[j], 0);
             }
             drop(g);
             if to == ctx.txns.len() {
