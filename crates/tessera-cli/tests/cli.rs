@@ -483,7 +483,7 @@ fn bohm_runs_ycsb_and_its_knobs_are_checked() {
     for (args, expect) in [
         (
             &["ycsb", "--records", "100", "--cc-threads", "2"][..],
-            "apply to --cc bohm and --cc 2pl-ordered only",
+            "apply to the deterministic protocols only",
         ),
         (
             &["tpcc-hybrid", "--cc", "bohm"][..],

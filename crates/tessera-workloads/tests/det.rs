@@ -208,6 +208,18 @@ fn smallbank_equals_serial(protocol: DetProtocol) {
 /// round-trips.
 #[test]
 fn bohm_runs_tpcc_new_order_and_payment_to_the_serial_state() {
+    tpcc_to_the_serial_state(DetProtocol::Bohm, 2);
+}
+
+/// Lazy: NewOrder and Payment split into now-phase (the item check, the
+/// district's and warehouse's counters) and later phase (the rest), with a
+/// chain bound small enough to hand chains off.
+#[test]
+fn lazy_runs_tpcc_new_order_and_payment_to_the_serial_state() {
+    tpcc_to_the_serial_state(DetProtocol::Lazy, 1);
+}
+
+fn tpcc_to_the_serial_state(protocol: DetProtocol, cc_threads: usize) {
     use tessera::Request;
     use tessera_workloads::tpcc::det::TpccProc;
     use tessera_workloads::tpcc::{check_consistency, Tpcc, TpccConfig};
@@ -223,12 +235,14 @@ fn bohm_runs_tpcc_new_order_and_payment_to_the_serial_state() {
     let mut bohm = Bohm::new(
         &refs,
         BohmConfig {
-            cc_threads: 2,
+            cc_threads,
             exec_threads: 2,
             sequencer: SequencerConfig {
                 batch_size: 200,
                 batch_time: Duration::from_millis(1),
             },
+            protocol,
+            chain_bound: 8,
             ..Default::default()
         },
     )

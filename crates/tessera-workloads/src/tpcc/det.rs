@@ -15,7 +15,7 @@
 
 use tessera::{KeySet, Request, TableId, Transaction, TxResult};
 
-use super::schema::{Tables, Text};
+use super::schema::{District, Tables, Text, Warehouse};
 use super::txns::{self, CustomerSel, NewOrderInput, Recon, Scratch};
 use super::{TpccTxn, TxnType, MAX_OL_CNT};
 
@@ -24,6 +24,15 @@ pub struct TpccProc {
     t: Tables,
     txn: TpccTxn,
     s: Scratch,
+    /// Lazy: what the now-phase read, for the later phase (not logged:
+    /// replay runs the now-phase again).
+    now: Option<Now>,
+}
+
+/// What a lazy TPC-C transaction's now-phase hands its later phase.
+enum Now {
+    NewOrder(u32, District),
+    Payment(Warehouse, District),
 }
 
 impl TpccProc {
@@ -35,6 +44,7 @@ impl TpccProc {
             t,
             txn: txn.clone(),
             s: Scratch::default(),
+            now: None,
         })
     }
 
@@ -236,6 +246,43 @@ impl tessera::det::Procedure for TpccProc {
             t,
             txn,
             s: Scratch::default(),
+            now: None,
         })
+    }
+
+    /// Lazy (`--cc lazy`, the thesis's §4.2.4 and §4.4.4): the now-phase
+    /// holds what decides the commit and the contended writes, so that
+    /// only the stickification thread writes the hot rows. NewOrder: the
+    /// item check (an unused id rolls it back) and D_NEXT_O_ID; Payment:
+    /// W_YTD and D_YTD. The rest (customer, stock, the order's and
+    /// history's rows) is the later phase.
+    fn now_phase(&mut self, tx: &mut tessera::Txn<'_>) -> TxResult<tessera::det::NowPhase<()>> {
+        let (t, x) = (&self.t, &self.txn);
+        self.now = Some(match x.kind {
+            TxnType::Payment => {
+                let (wh, d) = txns::payment_now(tx, t, &x.payment)?;
+                Now::Payment(wh, d)
+            }
+            _ => {
+                let (o_id, d) = txns::new_order_now(tx, t, &x.new_order, &mut self.s)?;
+                Now::NewOrder(o_id, d)
+            }
+        });
+        Ok(tessera::det::NowPhase::Ended(()))
+    }
+
+    fn later_phase(&mut self, tx: &mut tessera::Txn<'_>) -> TxResult<()> {
+        let (t, x, s) = (&self.t, &self.txn, &mut self.s);
+        match self.now.as_ref() {
+            Some(Now::Payment(wh, d)) => {
+                txns::payment_later(tx, t, &x.payment, &x.recon, s, wh, d).map(drop)
+            }
+            Some(Now::NewOrder(o_id, d)) => {
+                txns::new_order_later(tx, t, &x.new_order, s, *o_id, d).map(drop)
+            }
+            None => Err(tessera::TxError::Error(tessera::Error::InvalidArgument(
+                "tpcc: a later phase without its now-phase".into(),
+            ))),
+        }
     }
 }

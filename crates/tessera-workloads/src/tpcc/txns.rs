@@ -544,6 +544,20 @@ pub fn new_order<T: Transaction>(
     inp: &NewOrderInput,
     s: &mut Scratch,
 ) -> TxResult<NewOrderOutput> {
+    let (o_id, dist) = new_order_now(tx, t, inp, s)?;
+    new_order_later(tx, t, inp, s, o_id, &dist)
+}
+
+/// NewOrder's commit decision and hot write, the now-phase of a lazy
+/// NewOrder (the thesis's §4.2.4 split): the items are read (an unused id
+/// rolls the order back) and the district's D_NEXT_O_ID is taken and
+/// incremented. Returns the order id and the district row read.
+pub fn new_order_now<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &NewOrderInput,
+    s: &mut Scratch,
+) -> TxResult<(u32, District)> {
     let lines = &inp.lines[..inp.ol_cnt as usize];
     // The ITEM and STOCK rows of every line are independent lookups: look
     // them up together first, so that their cache misses overlap (the
@@ -576,7 +590,6 @@ pub fn new_order<T: Transaction>(
         return tx.user_abort();
     }
 
-    let wh: Warehouse = must_get(tx, t.warehouse, &warehouse_key(inp.w_id), "warehouse")?;
     let dkey = district_key(inp.w_id, inp.d_id);
     let dist: District = must_get(tx, t.district, &dkey, "district")?;
     let o_id = dist.d_next_o_id;
@@ -589,6 +602,23 @@ pub fn new_order<T: Transaction>(
         &next,
         "district",
     )?;
+    Ok((o_id, dist))
+}
+
+/// The rest of NewOrder once [`new_order_now`] has taken order id `o_id`
+/// from district row `dist` (the later phase of a lazy NewOrder): the
+/// warehouse and customer reads, the order's rows, the stock updates.
+/// `s.items` holds what the now-phase read of the items.
+pub fn new_order_later<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &NewOrderInput,
+    s: &mut Scratch,
+    o_id: u32,
+    dist: &District,
+) -> TxResult<NewOrderOutput> {
+    let lines = &inp.lines[..inp.ol_cnt as usize];
+    let wh: Warehouse = must_get(tx, t.warehouse, &warehouse_key(inp.w_id), "warehouse")?;
     let cust: Customer = must_get(
         tx,
         t.customer,
@@ -717,6 +747,18 @@ pub fn payment<T: Transaction>(
     recon: &Recon,
     s: &mut Scratch,
 ) -> TxResult<PaymentOutput> {
+    let (wh, dist) = payment_now(tx, t, inp)?;
+    payment_later(tx, t, inp, recon, s, &wh, &dist)
+}
+
+/// Payment's hot writes, the now-phase of a lazy Payment: W_YTD and D_YTD.
+/// Returns the warehouse and district rows read (their names go into the
+/// history row).
+pub fn payment_now<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &PaymentInput,
+) -> TxResult<(Warehouse, District)> {
     let wkey = warehouse_key(inp.w_id);
     // Only the changed columns are written back (`update_slice`).
     let wh: Warehouse = must_get(tx, t.warehouse, &wkey, "warehouse")?;
@@ -734,7 +776,22 @@ pub fn payment<T: Transaction>(
     let dist: District = must_get(tx, t.district, &dkey, "district")?;
     let ytd = (dist.d_ytd + inp.h_amount).to_le_bytes();
     must_update_slice(tx, t.district, &dkey, District::YTD.start, &ytd, "district")?;
+    Ok((wh, dist))
+}
 
+/// The rest of Payment once [`payment_now`] has run (the later phase of a
+/// lazy Payment): the customer (by id, or by last name as the
+/// reconnaissance found it; under NewOrder and Payment the name index never
+/// changes, so the check cannot fail there) and the history row.
+pub fn payment_later<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &PaymentInput,
+    recon: &Recon,
+    s: &mut Scratch,
+    wh: &Warehouse,
+    dist: &District,
+) -> TxResult<PaymentOutput> {
     let (c_id, mut c) = select_customer(
         tx,
         t,
