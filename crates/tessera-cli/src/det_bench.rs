@@ -323,7 +323,9 @@ pub fn run_checked<W: DetWorkload>(
     // The workload's loader writes through a database; its rows are copied
     // into the engine's tables (same names, same ids) at timestamp 0.
     let t0 = Instant::now();
-    let db = Database::open(Options::in_memory().workers(cores.max(2)))
+    // Every client keeps a worker of it for its reconnaissance (TPC-C's
+    // default is a client per warehouse), beside the loader's.
+    let db = Database::open(Options::in_memory().workers(cores.max(2).max(clients + 1)))
         .map_err(|e| Failure::from_error("cannot open the loading database: ", &e))?;
     wl.load(&db, cores, &|_| {})
         .map_err(|e| Failure::from_error(&format!("cannot load {}: ", wl.name()), &e))?;

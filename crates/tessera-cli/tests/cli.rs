@@ -798,3 +798,37 @@ fn lazy_runs_ycsb_with_chain_bounds() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--chain-bound"), "{}", stderr(&o));
 }
+
+/// TPC-C under lazy with more warehouses than cores: a client per
+/// warehouse, each with a reconnaissance worker of the loading database
+/// (which had only as many slots as cores, and refused the third client).
+/// NewOrder and Payment split into now and later phases; consistent.
+#[test]
+fn lazy_runs_tpcc_with_a_client_per_warehouse() {
+    let o = tessera(&[
+        "bench",
+        "tpcc",
+        "--cc",
+        "lazy",
+        "--warehouses",
+        "3",
+        "--mix",
+        "50,50,0,0,0",
+        "--chain-bound",
+        "2",
+        "--seconds",
+        "0.4",
+        "--warmup",
+        "0.1",
+        "--batch-size",
+        "200",
+        "--json",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["consistency"]["passed"], true, "{v}");
+    assert_eq!(v["clients"], 3, "{v}");
+    assert!(v["stages"]["lazy"]["deferred"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["stages"]["lazy"]["later_errors"], 0, "{v}");
+}
