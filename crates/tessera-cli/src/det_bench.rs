@@ -453,6 +453,26 @@ pub fn run_checked<W: DetWorkload>(
                         }
                         Err(e) => give_up(e),
                     };
+                // Draw, prepare and submit the next request; false once
+                // the run has failed.
+                let mut submit_next = |inflight: &mut VecDeque<_>| {
+                    wl.next(&mut st);
+                    let mut p = wl.proc(&st);
+                    if let Err(e) = wl.prepare(&mut p, &mut recon) {
+                        give_up(e);
+                        return false;
+                    }
+                    match engine.submit(p) {
+                        Ok(r) => {
+                            inflight.push_back(r);
+                            true
+                        }
+                        Err(e) => {
+                            give_up(e);
+                            false
+                        }
+                    }
+                };
                 // Open loop: submit on a schedule, drop when the queue of
                 // unacknowledged requests is full, take acknowledgements
                 // as they come.
@@ -491,36 +511,16 @@ pub fn run_checked<W: DetWorkload>(
                         }
                         continue;
                     }
-                    wl.next(&mut st);
-                    let mut p = wl.proc(&st);
-                    if let Err(e) = wl.prepare(&mut p, &mut recon) {
-                        give_up(e);
+                    if !submit_next(&mut inflight) {
                         break;
-                    }
-                    match engine.submit(p) {
-                        Ok(r) => inflight.push_back(r),
-                        Err(e) => {
-                            give_up(e);
-                            break;
-                        }
                     }
                     if measured {
                         accepted.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 while !stop.load(Ordering::Relaxed) {
-                    wl.next(&mut st);
-                    let mut p = wl.proc(&st);
-                    if let Err(e) = wl.prepare(&mut p, &mut recon) {
-                        give_up(e);
+                    if !submit_next(&mut inflight) {
                         break;
-                    }
-                    match engine.submit(p) {
-                        Ok(r) => inflight.push_back(r),
-                        Err(e) => {
-                            give_up(e);
-                            break;
-                        }
                     }
                     if inflight.len() > window {
                         settle(inflight.pop_front().unwrap().wait());

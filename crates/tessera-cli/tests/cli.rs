@@ -832,3 +832,66 @@ fn lazy_runs_tpcc_with_a_client_per_warehouse() {
     assert!(v["stages"]["lazy"]["deferred"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["stages"]["lazy"]["later_errors"], 0, "{v}");
 }
+
+/// The open-loop driver: a fixed offered rate with a burst reports what
+/// was offered, accepted and dropped, and a timeline of running totals
+/// (every 100 ms, monotone); bad bursts are usage errors.
+#[test]
+fn offered_rate_runs_open_loop_with_a_timeline() {
+    let o = tessera(&[
+        "bench",
+        "ycsb",
+        "--cc",
+        "lazy",
+        "--records",
+        "2000",
+        "--ops-per-txn",
+        "4",
+        "--read-ratio",
+        "0",
+        "--rmw",
+        "--offered-rate",
+        "5000",
+        "--burst",
+        "0.2:0.4:20000",
+        "--seconds",
+        "0.6",
+        "--warmup",
+        "0.1",
+        "--batch-size",
+        "100",
+        "--json",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ol = &v["open_loop"];
+    let offered = ol["offered"].as_u64().unwrap();
+    let (acc, drop) = (
+        ol["accepted"].as_u64().unwrap(),
+        ol["dropped"].as_u64().unwrap(),
+    );
+    assert!(offered > 3_000, "{v}");
+    assert_eq!(acc + drop, offered, "{v}");
+    let tl = ol["timeline"].as_array().unwrap();
+    assert!(tl.len() >= 4, "{v}");
+    for w in tl.windows(2) {
+        for col in 1..=4 {
+            assert!(w[1][col].as_f64() >= w[0][col].as_f64(), "{v}");
+        }
+    }
+    for bad in ["3:2:100", "1:2", "0:1:-5"] {
+        let o = tessera(&[
+            "bench",
+            "ycsb",
+            "--cc",
+            "bohm",
+            "--offered-rate",
+            "100",
+            "--burst",
+            bad,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--burst"), "{bad}: {}", stderr(&o));
+    }
+}

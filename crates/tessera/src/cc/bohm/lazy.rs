@@ -198,14 +198,7 @@ fn run_now(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedO
         if txn.unusable.is_some() {
             return run_eager(sh, local, g, txn);
         }
-        let claimed = txn
-            .state
-            .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok();
-        debug_assert!(
-            claimed,
-            "a transaction being stickified is claimed elsewhere"
-        );
+        claim_here(txn);
         let mut tx = BohmTx {
             sh,
             local,
@@ -298,6 +291,20 @@ fn run_now(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedO
     }
 }
 
+/// Claim `txn` on the stickification thread, where nobody else can reach
+/// it yet (its batch is not published; older transactions never read its
+/// versions).
+fn claim_here(txn: &BTxn) {
+    let claimed = txn
+        .state
+        .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok();
+    debug_assert!(
+        claimed,
+        "a transaction being stickified is claimed elsewhere"
+    );
+}
+
 /// The now-phase aborted or failed: nothing of it may be seen.
 fn skip_all(txn: &BTxn, out: BoxedOutcome) -> BoxedOutcome {
     for w in txn.writes() {
@@ -318,14 +325,7 @@ fn skip_all(txn: &BTxn, out: BoxedOutcome) -> BoxedOutcome {
 fn run_eager(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedOutcome {
     let mut idle = 0;
     loop {
-        let claimed = txn
-            .state
-            .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok();
-        debug_assert!(
-            claimed,
-            "a transaction being stickified is claimed elsewhere"
-        );
+        claim_here(txn);
         if execute(sh, local, g, txn, 0) {
             break;
         }
