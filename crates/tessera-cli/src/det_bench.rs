@@ -594,6 +594,19 @@ pub fn run_checked<W: DetWorkload>(
     engine
         .close()
         .map_err(|e| Failure::from_error(&format!("{name}: "), &e))?;
+    if stats.lazy_later_errors > 0 {
+        // A committed transaction whose later phase failed: its writes are
+        // missing from the state, which a benchmark must not report as a
+        // result.
+        return Err(Failure::new(
+            1,
+            "later-phase",
+            format!(
+                "{name}: {} committed transaction(s) failed in their later phase",
+                stats.lazy_later_errors
+            ),
+        ));
+    }
     let secs = (run_end - run_start).as_secs_f64();
     let n = committed.load(Ordering::Relaxed);
     // Lazy: the acknowledged commits, less those still waiting for their

@@ -235,9 +235,22 @@ fn run_now(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedO
             continue;
         }
         return match r {
+            Ok(NowPhase::Eager) if !tx.writes.is_empty() || !tx.rwrites.is_empty() => {
+                // `Eager` means "no split": a now-phase that wrote and then
+                // said so would have its writes dropped without a word.
+                drop(tx);
+                txn.state.store(UNPROCESSED, Ordering::Release);
+                skip_all(
+                    txn,
+                    Err(Error::InvalidArgument(format!(
+                        "lazy: procedure '{}' wrote in its now-phase, then returned \
+                         NowPhase::Eager (which means the body has no now-phase)",
+                        proc.name()
+                    ))),
+                )
+            }
             Ok(NowPhase::Eager) => {
-                // No end of now-phase: the whole body, now (whatever the
-                // now-phase buffered is dropped: it returned at once).
+                // No end of now-phase: the whole body, now.
                 drop(tx);
                 txn.state.store(UNPROCESSED, Ordering::Release);
                 run_eager(sh, local, g, txn)

@@ -3524,12 +3524,14 @@ impl BohmTx<'_> {
             // Lazy: a later phase reads what its own now-phase wrote (the
             // placeholder is filled already; under BOHM it is pending
             // while its producer runs).
-            // SAFETY: the placeholders of a planned batch are alive.
-            match unsafe { (*ph).state.load(Ordering::Acquire) } {
-                // SAFETY: filled, so immutable and alive while pinned.
-                VALUE => return Ok(Some(unsafe { &(&*(*ph).data.get())[..] })),
-                TOMBSTONE => return Ok(None),
-                _ => {}
+            if self.sh.cfg.protocol == DetProtocol::Lazy {
+                // SAFETY: the placeholders of a planned batch are alive.
+                match unsafe { (*ph).state.load(Ordering::Acquire) } {
+                    // SAFETY: filled, so immutable and alive while pinned.
+                    VALUE => return Ok(Some(unsafe { &(&*(*ph).data.get())[..] })),
+                    TOMBSTONE => return Ok(None),
+                    _ => {}
+                }
             }
             // SAFETY: the placeholders of a planned batch are alive.
             unsafe { (*ph).prev.load(Ordering::Acquire) }
