@@ -15,6 +15,24 @@ use crate::storage::RecordLayout;
 
 use super::{Database, Options};
 
+#[cfg(test)]
+thread_local! {
+    /// The step of `recover` at which a test makes the open fail, leaving
+    /// the directory as a crash there would.
+    static FAIL_AT: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// Fails the open here when a test asked for it (never otherwise).
+fn failpoint(_step: &'static str) -> Result<(), Error> {
+    #[cfg(test)]
+    if FAIL_AT.get() == Some(_step) {
+        return Err(Error::InvalidArgument(format!(
+            "injected failure before step {_step}"
+        )));
+    }
+    Ok(())
+}
+
 /// A data directory path must be a directory (created when `create`).
 fn check_dir(dir: &Path, create: bool) -> Result<(), Error> {
     match std::fs::metadata(dir) {
@@ -538,8 +556,26 @@ impl Database {
                 if report.loss.is_some() { ", or given up by this recovery" } else { "" }
             ));
         }
+        if frontier.is_none() {
+            // No frontier on disk: a first run, or one after a recovery that
+            // accepted its loss. `tessera.frontier` must exist before
+            // `tessera.meta` records a run, or a crash between the two leaves
+            // a directory that says it ran but not how far its log got,
+            // which a strict recovery refuses as damage. A first open writes
+            // `tessera.meta` (without a run) before the frontier, because a
+            // frontier beside no `tessera.meta` is refused too. The frontier
+            // carries the generation `tessera.meta` has now, so a crash
+            // before the store below leaves the two in agreement.
+            if meta.gen == 0 {
+                meta.store(dir)?;
+            }
+            failpoint("before-frontier")?;
+            crate::log::frontier::FrontierWriter::create(dir, &scan.frontier(None, meta.gen))?;
+            failpoint("before-run")?;
+        }
         meta.run = Some((opts.loggers as u32, durable));
         meta.store(dir)?;
+        failpoint("before-log")?;
         let log = Log::start(
             dir,
             opts.durability,
@@ -553,5 +589,52 @@ impl Database {
         )?;
         report.seconds = started.elapsed().as_secs_f64();
         Ok((meta, tables, Some(log), report))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FAIL_AT;
+    use crate::{Database, Options};
+
+    fn open(dir: &std::path::Path, fail: Option<&'static str>) -> Result<Database, crate::Error> {
+        FAIL_AT.set(fail);
+        let r = Database::open(Options::durable(dir));
+        FAIL_AT.set(None);
+        r
+    }
+
+    /// An open that dies at any step of a first or a later run leaves a
+    /// directory that the next strict open recovers, with every commit
+    /// acknowledged before it. (A crash between `tessera.meta` recording a
+    /// run and the frontier's creation once left one it refused.)
+    #[test]
+    fn an_open_cut_short_at_any_step_leaves_an_openable_directory() {
+        for step in ["before-frontier", "before-run", "before-log"] {
+            let dir = tempfile::tempdir().unwrap();
+            let Err(e) = open(dir.path(), Some(step)) else {
+                panic!("{step}: the failpoint did not fire");
+            };
+            assert!(e.to_string().contains(step), "{e}");
+            let db = open(dir.path(), None).unwrap_or_else(|e| panic!("{step}: {e}"));
+            let t = db.create_table("t").unwrap();
+            db.worker()
+                .unwrap()
+                .run(|tx| tx.put(t, b"k", b"v"))
+                .unwrap();
+            drop(db);
+            // A later run cut short keeps what the first acknowledged.
+            if step == "before-log" {
+                assert!(open(dir.path(), Some(step)).is_err());
+            }
+            let db = open(dir.path(), None).unwrap_or_else(|e| panic!("{step}, reopen: {e}"));
+            let t = db.open_table("t").unwrap();
+            let v = db
+                .worker()
+                .unwrap()
+                .run(|tx| Ok(tx.get(t, b"k")?.map(<[u8]>::to_vec)))
+                .unwrap();
+            assert_eq!(v.as_deref(), Some(&b"v"[..]), "{step}");
+        }
     }
 }
