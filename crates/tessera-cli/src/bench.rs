@@ -445,8 +445,23 @@ pub struct TpccArgs {
     /// StockLevel, adding up to 100.
     #[arg(long, value_name = "NO,P,OS,D,SL", default_value = "45,43,4,4,4", value_parser = parse_mix, allow_negative_numbers = true)]
     pub mix: [u32; 5],
+    /// `--cc pwv`: how NewOrder declares its STOCK rows: per row (fine,
+    /// the thesis's PWV) or per supply warehouse (coarse, PWV-coarse: a
+    /// piece holds every STOCK row of the warehouse, and the table is
+    /// partitioned by warehouse).
+    #[arg(long, value_enum, value_name = "G")]
+    pub granularity: Option<Granularity>,
     #[command(flatten)]
     pub knobs: TpccKnobs,
+}
+
+/// `--granularity`: PWV's conflict granularity for TPC-C's STOCK rows.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Granularity {
+    /// One row.
+    Fine,
+    /// Every row of a warehouse.
+    Coarse,
 }
 
 /// The TPC-C knobs `bench tpcc` and `bench tpcc-hybrid` share (besides
@@ -494,8 +509,12 @@ impl TpccKnobs {
 impl TpccArgs {
     /// The TPC-C configuration (warehouses default to the thread count).
     pub fn tpcc_config(&self) -> TpccConfig {
-        self.knobs
-            .config(self.warehouses, self.common.threads, self.mix)
+        TpccConfig {
+            coarse_stock: self.granularity == Some(Granularity::Coarse),
+            ..self
+                .knobs
+                .config(self.warehouses, self.common.threads, self.mix)
+        }
     }
 }
 
@@ -859,6 +878,15 @@ fn smallbank(a: &SmallbankArgs) -> ExitCode {
 
 /// `tessera bench tpcc`: load, run, check consistency, print.
 fn tpcc(a: &TpccArgs) -> ExitCode {
+    if a.granularity.is_some() && a.common.cc != Protocol::Pwv {
+        return fail(
+            &a.common,
+            Failure::usage(format!(
+                "--granularity sets PWV's piece declarations: it applies to --cc pwv, not {}",
+                a.common.cc
+            )),
+        );
+    }
     let cfg = a.tpcc_config();
     let wl = match Tpcc::new(cfg) {
         Ok(w) => w,

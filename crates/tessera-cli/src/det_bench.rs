@@ -19,7 +19,7 @@ use tessera::det::{Outcome, Procedure, SequencerConfig};
 use tessera::{Database, Options, Protocol, Request, ScanOptions, TableId};
 use tessera_workloads::driver::Workload;
 use tessera_workloads::smallbank::{SbProc, SmallBank};
-use tessera_workloads::tpcc::det::TpccProc;
+use tessera_workloads::tpcc::det::{pwv_partition_prefixes, TpccProc};
 use tessera_workloads::tpcc::Tpcc;
 use tessera_workloads::ycsb::{Ycsb, YcsbProc};
 
@@ -55,6 +55,11 @@ where
     fn default_clients(&self) -> usize {
         1
     }
+    /// Before the engine starts: settings of the engine the workload
+    /// chooses (PWV's partition prefixes).
+    fn configure(&self, _engine: &Database, _protocol: Protocol) -> Result<(), tessera::Error> {
+        Ok(())
+    }
 }
 
 impl DetWorkload for Ycsb {
@@ -68,7 +73,22 @@ impl DetWorkload for Tpcc {
     type Proc = TpccProc;
     fn proc(&self, st: &Self::Thread) -> TpccProc {
         let t = self.tables().expect("TPC-C submitted before it was loaded");
-        TpccProc::new(t, st.txn()).expect("the deterministic TPC-C mix is NewOrder and Payment")
+        TpccProc::new(t, st.txn())
+            .expect("the deterministic TPC-C mix is NewOrder and Payment")
+            .coarse_stock(self.config_ref().coarse_stock)
+    }
+    /// PWV: the (warehouse, district) partitioning of the thesis's §6.5.3.
+    fn configure(&self, engine: &Database, protocol: Protocol) -> Result<(), tessera::Error> {
+        if protocol != Protocol::Pwv {
+            return Ok(());
+        }
+        let t = self
+            .tables()
+            .expect("TPC-C configured before it was loaded");
+        for (id, len) in pwv_partition_prefixes(&t, self.config_ref().coarse_stock) {
+            engine.partition_prefix(id, len)?;
+        }
+        Ok(())
     }
     fn prepare(&self, p: &mut TpccProc, recon: &mut tessera::Worker) -> Result<(), tessera::Error> {
         if p.needs_reconnaissance() {
@@ -352,6 +372,8 @@ pub fn run_checked<W: DetWorkload>(
         }
         drop(w);
     }
+    wl.configure(&engine, protocol)
+        .map_err(|e| Failure::from_error(&format!("{name}: "), &e))?;
     let load_secs = t0.elapsed().as_secs_f64();
     if !c.quiet {
         eprintln!(
@@ -384,7 +406,7 @@ pub fn run_checked<W: DetWorkload>(
     // Background checkpoints (a snapshot at a batch boundary under BOHM, a
     // paused feed under 2pl-ordered): counted, and the last one reported.
     let ckpts = std::sync::Mutex::new((0u64, None::<tessera::CheckpointInfo>));
-    let (run_start, run_end, pending_before, pending_after) = std::thread::scope(|s| {
+    let (run_start, run_end, pending_before, pending_after, batch_lat) = std::thread::scope(|s| {
         if let Some(secs) = c.durability.checkpoint_secs {
             let (engine, stop, failure, ckpts) = (&engine, &stop, &failure, &ckpts);
             s.spawn(move || {
@@ -538,6 +560,7 @@ pub fn run_checked<W: DetWorkload>(
         measuring.store(true, Ordering::SeqCst);
         let pending = || engine.det_stats().map_or(0, |d| d.stages.lazy_pending);
         let pending_before = pending();
+        let lat_from = engine.batch_latencies().map_or(0, |l| l.len());
         let a = Instant::now();
         let mut last = 0;
         // Open loop: a sample every 100 ms.
@@ -575,8 +598,11 @@ pub fn run_checked<W: DetWorkload>(
         measuring.store(false, Ordering::SeqCst);
         let b = Instant::now();
         let pending_after = pending();
+        let lat = engine
+            .batch_latencies()
+            .map_or_else(Vec::new, |l| l.since(lat_from));
         stop.store(true, Ordering::SeqCst);
-        (a, b, pending_before, pending_after)
+        (a, b, pending_before, pending_after, lat)
     });
     std::mem::forget(db); // freed with the process, as `bench` does
     if let Some(e) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
@@ -680,6 +706,9 @@ pub fn run_checked<W: DetWorkload>(
                 "timeline": timeline,
             })
         }),
+        // Batches released while measuring: from the cut to the release of
+        // the outcomes (executed, input durable), the thesis's Table 6.1.
+        "batch_latency_ms": batch_latency_json(batch_lat),
         "input_log_bytes": stats.input_bytes,
         "checkpoints": checkpoints_json,
         "stages": {
@@ -779,7 +808,46 @@ fn copy_table(w: &mut tessera::Worker, engine: &Database, t: TableId) -> Result<
     }
 }
 
+/// Percentiles of batch latencies given in microseconds, in milliseconds.
+fn batch_latency_json(mut us: Vec<u32>) -> Value {
+    us.sort_unstable();
+    let n = us.len();
+    let at = |q: f64| -> f64 {
+        if n == 0 {
+            return 0.0;
+        }
+        let i = ((q * n as f64).ceil() as usize).clamp(1, n) - 1;
+        f64::from(us[i]) / 1000.0
+    };
+    let mean = if n == 0 {
+        0.0
+    } else {
+        us.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64 / 1000.0
+    };
+    json!({
+        "batches": n,
+        "mean": mean,
+        "p50": at(0.5),
+        "p95": at(0.95),
+        "p99": at(0.99),
+        "max": at(1.0),
+    })
+}
+
 fn table(r: &Value) -> String {
+    let lat = &r["batch_latency_ms"];
+    let f = |k: &str| lat[k].as_f64().unwrap_or(0.0);
+    table_head(r)
+        + &format!(
+            "batch latency (cut to release) over {} batches: p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms\n",
+            lat["batches"],
+            f("p50"),
+            f("p95"),
+            f("max")
+        )
+}
+
+fn table_head(r: &Value) -> String {
     format!(
         "{} on {}: {} client thread(s), {} CC, {} exec\n\
          committed {} in {:.2} s: {:.0} txn/s ({} aborted by their logic)\n\

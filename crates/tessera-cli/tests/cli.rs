@@ -833,6 +833,61 @@ fn lazy_runs_tpcc_with_a_client_per_warehouse() {
     assert_eq!(v["stages"]["lazy"]["later_errors"], 0, "{v}");
 }
 
+/// PWV runs TPC-C as pieces, STOCK fine and coarse, consistent, and
+/// reports the batch latency (Table 6.1); `--granularity` is refused for
+/// the protocols that declare no pieces.
+#[test]
+fn pwv_runs_tpcc_pieces_at_both_granularities_with_batch_latency() {
+    for g in ["fine", "coarse"] {
+        let o = tessera(&[
+            "bench",
+            "tpcc",
+            "--cc",
+            "pwv",
+            "--warehouses",
+            "2",
+            "--mix",
+            "50,50,0,0,0",
+            "--granularity",
+            g,
+            "--seconds",
+            "0.4",
+            "--warmup",
+            "0.1",
+            "--batch-size",
+            "200",
+            "--json",
+            "--quiet",
+        ]);
+        assert!(o.status.success(), "{g}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["consistency"]["passed"], true, "{g}: {v}");
+        assert_eq!(v["config"]["stock_granularity"], g, "{v}");
+        let lat = &v["batch_latency_ms"];
+        assert!(lat["batches"].as_u64().unwrap() > 0, "{v}");
+        let (p50, p95, max) = (
+            lat["p50"].as_f64().unwrap(),
+            lat["p95"].as_f64().unwrap(),
+            lat["max"].as_f64().unwrap(),
+        );
+        assert!(0.0 < p50 && p50 <= p95 && p95 <= max, "{v}");
+    }
+    let o = tessera(&[
+        "bench",
+        "tpcc",
+        "--cc",
+        "bohm",
+        "--mix",
+        "50,50,0,0,0",
+        "--granularity",
+        "coarse",
+        "--seconds",
+        "0.2",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--cc pwv"), "{}", stderr(&o));
+}
+
 /// The open-loop driver: a fixed offered rate with a burst reports what
 /// was offered, accepted and dropped, and a timeline of running totals
 /// (every 100 ms, monotone); bad bursts are usage errors.

@@ -208,7 +208,7 @@ fn smallbank_equals_serial(protocol: DetProtocol) {
 /// round-trips.
 #[test]
 fn bohm_runs_tpcc_new_order_and_payment_to_the_serial_state() {
-    tpcc_to_the_serial_state(DetProtocol::Bohm, 2);
+    tpcc_to_the_serial_state(DetProtocol::Bohm, 2, false);
 }
 
 /// Lazy: NewOrder and Payment split into now-phase (the item check, the
@@ -216,10 +216,21 @@ fn bohm_runs_tpcc_new_order_and_payment_to_the_serial_state() {
 /// chain bound small enough to hand chains off.
 #[test]
 fn lazy_runs_tpcc_new_order_and_payment_to_the_serial_state() {
-    tpcc_to_the_serial_state(DetProtocol::Lazy, 1);
+    tpcc_to_the_serial_state(DetProtocol::Lazy, 1, false);
 }
 
-fn tpcc_to_the_serial_state(protocol: DetProtocol, cc_threads: usize) {
+/// PWV: NewOrder and Payment as piece DAGs (a piece per statement, the
+/// order rows declared per district), with STOCK declared per row (PWV)
+/// and per warehouse (PWV-coarse), over partitions by (warehouse,
+/// district): the state equals the serial execution of the undecomposed
+/// bodies.
+#[test]
+fn pwv_runs_tpcc_pieces_fine_and_coarse_to_the_serial_state() {
+    tpcc_to_the_serial_state(DetProtocol::Pwv, 1, false);
+    tpcc_to_the_serial_state(DetProtocol::Pwv, 1, true);
+}
+
+fn tpcc_to_the_serial_state(protocol: DetProtocol, cc_threads: usize, coarse: bool) {
     use tessera::Request;
     use tessera_workloads::tpcc::det::TpccProc;
     use tessera_workloads::tpcc::{check_consistency, Tpcc, TpccConfig};
@@ -255,10 +266,15 @@ fn tpcc_to_the_serial_state(protocol: DetProtocol, cc_threads: usize) {
             bohm.load(t, &k, &v).unwrap();
         }
     }
+    let tables = wl.tables().unwrap();
+    if protocol == DetProtocol::Pwv {
+        for (t, len) in tessera_workloads::tpcc::det::pwv_partition_prefixes(&tables, coarse) {
+            bohm.partition_prefix(t, len).unwrap();
+        }
+    }
     bohm.start().unwrap();
     // Two terminals (warehouses 1 and 2), requests reconnoitered on the
     // loaded database before submission, as the benchmark's clients do.
-    let tables = wl.tables().unwrap();
     let mut sts: Vec<_> = (0..2)
         .map(|i| wl.thread_state(i, 2, 11 + i as u64))
         .collect();
@@ -266,7 +282,9 @@ fn tpcc_to_the_serial_state(protocol: DetProtocol, cc_threads: usize) {
     for n in 0..1_500 {
         let st = &mut sts[n % 2];
         wl.next(st);
-        let mut p = TpccProc::new(tables, st.txn()).unwrap();
+        let mut p = TpccProc::new(tables, st.txn())
+            .unwrap()
+            .coarse_stock(coarse);
         if p.needs_reconnaissance() {
             w.run(|tx| p.reconnoiter(tx)).unwrap();
         }

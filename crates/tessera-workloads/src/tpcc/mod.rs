@@ -120,6 +120,10 @@ pub struct TpccConfig {
     pub rollback_pct: u32,
     /// Seed of the population and of the NURand constants.
     pub seed: u64,
+    /// PWV-coarse (the thesis's §6.5.3): NewOrder declares its STOCK rows
+    /// per supply warehouse rather than per row (`--granularity coarse`;
+    /// only the piece declarations of `--cc pwv` read it).
+    pub coarse_stock: bool,
 }
 
 impl TpccConfig {
@@ -133,6 +137,7 @@ impl TpccConfig {
             by_last_name_pct: 60,
             rollback_pct: 1,
             seed: 0x7C_C0DE,
+            coarse_stock: false,
         }
     }
 
@@ -591,6 +596,7 @@ impl Workload for Tpcc {
             "mix_pct": mix,
             "remote_item_pct": c.remote_item_pct,
             "remote_payment_pct": c.remote_payment_pct,
+            "stock_granularity": if c.coarse_stock { "coarse" } else { "fine" },
             "by_last_name_pct": c.by_last_name_pct,
             "rollback_pct": c.rollback_pct,
             "seed": c.seed,

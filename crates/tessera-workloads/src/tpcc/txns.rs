@@ -590,6 +590,16 @@ pub fn new_order_now<T: Transaction>(
         return tx.user_abort();
     }
 
+    new_order_district(tx, t, inp)
+}
+
+/// NewOrder's district step: D_NEXT_O_ID taken and incremented. Returns
+/// the order id and the district row read.
+pub(super) fn new_order_district<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &NewOrderInput,
+) -> TxResult<(u32, District)> {
     let dkey = district_key(inp.w_id, inp.d_id);
     let dist: District = must_get(tx, t.district, &dkey, "district")?;
     let o_id = dist.d_next_o_id;
@@ -626,6 +636,54 @@ pub fn new_order_later<T: Transaction>(
         "customer",
     )?;
 
+    insert_order(tx, t, inp, o_id, &mut s.row)?;
+    insert_order_by_customer(tx, t, inp, o_id)?;
+    insert_new_order(tx, t, inp, o_id, &mut s.row)?;
+    let mut sum = 0i64;
+    let mut brand = 0;
+    for (n, (l, &(price, item_original))) in lines.iter().zip(&s.items).enumerate() {
+        let (dist_info, stock_original) = new_order_stock(tx, t, inp, l)?;
+        if item_original && stock_original {
+            brand += 1;
+        }
+        sum += insert_order_line(tx, t, inp, o_id, n, price, dist_info, &mut s.row)?;
+    }
+    let total_amount = sum as f64
+        * (1.0 - cust.c_discount as f64 / 10_000.0)
+        * (1.0 + (wh.w_tax + dist.d_tax) as f64 / 10_000.0);
+    Ok(NewOrderOutput {
+        o_id,
+        total_amount,
+        brand,
+    })
+}
+
+/// One NewOrder line's ITEM read: I_PRICE and whether I_DATA holds
+/// "ORIGINAL"; `None` for an unused id (clause 2.4.2.3: the order rolls
+/// back).
+pub(super) fn new_order_item<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    i_id: u32,
+) -> TxResult<Option<(i64, bool)>> {
+    match tx.get_slice(t.item, &item_key(i_id), 0..Item::LEN)? {
+        None => Ok(None),
+        Some(v) => {
+            let it = decode::<Item>(v, "item")?;
+            Ok(Some((it.i_price, has_original(it.i_data.as_bytes()))))
+        }
+    }
+}
+
+/// NewOrder's ORDER row.
+pub(super) fn insert_order<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &NewOrderInput,
+    o_id: u32,
+    row: &mut Vec<u8>,
+) -> TxResult<()> {
+    let lines = &inp.lines[..inp.ol_cnt as usize];
     let all_local = lines.iter().all(|l| l.supply_w_id == inp.w_id);
     let order = Order {
         o_id,
@@ -637,103 +695,134 @@ pub fn new_order_later<T: Transaction>(
         o_ol_cnt: inp.ol_cnt,
         o_all_local: all_local as u8,
     };
-    order.encode(&mut s.row);
-    must_insert(tx, t.order, &order_key(inp.w_id, inp.d_id, o_id), &s.row)?;
+    order.encode(row);
+    must_insert(tx, t.order, &order_key(inp.w_id, inp.d_id, o_id), row)
+}
+
+/// NewOrder's entry in the ORDER-by-customer index.
+pub(super) fn insert_order_by_customer<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &NewOrderInput,
+    o_id: u32,
+) -> TxResult<()> {
     must_insert(
         tx,
         t.order_by_customer,
         &order_customer_key(inp.w_id, inp.d_id, inp.c_id, o_id),
         &[],
-    )?;
+    )
+}
+
+/// NewOrder's NEW-ORDER row.
+pub(super) fn insert_new_order<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &NewOrderInput,
+    o_id: u32,
+    row: &mut Vec<u8>,
+) -> TxResult<()> {
     let no = NewOrder {
         no_o_id: o_id,
         no_d_id: inp.d_id,
         no_w_id: inp.w_id,
     };
-    no.encode(&mut s.row);
+    no.encode(row);
     must_insert(
         tx,
         t.new_order,
         &new_order_key(inp.w_id, inp.d_id, o_id),
-        &s.row,
-    )?;
+        row,
+    )
+}
 
-    let mut sum = 0i64;
-    let mut brand = 0;
-    for (n, (l, &(price, item_original))) in lines.iter().zip(&s.items).enumerate() {
-        let skey = stock_key(l.supply_w_id, l.i_id);
-        // The stock row is read whole, but only the columns used are
-        // decoded, and only the changed ones are written back (S_QUANTITY
-        // and the three counters: 16 of its 334 bytes).
-        let Some(row) = tx.get(t.stock, &skey)? else {
-            return Err(vanished());
-        };
-        if row.len() < Stock::LEN {
-            return Err(short_row("stock", "S_DATA"));
-        }
-        let word = |at: usize| u32::from_le_bytes(row[at..at + 4].try_into().expect("4 bytes"));
-        let quantity = word(Stock::QUANTITY.start) as i32;
-        let c = Stock::COUNTS.start;
-        let (mut ytd, mut order_cnt, mut remote_cnt) = (word(c), word(c + 4), word(c + 8));
-        let dist_info = Text::<24>::get(&row[Stock::dist_at(inp.d_id)]);
-        if item_original && has_original(Text::<50>::get(&row[Stock::DATA]).as_bytes()) {
-            brand += 1;
-        }
-        let q = l.quantity as i32;
-        // Clause 2.4.2.2: decrease by the quantity if at least 10 remain,
-        // else restock by 91.
-        let quantity = if quantity >= q + 10 {
-            quantity - q
-        } else {
-            quantity - q + 91
-        };
-        ytd += l.quantity as u32;
-        order_cnt += 1;
-        if l.supply_w_id != inp.w_id {
-            remote_cnt += 1;
-        }
-        // S_QUANTITY and the counters are adjacent: one column write.
-        const _: () = assert!(Stock::QUANTITY.end == Stock::COUNTS.start);
-        let mut cols = [0u8; 16];
-        for (dst, x) in cols
-            .chunks_exact_mut(4)
-            .zip([quantity as u32, ytd, order_cnt, remote_cnt])
-        {
-            dst.copy_from_slice(&x.to_le_bytes());
-        }
-        if !tx.update_slice(t.stock, &skey, Stock::QUANTITY.start, &cols)? {
-            return Err(missing("stock", &skey));
-        }
-        let amount = l.quantity as i64 * price;
-        sum += amount;
-        let line = OrderLine {
-            ol_o_id: o_id,
-            ol_d_id: inp.d_id,
-            ol_w_id: inp.w_id,
-            ol_number: n as u8 + 1,
-            ol_i_id: l.i_id,
-            ol_supply_w_id: l.supply_w_id,
-            ol_delivery_d: 0,
-            ol_quantity: l.quantity,
-            ol_amount: amount,
-            ol_dist_info: dist_info,
-        };
-        line.encode(&mut s.row);
-        must_insert(
-            tx,
-            t.order_line,
-            &order_line_key(inp.w_id, inp.d_id, o_id, n as u8 + 1),
-            &s.row,
-        )?;
+/// One NewOrder line's STOCK update (clause 2.4.2.2). Returns S_DIST_xx of
+/// the order's district and whether S_DATA holds "ORIGINAL".
+pub(super) fn new_order_stock<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &NewOrderInput,
+    l: &LineInput,
+) -> TxResult<(Text<24>, bool)> {
+    let skey = stock_key(l.supply_w_id, l.i_id);
+    // The stock row is read whole, but only the columns used are
+    // decoded, and only the changed ones are written back (S_QUANTITY
+    // and the three counters: 16 of its 334 bytes).
+    let Some(row) = tx.get(t.stock, &skey)? else {
+        return Err(vanished());
+    };
+    if row.len() < Stock::LEN {
+        return Err(short_row("stock", "S_DATA"));
     }
-    let total_amount = sum as f64
-        * (1.0 - cust.c_discount as f64 / 10_000.0)
-        * (1.0 + (wh.w_tax + dist.d_tax) as f64 / 10_000.0);
-    Ok(NewOrderOutput {
-        o_id,
-        total_amount,
-        brand,
-    })
+    let word = |at: usize| u32::from_le_bytes(row[at..at + 4].try_into().expect("4 bytes"));
+    let quantity = word(Stock::QUANTITY.start) as i32;
+    let c = Stock::COUNTS.start;
+    let (mut ytd, mut order_cnt, mut remote_cnt) = (word(c), word(c + 4), word(c + 8));
+    let dist_info = Text::<24>::get(&row[Stock::dist_at(inp.d_id)]);
+    let original = has_original(Text::<50>::get(&row[Stock::DATA]).as_bytes());
+    let q = l.quantity as i32;
+    // Clause 2.4.2.2: decrease by the quantity if at least 10 remain,
+    // else restock by 91.
+    let quantity = if quantity >= q + 10 {
+        quantity - q
+    } else {
+        quantity - q + 91
+    };
+    ytd += l.quantity as u32;
+    order_cnt += 1;
+    if l.supply_w_id != inp.w_id {
+        remote_cnt += 1;
+    }
+    // S_QUANTITY and the counters are adjacent: one column write.
+    const _: () = assert!(Stock::QUANTITY.end == Stock::COUNTS.start);
+    let mut cols = [0u8; 16];
+    for (dst, x) in cols
+        .chunks_exact_mut(4)
+        .zip([quantity as u32, ytd, order_cnt, remote_cnt])
+    {
+        dst.copy_from_slice(&x.to_le_bytes());
+    }
+    if !tx.update_slice(t.stock, &skey, Stock::QUANTITY.start, &cols)? {
+        return Err(missing("stock", &skey));
+    }
+    Ok((dist_info, original))
+}
+
+/// Order line `n` (0-based) of NewOrder `o_id`, inserted; returns
+/// OL_AMOUNT.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn insert_order_line<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &NewOrderInput,
+    o_id: u32,
+    n: usize,
+    price: i64,
+    dist_info: Text<24>,
+    row: &mut Vec<u8>,
+) -> TxResult<i64> {
+    let l = &inp.lines[n];
+    let amount = l.quantity as i64 * price;
+    let line = OrderLine {
+        ol_o_id: o_id,
+        ol_d_id: inp.d_id,
+        ol_w_id: inp.w_id,
+        ol_number: n as u8 + 1,
+        ol_i_id: l.i_id,
+        ol_supply_w_id: l.supply_w_id,
+        ol_delivery_d: 0,
+        ol_quantity: l.quantity,
+        ol_amount: amount,
+        ol_dist_info: dist_info,
+    };
+    line.encode(row);
+    must_insert(
+        tx,
+        t.order_line,
+        &order_line_key(inp.w_id, inp.d_id, o_id, n as u8 + 1),
+        row,
+    )?;
+    Ok(amount)
 }
 
 /// Payment (clause 2.5.2).
@@ -759,6 +848,17 @@ pub fn payment_now<T: Transaction>(
     t: &Tables,
     inp: &PaymentInput,
 ) -> TxResult<(Warehouse, District)> {
+    let wh = payment_warehouse(tx, t, inp)?;
+    let dist = payment_district(tx, t, inp)?;
+    Ok((wh, dist))
+}
+
+/// Payment's W_YTD; returns the warehouse row read.
+pub(super) fn payment_warehouse<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &PaymentInput,
+) -> TxResult<Warehouse> {
     let wkey = warehouse_key(inp.w_id);
     // Only the changed columns are written back (`update_slice`).
     let wh: Warehouse = must_get(tx, t.warehouse, &wkey, "warehouse")?;
@@ -771,12 +871,20 @@ pub fn payment_now<T: Transaction>(
         &ytd,
         "warehouse",
     )?;
+    Ok(wh)
+}
 
+/// Payment's D_YTD; returns the district row read.
+pub(super) fn payment_district<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &PaymentInput,
+) -> TxResult<District> {
     let dkey = district_key(inp.w_id, inp.d_id);
     let dist: District = must_get(tx, t.district, &dkey, "district")?;
     let ytd = (dist.d_ytd + inp.h_amount).to_le_bytes();
     must_update_slice(tx, t.district, &dkey, District::YTD.start, &ytd, "district")?;
-    Ok((wh, dist))
+    Ok(dist)
 }
 
 /// The rest of Payment once [`payment_now`] has run (the later phase of a
@@ -792,7 +900,7 @@ pub fn payment_later<T: Transaction>(
     wh: &Warehouse,
     dist: &District,
 ) -> TxResult<PaymentOutput> {
-    let (c_id, mut c) = select_customer(
+    let (c_id, c) = select_customer(
         tx,
         t,
         inp.c_w_id,
@@ -801,6 +909,48 @@ pub fn payment_later<T: Transaction>(
         recon.c_id,
         &mut s.ids,
     )?;
+    let c = payment_customer(tx, t, inp, c_id, c, &mut s.data)?;
+    payment_history(
+        tx,
+        t,
+        inp,
+        c_id,
+        wh.w_name.as_bytes(),
+        dist.d_name.as_bytes(),
+        &mut s.row,
+    )?;
+    Ok(PaymentOutput {
+        c_id,
+        c_balance: c.c_balance,
+    })
+}
+
+/// A Payment's by-last-name selection checked against the customer the
+/// reconnaissance found, `expect` (PWV's abortable piece).
+pub(super) fn payment_check_customer<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &PaymentInput,
+    expect: u32,
+    ids: &mut Vec<u32>,
+) -> TxResult<()> {
+    let c_id = customer_id(tx, t, inp.c_w_id, inp.c_d_id, &inp.customer, ids)?;
+    if c_id != expect {
+        return stale_reconnaissance();
+    }
+    Ok(())
+}
+
+/// Payment's customer update, of customer `c_id` whose row `c` was read;
+/// returns the row as written.
+pub(super) fn payment_customer<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &PaymentInput,
+    c_id: u32,
+    mut c: Customer,
+    data: &mut Vec<u8>,
+) -> TxResult<Customer> {
     c.c_balance -= inp.h_amount;
     c.c_ytd_payment += inp.h_amount;
     c.c_payment_cnt += 1;
@@ -821,7 +971,6 @@ pub fn payment_later<T: Transaction>(
     if c.c_credit.as_bytes() == b"BC" {
         // Clause 2.5.2.2: the payment's ids and amount go in front of C_DATA,
         // which keeps its first 500 characters.
-        let data = &mut s.data;
         data.clear();
         use std::io::Write as _;
         let _ = write!(
@@ -849,9 +998,22 @@ pub fn payment_later<T: Transaction>(
         )?;
     }
 
+    Ok(c)
+}
+
+/// Payment's HISTORY row: H_DATA is W_NAME, four spaces, D_NAME.
+pub(super) fn payment_history<T: Transaction>(
+    tx: &mut T,
+    t: &Tables,
+    inp: &PaymentInput,
+    c_id: u32,
+    w_name: &[u8],
+    d_name: &[u8],
+    row: &mut Vec<u8>,
+) -> TxResult<()> {
     // H_DATA: W_NAME, four spaces, D_NAME.
     let mut h_data = [0u8; 24];
-    let (wn, dn) = (wh.w_name.as_bytes(), dist.d_name.as_bytes());
+    let (wn, dn) = (w_name, d_name);
     h_data[..wn.len()].copy_from_slice(wn);
     h_data[wn.len()..wn.len() + 4].fill(b' ');
     h_data[wn.len() + 4..wn.len() + 4 + dn.len()].copy_from_slice(dn);
@@ -865,12 +1027,8 @@ pub fn payment_later<T: Transaction>(
         h_amount: inp.h_amount,
         h_data: Text::new(&h_data[..wn.len() + 4 + dn.len()]),
     };
-    h.encode(&mut s.row);
-    must_insert(tx, t.history, &inp.h_key, &s.row)?;
-    Ok(PaymentOutput {
-        c_id,
-        c_balance: c.c_balance,
-    })
+    h.encode(row);
+    must_insert(tx, t.history, &inp.h_key, row)
 }
 
 /// OrderStatus (clause 2.6.2): read-only. After a reconnaissance

@@ -264,6 +264,33 @@ impl Database {
         Ok(Receipt::ready(out))
     }
 
+    /// PWV: partition table `t`'s records among the executors by their
+    /// first `len` key bytes (0, the default: the whole key), so that a
+    /// group of keys (a TPC-C district's order rows, say) lives in one
+    /// partition and a piece that declares the group runs on one executor.
+    /// A performance knob only: the outcome of every request is the same
+    /// under any partitioning. Before the engine starts; accepted and
+    /// ignored by the other deterministic protocols, refused by the
+    /// interactive ones.
+    pub fn partition_prefix(&self, t: TableId, len: usize) -> Result<(), Error> {
+        match self.det() {
+            Some(d) => d.engine.write().partition_prefix(t, len),
+            None => Err(Error::InvalidArgument(format!(
+                "partition_prefix applies to the deterministic protocols, not {}",
+                self.protocol().name()
+            ))),
+        }
+    }
+
+    /// Under a deterministic protocol, once started: the latency of every
+    /// batch released so far, from its cut to the release of its outcomes
+    /// (executed, and its input durable), in microseconds and release
+    /// order (the thesis's batch latency, Table 6.1). `None` otherwise.
+    pub fn batch_latencies(&self) -> Option<std::sync::Arc<crate::det::sequencer::BatchLatencies>> {
+        self.det()
+            .and_then(|d| d.engine.read().batch_latencies().cloned())
+    }
+
     /// Write `key -> val` into table `t` outside any request: a bulk load.
     /// Under a deterministic protocol, before the first submission only
     /// (the rows are the state before the first batch, timestamp 0; with a

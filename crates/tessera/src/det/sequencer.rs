@@ -112,7 +112,7 @@ impl Batch {
         procs: Vec<Box<dyn DynProcedure>>,
     ) -> (Batch, Replayed) {
         let cells: Vec<Arc<Cell>> = procs.iter().map(|_| Arc::default()).collect();
-        let release = Arc::new(BatchRelease::new(cells.clone()));
+        let release = Arc::new(BatchRelease::new(cells.clone(), None));
         release.durable(Ok(()));
         let txns = procs
             .into_iter()
@@ -169,6 +169,44 @@ impl Replayed {
 pub struct BatchRelease {
     cells: Vec<Arc<Cell>>,
     st: Mutex<ReleaseState>,
+    /// A sequenced batch: when it was cut, and where its latency (cut to
+    /// release) goes; `None` for a replayed one.
+    cut: Option<(Instant, Arc<BatchLatencies>)>,
+}
+
+/// The latencies of released batches, from the cut to the release of
+/// their outcomes (executed and durable), in microseconds and release
+/// order: the thesis's batch latency (Table 6.1). The first
+/// [`BatchLatencies::CAP`] are kept.
+#[derive(Debug, Default)]
+pub struct BatchLatencies(Mutex<Vec<u32>>);
+
+impl BatchLatencies {
+    /// The most latencies kept (4 MiB).
+    pub const CAP: usize = 1 << 20;
+
+    fn record(&self, d: Duration) {
+        let mut v = self.0.lock();
+        if v.len() < Self::CAP {
+            v.push(d.as_micros().min(u128::from(u32::MAX)) as u32);
+        }
+    }
+
+    /// The latencies recorded from the `from`-th on.
+    pub fn since(&self, from: usize) -> Vec<u32> {
+        let v = self.0.lock();
+        v.get(from..).map(<[u32]>::to_vec).unwrap_or_default()
+    }
+
+    /// How many are recorded.
+    pub fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[derive(Default)]
@@ -179,10 +217,11 @@ struct ReleaseState {
 }
 
 impl BatchRelease {
-    fn new(cells: Vec<Arc<Cell>>) -> BatchRelease {
+    fn new(cells: Vec<Arc<Cell>>, cut: Option<(Instant, Arc<BatchLatencies>)>) -> BatchRelease {
         BatchRelease {
             cells,
             st: Mutex::new(ReleaseState::default()),
+            cut,
         }
     }
 
@@ -226,6 +265,9 @@ impl BatchRelease {
                 }
             }
             (Some(Ok(())), Some(outs)) => {
+                if let Some((at, lat)) = &self.cut {
+                    lat.record(at.elapsed());
+                }
                 for (c, o) in self.cells.iter().zip(outs.drain(..)) {
                     c.set(o);
                 }
@@ -306,6 +348,7 @@ pub struct Sequencer {
     failed: Arc<Mutex<Option<Error>>>,
     /// Bytes in the input log, updated before each batch is released.
     written: Arc<std::sync::atomic::AtomicU64>,
+    latencies: Arc<BatchLatencies>,
     thread: Mutex<Option<JoinHandle<SequencerStats>>>,
 }
 
@@ -337,6 +380,8 @@ impl Sequencer {
         let failed2 = failed.clone();
         let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let written2 = written.clone();
+        let latencies = Arc::new(BatchLatencies::default());
+        let latencies2 = latencies.clone();
         let thread = std::thread::Builder::new()
             .name("tessera-sequencer".into())
             .spawn(move || {
@@ -387,6 +432,7 @@ impl Sequencer {
                     stats.requests += n;
                     let release = Arc::new(BatchRelease::new(
                         txns.iter().map(|s| s.cell.clone()).collect(),
+                        Some((Instant::now(), latencies2.clone())),
                     ));
                     let earlier_failure = failed2.lock().clone();
                     let logged = match (&earlier_failure, input.as_mut()) {
@@ -444,8 +490,14 @@ impl Sequencer {
             logs,
             failed,
             written,
+            latencies,
             thread: Mutex::new(Some(thread)),
         })
+    }
+
+    /// The released batches' latencies (cut to release).
+    pub fn batch_latencies(&self) -> &Arc<BatchLatencies> {
+        &self.latencies
     }
 
     /// Bytes written to the input log so far (every released batch's

@@ -907,6 +907,8 @@ pub struct DetCheckpointInfo {
 pub struct Bohm {
     sh: Arc<Shared>,
     seq: Option<Sequencer>,
+    /// The sequencer's batch latencies (kept after shutdown).
+    latencies: Option<Arc<crate::det::sequencer::BatchLatencies>>,
     cc: Vec<JoinHandle<()>>,
     exec: Vec<JoinHandle<()>>,
     ticker: Option<Ticker>,
@@ -991,6 +993,7 @@ impl Bohm {
                 lazy: lazy::LazyShared::default(),
             }),
             seq: None,
+            latencies: None,
             cc: Vec::new(),
             exec: Vec::new(),
             ticker: None,
@@ -1215,14 +1218,16 @@ impl Bohm {
                 let _ = tx.send(ctx.clone());
             }
         });
-        self.seq = Some(Sequencer::start(
-            cfg.sequencer,
-            first_batch,
-            first_ts,
-            log,
-            sink,
-        )?);
+        let seq = Sequencer::start(cfg.sequencer, first_batch, first_ts, log, sink)?;
+        self.latencies = Some(seq.batch_latencies().clone());
+        self.seq = Some(seq);
         Ok(())
+    }
+
+    /// The latencies of the batches released since the start, cut to
+    /// release (`None` before the start).
+    pub fn batch_latencies(&self) -> Option<&Arc<crate::det::sequencer::BatchLatencies>> {
+        self.latencies.as_ref()
     }
 
     /// Start one stage thread with its own epoch slot.
