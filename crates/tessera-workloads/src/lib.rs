@@ -29,6 +29,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod cart;
 pub mod driver;
 pub mod smallbank;
 pub mod tpcc;

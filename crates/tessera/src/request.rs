@@ -84,6 +84,9 @@ pub struct Declared<'a> {
     pub table: TableId,
     /// Read or write.
     pub access: Access,
+    /// A blind write ([`KeySet::blind_write`]): written without being
+    /// read.
+    pub blind: bool,
     /// The key, or the range's lowest key.
     pub lo: &'a [u8],
     /// Where the entry ends: see [`Declared::hi`].
@@ -154,6 +157,7 @@ fn is_successor(k: &[u8], h: &[u8]) -> bool {
 struct Entry {
     table: TableId,
     access: Access,
+    blind: bool,
     lo: (u32, u32),
     hi: HiAt,
 }
@@ -199,6 +203,7 @@ impl KeySet {
         self.entries.push(Entry {
             table,
             access,
+            blind: false,
             lo,
             hi,
         });
@@ -213,6 +218,17 @@ impl KeySet {
     /// be read).
     pub fn write(&mut self, table: TableId, key: &[u8]) {
         self.push(table, Access::Write, key, None);
+    }
+
+    /// Declare a *blind* write of `key`: the body puts (or deletes without
+    /// asking whether it existed) a value that does not depend on what was
+    /// there, and never reads the key. Under `lazy` this lets a producer
+    /// whose stickies are all overwritten blindly, and read by nobody, be
+    /// skipped (the thesis's §4.4.3); a body that reads a key it declared
+    /// blind fails with an error there. Elsewhere it is a write.
+    pub fn blind_write(&mut self, table: TableId, key: &[u8]) {
+        self.push(table, Access::Write, key, None);
+        self.entries.last_mut().expect("just pushed").blind = true;
     }
 
     /// Declare reads of every key in `lo..=hi` (scans, or keys that are
@@ -267,6 +283,7 @@ impl KeySet {
         Declared {
             table: e.table,
             access: e.access,
+            blind: e.blind,
             lo: self.at(e.lo),
             hi: match e.hi {
                 HiAt::Key => Hi::Key,
@@ -281,12 +298,15 @@ impl KeySet {
         self.entries.iter().map(|e| self.get(e))
     }
 
-    /// Whether an access of `key` is covered: a read by any entry, a write
-    /// by a write entry.
+    /// Whether an access of `key` is covered: a read by any entry but a
+    /// blind write, a write by a write entry.
     pub fn covers(&self, table: TableId, access: Access, key: &[u8]) -> bool {
         self.iter().any(|d| {
             d.table == table
-                && (access == Access::Read || d.access == Access::Write)
+                && match access {
+                    Access::Read => !d.blind,
+                    Access::Write => d.access == Access::Write,
+                }
                 && d.contains(key)
         })
     }

@@ -72,6 +72,7 @@ use super::{
     BoxedOutcome, LatestMap, Shared, Version, COMPLETE, EXECUTING, MAX_DEPTH, PENDING, SKIPPED,
     UNPROCESSED,
 };
+use crate::catalog::TableId;
 use crate::det::{NowPhase, Outcome};
 use crate::epoch::{Guard, LocalEpoch};
 use crate::error::{ConflictReason, Error, TxError};
@@ -99,6 +100,9 @@ pub(super) struct LazyShared {
     pub later_done: AtomicU64,
     /// Later phases that failed (they cannot abort: see the module docs).
     pub later_errors: AtomicU64,
+    /// Transactions never run because blind writes overwrote all their
+    /// stickies before anyone needed them (they count as substantiated).
+    pub clobbered: AtomicU64,
     /// The most batches the backlog held.
     pub backlog_max: AtomicU64,
 }
@@ -108,6 +112,11 @@ pub(super) struct LazyShared {
 pub(super) struct Stickifier {
     outs: Vec<BoxedOutcome>,
     handoffs: Vec<u32>,
+    /// Per table: the timestamp of the last deferred transaction that
+    /// declared a range of it (its later phase may read any key there).
+    range_ts: Vec<u64>,
+    /// Versions whose producers may have become unnecessary.
+    work: Vec<(TableId, *mut Version)>,
 }
 
 impl Stickifier {
@@ -130,7 +139,19 @@ impl Stickifier {
         let out = run_now(sh, local, g, txn);
         let deferred =
             txn.later.load(Ordering::Relaxed) && txn.state.load(Ordering::Acquire) != COMPLETE;
+        let committed = matches!(out, Ok(Outcome::Committed(_)));
         self.outs.push(out);
+        if deferred {
+            if self.range_ts.len() < sh.tables.len() {
+                self.range_ts.resize(sh.tables.len(), 0);
+            }
+            for r in txn.wranges.iter().chain(txn.rranges.iter()) {
+                self.range_ts[r.table.as_u32() as usize] = txn.ts;
+            }
+        }
+        if committed {
+            self.clobber(sh, ctx, txn, deferred);
+        }
         if !deferred {
             return;
         }
@@ -155,10 +176,107 @@ impl Stickifier {
             // SAFETY: a record's newest version is alive while pinned.
             if !v.is_null() && unsafe { (*v).state.load(Ordering::Acquire) } == PENDING {
                 deps.push(v);
+                // Its producer is needed by this later phase.
+                // SAFETY: a pending version's producer is alive (its batch
+                // is freed only through the epoch this thread is pinned in).
+                unsafe { (*(*v).producer).pinned.store(true, Ordering::Relaxed) };
             }
         }
         if hand {
             self.handoffs.push(i as u32);
+        }
+    }
+
+    /// Blind writes (the thesis's §4.4.3): committed transaction `txn`
+    /// has overwritten the versions below its placeholders. A blind write
+    /// (`KeySet::blind_write`: never read) leaves the sticky below it
+    /// unneeded by anyone after it; a producer all of whose stickies are
+    /// unneeded, and that nobody between it and its overwriters may read,
+    /// never runs: its stickies are retired and it counts as substantiated.
+    /// A non-blind overwrite passes the need on: the sticky below is needed
+    /// if the overwriter is (its later phase may read it), so skipping a
+    /// producer releases the stickies below its own (a cart's chain of
+    /// additions, cleared by one blind write, is skipped whole).
+    ///
+    /// Who else could read a sticky between its producer `P` and its
+    /// overwriter, and why none does when `P` is skipped: a now-phase or an
+    /// eager transaction (they run here, in log order, and would have run
+    /// `P` already, so the claim below fails); a later phase through a
+    /// declared read (it pins `P` in `now`), a declared range (`range_ts`),
+    /// or its own write's previous version (a non-blind overwrite, passed
+    /// on); an undeclared read (refused in a later phase:
+    /// `BohmTx::lazy_may_read`); a checkpoint or a dump (they read at batch
+    /// boundaries: `P` must be in the batch being stickified, which is not
+    /// published yet, so no worker can have claimed it either).
+    fn clobber(&mut self, sh: &Shared, ctx: &BatchCtx, txn: &BTxn, deferred: bool) {
+        let first = ctx.txns.first().map_or(u64::MAX, |t| t.ts);
+        for w in txn.writes() {
+            let ph = w.ver.load(Ordering::Acquire);
+            if ph.is_null() {
+                continue;
+            }
+            // SAFETY: placeholders of a planned batch are alive, and the
+            // version below one too (GC cuts behind the watermark only).
+            let prev = unsafe { (*ph).prev.load(Ordering::Acquire) };
+            // SAFETY: as above.
+            if prev.is_null() || unsafe { (*prev).state.load(Ordering::Acquire) } != PENDING {
+                continue;
+            }
+            if w.blind {
+                self.work.push((w.table, prev));
+            } else if deferred
+                // SAFETY: as above.
+                && unsafe { (*ph).state.load(Ordering::Acquire) } == PENDING
+            {
+                // SAFETY: the batch is not published: only this thread
+                // touches the list.
+                unsafe { (*txn.rmw_prev.get()).push((w.table, prev)) };
+            }
+        }
+        while let Some((table, v)) = self.work.pop() {
+            // SAFETY: a pending version's producer is alive (its batch is
+            // freed only through the epoch this thread is pinned in).
+            let p = unsafe { &*(*v).producer };
+            if p.pinned.load(Ordering::Relaxed) {
+                continue;
+            }
+            if p.ts < first
+                || self
+                    .range_ts
+                    .get(table.as_u32() as usize)
+                    .copied()
+                    .unwrap_or(0)
+                    > p.ts
+            {
+                // Another batch (a checkpoint or a worker may reach it), or
+                // a range reader since: needed for good.
+                p.pinned.store(true, Ordering::Relaxed);
+                continue;
+            }
+            if p.live.fetch_sub(1, Ordering::Relaxed) != 1 {
+                continue;
+            }
+            if p.state
+                .compare_exchange(UNPROCESSED, EXECUTING, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                // Run already (a now-phase read it), or running.
+                continue;
+            }
+            for pw in p.writes() {
+                // SAFETY: as above; only the producer (this thread, which
+                // claimed it) sets a pending placeholder's state.
+                let pv = unsafe { &*pw.ver.load(Ordering::Acquire) };
+                if pv.state.load(Ordering::Acquire) == PENDING {
+                    pv.state.store(SKIPPED, Ordering::Release);
+                }
+            }
+            p.state.store(COMPLETE, Ordering::Release);
+            sh.lazy.clobbered.fetch_add(1, Ordering::Relaxed);
+            sh.lazy.later_done.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: written while its batch (this one) was stickified,
+            // by this thread.
+            self.work.extend(unsafe { (*p.rmw_prev.get()).drain(..) });
         }
     }
 
@@ -270,18 +388,23 @@ fn run_now(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedO
                 }
                 tx.fill(false);
                 txn.later.store(true, Ordering::Relaxed);
-                let left = txn.writes().iter().any(|w| {
-                    // SAFETY: placeholders of a planned batch are alive.
-                    let st = unsafe {
-                        (*w.ver.load(Ordering::Acquire))
-                            .state
-                            .load(Ordering::Acquire)
-                    };
-                    st == PENDING
-                });
+                let left = txn
+                    .writes()
+                    .iter()
+                    .filter(|w| {
+                        // SAFETY: placeholders of a planned batch are alive.
+                        let st = unsafe {
+                            (*w.ver.load(Ordering::Acquire))
+                                .state
+                                .load(Ordering::Acquire)
+                        };
+                        st == PENDING
+                    })
+                    .count();
+                txn.live.store(left as u32, Ordering::Relaxed);
                 // Nothing sticky: the later phase could write nothing, so
                 // it need not run.
-                let st = if left { UNPROCESSED } else { COMPLETE };
+                let st = if left > 0 { UNPROCESSED } else { COMPLETE };
                 txn.state.store(st, Ordering::Release);
                 Ok(Outcome::Committed(out))
             }

@@ -262,6 +262,9 @@ struct Slot {
     at: u32,
     len: u32,
     owner: u16,
+    /// Lazy: a write declared blind (`KeySet::blind_write`): the
+    /// transaction never reads the key.
+    blind: bool,
     word: u64,
     /// BOHM: a write's placeholder, or a read's annotation (§5.3.2: the
     /// record's latest version as of the owning CC thread's progress, which
@@ -314,6 +317,19 @@ struct BTxn {
     /// through the last-writer table when it was stickified (written by
     /// the stickification thread before the batch reaches the workers).
     deps: UnsafeCell<Vec<*mut Version>>,
+    /// Lazy only: the declared read ranges (a later phase's scans must lie
+    /// in one, or in a write range).
+    rranges: Box<[WRange]>,
+    /// Lazy only: this transaction's stickies that no blind write has
+    /// overwritten yet (see `lazy::Stickifier::clobber`).
+    live: std::sync::atomic::AtomicU32,
+    /// Lazy only: some later phase may read one of its stickies (a
+    /// declared reader, a range reader, a later batch): never skipped.
+    pinned: std::sync::atomic::AtomicBool,
+    /// Lazy only: the pending versions its own stickies overwrite without
+    /// being blind (its later phase may read them: a read-modify-write),
+    /// with their tables; they are needed only if this transaction is.
+    rmw_prev: UnsafeCell<Vec<(TableId, *mut Version)>>,
 }
 
 /// A declared write range of a transaction.
@@ -349,6 +365,30 @@ impl BTxn {
         self.wranges.iter().any(|r| {
             r.table == t && self.range_overlaps(r, Bound::Included(key), Bound::Included(key))
         })
+    }
+
+    /// Whether range `r` holds the whole scan range `[lo, hi]`.
+    fn range_contains(&self, r: &WRange, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+        let (rlo, rhi) = (self.bytes(r.lo), r.hi.map(|h| self.bytes(h)));
+        let lo_ok = match lo {
+            Bound::Included(k) | Bound::Excluded(k) => rlo <= k,
+            Bound::Unbounded => rlo.is_empty(),
+        };
+        let hi_ok = match (hi, rhi) {
+            (_, None) => true,
+            (Bound::Unbounded, Some(_)) => false,
+            (Bound::Included(k) | Bound::Excluded(k), Some(h)) => k <= h,
+        };
+        lo_ok && hi_ok
+    }
+
+    /// Lazy: whether a declared range (read or write) of table `t` holds
+    /// the scan range `[lo, hi]` (a key: `lo == hi`, included).
+    fn declared_range(&self, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+        self.wranges
+            .iter()
+            .chain(self.rranges.iter())
+            .any(|r| r.table == t && self.range_contains(r, lo, hi))
     }
 
     /// Lock `i` of `lorder`: a slot, or a unit (numbered after the slots).
@@ -595,6 +635,10 @@ pub struct BohmStats {
     /// Lazy: later phases that failed (a later phase cannot abort; its
     /// stickies read as skipped). Zero in a correct workload.
     pub lazy_later_errors: u64,
+    /// Lazy: transactions never run because blind writes overwrote all
+    /// their stickies unread (the thesis's avoided work, §4.4.3); counted
+    /// as substantiated.
+    pub lazy_clobbered: u64,
     /// Lazy: the most stickified batches waiting for substantiation.
     pub lazy_backlog_max: u64,
     /// Lazy: committed transactions whose later phase has not run yet (a
@@ -1630,6 +1674,7 @@ impl Bohm {
             lazy_handed_off: self.sh.lazy.handed_off.load(Ordering::Relaxed),
             lazy_substantiated: self.sh.lazy.substantiated.load(Ordering::Relaxed),
             lazy_later_errors: self.sh.lazy.later_errors.load(Ordering::Relaxed),
+            lazy_clobbered: self.sh.lazy.clobbered.load(Ordering::Relaxed),
             lazy_backlog_max: self.sh.lazy.backlog_max.load(Ordering::Relaxed),
             lazy_pending: self
                 .sh
@@ -2006,8 +2051,12 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
     let mut ws: Vec<(TableId, u32, u32)> = Vec::new();
     let mut rs: Vec<(TableId, u32, u32)> = Vec::new();
     let mut wr: Vec<WRange> = Vec::new();
-    // 2pl-ordered: the declared read ranges (scans).
+    // 2pl-ordered and lazy: the declared read ranges (scans).
     let mut rr: Vec<WRange> = Vec::new();
+    let lazy = protocol == DetProtocol::Lazy;
+    // Lazy: the write keys declared blind, and those declared otherwise.
+    let mut wb: Vec<(TableId, u32, u32)> = Vec::new();
+    let mut wn: Vec<(TableId, u32, u32)> = Vec::new();
     let txns: Box<[BTxn]> = b
         .txns
         .into_iter()
@@ -2019,6 +2068,8 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
             rs.clear();
             wr.clear();
             rr.clear();
+            wb.clear();
+            wn.clear();
             let unusable = if s.proc.needs_reconnaissance() {
                 Some(Error::InvalidArgument(format!(
                     "BOHM does not yet run requests that need a reconnaissance ('{}')",
@@ -2038,11 +2089,19 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
                         continue;
                     }
                     if !d.is_key() {
-                        if locking {
+                        if locking || lazy {
                             // A scan's range: its unit is locked shared.
                             rr.push(stash_range(&mut buf, &d));
                         }
                         continue;
+                    }
+                    if lazy && d.access == Access::Write {
+                        let e = (d.table, buf.len() as u32, d.lo.len() as u32);
+                        if d.blind {
+                            wb.push(e);
+                        } else {
+                            wn.push(e);
+                        }
                     }
                     let list = if d.access == Access::Write {
                         &mut ws
@@ -2128,19 +2187,45 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
                 }
             }
             let key = |e: &(TableId, u32, u32)| &buf[e.1 as usize..(e.1 + e.2) as usize];
-            let slot = |e: &(TableId, u32, u32)| Slot {
+            // Lazy: a write is blind if declared so and never otherwise.
+            let same =
+                |a: &(TableId, u32, u32), b: &(TableId, u32, u32)| a.0 == b.0 && key(a) == key(b);
+            // (A key also declared as a read is read: not blind. `rs` lost
+            // the keys also written above, so the read declarations are
+            // looked up among the entries themselves.)
+            let blind: Vec<bool> = if wb.is_empty() {
+                Vec::new()
+            } else {
+                ws.iter()
+                    .map(|w| {
+                        wb.iter().any(|b| same(b, w))
+                            && !wn.iter().any(|b| same(b, w))
+                            && !keys.iter().any(|d| {
+                                d.access == Access::Read
+                                    && d.is_key()
+                                    && d.table == w.0
+                                    && d.lo == key(w)
+                            })
+                    })
+                    .collect()
+            };
+            let slot = |(i, e): (usize, &(TableId, u32, u32))| Slot {
                 table: e.0,
                 at: e.1,
                 len: e.2,
                 owner: partition(e.0, key(e), m),
+                blind: blind.get(i).copied().unwrap_or(false),
                 word: key_word(key(e)),
                 ver: AtomicPtr::new(ptr::null_mut()),
                 rec: AtomicPtr::new(ptr::null_mut()),
                 wait: AtomicU64::new(0),
             };
-            let slots: Box<[Slot]> = ws.iter().chain(rs.iter()).map(slot).collect();
+            let slots: Box<[Slot]> = ws.iter().chain(rs.iter()).enumerate().map(slot).collect();
             let nxu = us.iter().filter(|u| u.3).count();
-            let units: Box<[Slot]> = us.iter().map(|u| slot(&(u.0, u.1, u.2))).collect();
+            let units: Box<[Slot]> = us
+                .iter()
+                .map(|u| slot((usize::MAX, &(u.0, u.1, u.2))))
+                .collect();
             let lorder = if locking {
                 // The slots' keys, then the units (numbered after them).
                 let all: Vec<((TableId, u32, u32), bool)> = ws
@@ -2176,6 +2261,14 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
                 pwv: None,
                 later: Default::default(),
                 deps: UnsafeCell::new(Vec::new()),
+                rranges: if lazy {
+                    std::mem::take(&mut rr).into_boxed_slice()
+                } else {
+                    Box::default()
+                },
+                live: Default::default(),
+                pinned: Default::default(),
+                rmw_prev: UnsafeCell::new(Vec::new()),
             }
         })
         .collect();
@@ -3510,6 +3603,9 @@ impl BohmTx<'_> {
             // borrow of self lasts as long as it).
             return Ok(Some(unsafe { &*v }));
         }
+        if self.sh.cfg.protocol == DetProtocol::Lazy {
+            self.lazy_may_read(t, key)?;
+        }
         let ranged = self.ranged(t)?;
         if ranged {
             self.await_ranges(t, Bound::Included(key), Bound::Included(key))?;
@@ -3571,6 +3667,40 @@ impl BohmTx<'_> {
             Some(v) => Ok(Some(unsafe { &(*v).data.get().as_ref().unwrap()[..] })),
             None => Ok(None),
         }
+    }
+
+    /// Lazy: what makes skipping producers whose stickies were all
+    /// overwritten blindly sound (`lazy::Stickifier::clobber`): a key
+    /// declared as a blind write is never read before this transaction
+    /// writes it, and a later phase reads only what it declared (the
+    /// `Request::declare` contract, enforced here, where a later phase
+    /// running long after its commit could otherwise read a sticky that
+    /// nobody was known to need).
+    fn lazy_may_read(&self, t: TableId, key: &[u8]) -> TxResult<()> {
+        let bad = |what: &str| {
+            Err(TxError::Error(Error::InvalidArgument(format!(
+                "lazy: '{}' read table {} key {key:02x?}, {what}",
+                // SAFETY: the running transaction's procedure: this thread
+                // claimed it.
+                unsafe { &*self.txn.proc.get() }.name(),
+                t.as_u32()
+            ))))
+        };
+        if let Some(s) = self.slot(t, key) {
+            if self.txn.slots[s].blind && self.own(s).is_none() {
+                return bad("which it declared as a blind write (never read)");
+            }
+            return Ok(());
+        }
+        if self.txn.later.load(Ordering::Relaxed)
+            && self.declared_read(t, key).is_none()
+            && !self
+                .txn
+                .declared_range(t, Bound::Included(key), Bound::Included(key))
+        {
+            return bad("which it did not declare, in its later phase");
+        }
+        Ok(())
     }
 
     /// `2pl-ordered`: the transaction holds the lock of every key it
@@ -3916,6 +4046,15 @@ impl TxnOps for BohmTx<'_> {
     ) -> TxResult<usize> {
         if self.sh.cfg.protocol == DetProtocol::TwoPlOrdered {
             return self.scan_locked(t, lo, hi, opts, f);
+        }
+        if self.sh.cfg.protocol == DetProtocol::Lazy
+            && self.txn.later.load(Ordering::Relaxed)
+            && !self.txn.declared_range(t, lo, hi)
+        {
+            return Err(TxError::Error(Error::InvalidArgument(format!(
+                "lazy: a later phase scanned table {} outside its declared ranges",
+                t.as_u32()
+            ))));
         }
         let tree = self.sh.table(t)?;
         if self.ranged(t)? {

@@ -312,6 +312,10 @@ pub(super) fn plan(b: Batch, m: usize, sh: &Shared) -> BatchCtx {
                 pwv: Some(Box::new(p)),
                 later: Default::default(),
                 deps: UnsafeCell::new(Vec::new()),
+                rranges: Box::default(),
+                live: Default::default(),
+                pinned: Default::default(),
+                rmw_prev: UnsafeCell::new(Vec::new()),
             }
         })
         .collect();

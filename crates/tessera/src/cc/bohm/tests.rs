@@ -54,6 +54,19 @@ enum Op {
     /// 8 bytes) plus one and a tail whose length changes with the counter;
     /// output a hash of every byte read.
     Grow { keys: Vec<u64> },
+    /// Put `val` into each key without reading it, declared as blind
+    /// writes; `read` reads the first key first (a body that breaks its
+    /// declaration). Lazy: a now-phase that ends at once when there are
+    /// several keys (deferred), eager otherwise.
+    Set {
+        keys: Vec<u64>,
+        val: u64,
+        read: bool,
+    },
+    /// Put the value of `from` (a declared read) into `to` (a declared
+    /// blind write). Lazy: deferred whole (a later phase with a declared
+    /// read).
+    Copy { from: u64, to: u64 },
 }
 
 /// Where order ranges start (above every other key of the tests).
@@ -132,6 +145,20 @@ impl Request for P {
                 let ok = tx.insert(t, &k(order_range(*d).0 + id), &(id + 5).to_le_bytes())?;
                 Ok(id * 2 + u64::from(ok))
             }
+            Op::Copy { from, to } => {
+                let v = val(tx.get(t, &k(*from))?);
+                tx.put(t, &k(*to), &v.to_le_bytes())?;
+                Ok(0)
+            }
+            Op::Set { keys, val, read } => {
+                if *read {
+                    tx.get(t, &k(keys[0]))?;
+                }
+                for &key in keys {
+                    tx.put(t, &k(key), &val.to_le_bytes())?;
+                }
+                Ok(0)
+            }
             Op::Grow { keys } => {
                 let mut h = 0u64;
                 for &key in keys {
@@ -155,6 +182,11 @@ impl Request for P {
             Op::Scan { lo, hi, .. } => keys.read_range(self.t, &k(*lo), &k(*hi)),
             Op::Read { keys: ks } => ks.iter().for_each(|&x| keys.read(self.t, &k(x))),
             Op::Grow { keys: ks } => ks.iter().for_each(|&x| keys.write(self.t, &k(x))),
+            Op::Set { keys: ks, .. } => ks.iter().for_each(|&x| keys.blind_write(self.t, &k(x))),
+            Op::Copy { from, to } => {
+                keys.read(self.t, &k(*from));
+                keys.blind_write(self.t, &k(*to));
+            }
             Op::Order { d } => {
                 keys.write(self.t, &k(900 + d));
                 let (lo, hi) = order_range(*d);
@@ -174,6 +206,16 @@ impl Procedure for P {
     /// sticky for the later phase. Every other request runs eagerly
     /// (reads, scans, inserts: external reads and uniqueness checks).
     fn now_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<crate::det::NowPhase<u64>> {
+        if let Op::Copy { .. } = &self.op {
+            return Ok(crate::det::NowPhase::Ended(0));
+        }
+        if let Op::Set { keys, .. } = &self.op {
+            return Ok(if keys.len() > 1 {
+                crate::det::NowPhase::Ended(0)
+            } else {
+                crate::det::NowPhase::Eager
+            });
+        }
         let Op::Rmw { keys, add, cap } = &self.op else {
             return Ok(crate::det::NowPhase::Eager);
         };
@@ -192,6 +234,9 @@ impl Procedure for P {
         Ok(crate::det::NowPhase::Ended(sum))
     }
     fn later_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<()> {
+        if let Op::Set { .. } | Op::Copy { .. } = &self.op {
+            return Request::run(self, tx).map(drop);
+        }
         let Op::Rmw { keys, add, .. } = &self.op else {
             unreachable!("only read-modify-writes end their now-phase");
         };
@@ -245,6 +290,18 @@ impl Procedure for P {
                 w(keys.len() as u64);
                 keys.iter().for_each(|&x| w(x));
             }
+            Op::Copy { from, to } => {
+                w(8);
+                w(*from);
+                w(*to);
+            }
+            Op::Set { keys, val, read } => {
+                w(7);
+                w(*val);
+                w(u64::from(*read));
+                w(keys.len() as u64);
+                keys.iter().for_each(|&x| w(x));
+            }
         }
     }
     fn decode(b: &[u8]) -> Result<Self, String> {
@@ -281,6 +338,18 @@ impl Procedure for P {
                 let n = next()?;
                 Op::Grow {
                     keys: (0..n).map(|_| next()).collect::<Result<_, _>>()?,
+                }
+            }
+            8 => Op::Copy {
+                from: next()?,
+                to: next()?,
+            },
+            7 => {
+                let (val, read, n) = (next()?, next()? == 1, next()?);
+                Op::Set {
+                    keys: (0..n).map(|_| next()).collect::<Result<_, _>>()?,
+                    val,
+                    read,
                 }
             }
             x => return Err(format!("op {x}")),
@@ -1516,6 +1585,80 @@ fn lazy_backlog_bound_and_gc_keep_serial_equivalence() {
     let stats = compare_in_waves(cfg, &reqs(46, 4_000, 8), 4, 8);
     assert!(stats.collected > 0, "{stats:?}");
     assert_eq!(stats.lazy_backlog_max, 1, "{stats:?}");
+}
+
+/// Blind writes (the thesis's §4.4.3): requests that put keys without
+/// reading them, declared blind, among lazy read-modify-writes, reads and
+/// scans. Producers whose stickies are all overwritten unread are never
+/// run (`lazy_clobbered`), and outcomes and state still equal a serial
+/// execution.
+#[test]
+fn lazy_blind_writes_skip_clobbered_producers_and_equal_serial_execution() {
+    for &(seed, n, keys, batch) in &[(51, 2, 8, 500), (52, 1, 30, 200), (53, 3, 5, 1000)] {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let reqs: Vec<P> = reqs(seed, 3_000, keys)
+            .into_iter()
+            .map(|r| {
+                if rng.gen_bool(0.1) {
+                    P {
+                        t: r.t,
+                        op: Op::Copy {
+                            from: rng.gen_range(0..keys),
+                            to: rng.gen_range(0..keys),
+                        },
+                    }
+                } else if rng.gen_bool(0.25) {
+                    let n = rng.gen_range(1..=3);
+                    let mut ks: Vec<u64> = (0..n).map(|_| rng.gen_range(0..keys)).collect();
+                    ks.sort_unstable();
+                    ks.dedup();
+                    P {
+                        t: r.t,
+                        op: Op::Set {
+                            keys: ks,
+                            val: rng.gen_range(0..50),
+                            read: false,
+                        },
+                    }
+                } else {
+                    r
+                }
+            })
+            .collect();
+        let stats = compare(lazy_cfg(n, batch, 1_000_000), &reqs, keys / 2);
+        assert!(stats.lazy_clobbered > 0, "seed {seed}: {stats:?}");
+        assert_eq!(stats.lazy_later_errors, 0, "{stats:?}");
+    }
+}
+
+/// A body that reads a key it declared as a blind write fails there,
+/// under lazy (the skip of clobbered producers relies on it); eagerly and
+/// in a later phase.
+#[test]
+fn lazy_refuses_a_read_of_a_blind_write() {
+    let mut b = Bohm::new(&["t"], lazy_cfg(1, 10, 100)).unwrap();
+    let t = b.table("t").unwrap();
+    b.load(t, &k(1), &5u64.to_le_bytes()).unwrap();
+    b.start().unwrap();
+    for keys in [vec![1], vec![1, 2]] {
+        let r = b
+            .submit(P {
+                t,
+                op: Op::Set {
+                    keys,
+                    val: 3,
+                    read: true,
+                },
+            })
+            .unwrap();
+        let out = r.wait();
+        if let Err(e) = &out {
+            assert!(e.to_string().contains("blind"), "{e}");
+        }
+    }
+    let stats = b.shutdown().unwrap();
+    // The eager one fails at once; the deferred one in its later phase.
+    assert_eq!(stats.lazy_later_errors, 1, "{stats:?}");
 }
 
 #[test]
