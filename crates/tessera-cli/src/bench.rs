@@ -10,6 +10,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Subcommand, ValueEnum};
 use serde_json::Value;
 use tessera::{Database, Durability, Options, Protocol};
+use tessera_workloads::cart::{Cart, CartCheck, CartConfig};
 use tessera_workloads::driver::{self, Report, RunConfig, Workload};
 use tessera_workloads::smallbank::{SmallBank, SmallBankConfig};
 use tessera_workloads::tpcc::hybrid::{HybridConfig, TpccHybrid, DEFAULT_Q2_SIZE_PCT};
@@ -42,6 +43,58 @@ pub enum BenchCmd {
     /// high, 100,000 low); money conservation is checked after the run.
     #[command(after_long_help = SMALLBANK_HELP)]
     Smallbank(SmallbankArgs),
+    /// The shopping cart of the lazy-evaluation evaluation (blind writes):
+    /// each client adds --adds items to a cart, one transaction each, then
+    /// checks out: a purchase (reads the cart, takes the stock) or, for
+    /// --blind-pct percent, a clear (a blind write of the cart).
+    #[command(after_long_help = CART_HELP)]
+    Cart(CartArgs),
+}
+
+const CART_HELP: &str = "\
+Tables: INVENTORY (--items rows of --item-bytes: stock and price) and CART (one
+row per cart: the items in it). Client thread c uses carts (c, 0..--carts) in
+turn. Transactions:
+  add       read the item's INVENTORY row, append the item to the cart
+  purchase  read the cart, take one unit of each item's stock, empty the cart
+  clear     empty the cart without reading it: a blind write
+            (KeySet::blind_write)
+
+Under --cc lazy an add ends its now-phase at once (its cart row is left
+sticky) and checkouts run eagerly: a purchase substantiates the cart's adds, a
+clear overwrites them unread, so they are never run and count as committed
+(stages.lazy.clobbered in the JSON): lazy's throughput rises with
+--blind-pct (the thesis's Fig. 4.6), eager execution's does not.
+
+Check: after the run the units of stock taken equal those committed purchases
+took, and no cart holds more than --adds items; a failure makes the exit
+status 1.";
+
+/// `tessera bench cart`.
+#[derive(Args, Debug)]
+pub struct CartArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// INVENTORY rows.
+    #[arg(long, value_name = "N", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 40), allow_negative_numbers = true)]
+    pub items: u64,
+    /// Bytes of an INVENTORY row.
+    #[arg(long = "item-bytes", value_name = "B", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(16..=1 << 20), allow_negative_numbers = true)]
+    pub item_bytes: u64,
+    /// Carts per client thread, used in turn.
+    #[arg(long, value_name = "N", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    pub carts: u32,
+    /// Items added to a cart before its checkout.
+    #[arg(long, value_name = "N", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..=1000), allow_negative_numbers = true)]
+    pub adds: u32,
+    /// Percentage of checkouts that clear the cart (blind writes).
+    #[arg(long = "blind-pct", value_name = "PCT", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(0..=100), allow_negative_numbers = true)]
+    pub blind_pct: u32,
 }
 
 const SMALLBANK_HELP: &str = "\
@@ -198,12 +251,13 @@ impl TypedValueParser for ProtocolParser {
 }
 
 /// The interactive protocol `p`; a usage error for a deterministic one,
-/// which runs `bench ycsb`, `bench smallbank` and `bench tpcc` only.
+/// which runs `bench ycsb`, `bench smallbank`, `bench cart` and `bench
+/// tpcc` only.
 pub fn interactive(p: Protocol) -> Result<Protocol, Failure> {
     if p.caps().deterministic {
         return Err(Failure::usage(format!(
-            "--cc {p} runs `tessera bench ycsb`, `tessera bench smallbank` and `tessera bench \
-             tpcc` (NewOrder and Payment) only so far"
+            "--cc {p} runs `tessera bench ycsb`, `tessera bench smallbank`, `tessera bench \
+             cart` and `tessera bench tpcc` (NewOrder and Payment) only so far"
         )));
     }
     Ok(p)
@@ -762,7 +816,86 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
         BenchCmd::Tpcc(a) => tpcc(&a),
         BenchCmd::TpccHybrid(a) => tpcc_hybrid(&a),
         BenchCmd::Smallbank(a) => smallbank(&a),
+        BenchCmd::Cart(a) => cart(&a),
     }
+}
+
+/// The cart check's result as the report's `consistency` object, or the
+/// failure it is.
+fn cart_verdict(r: Result<CartCheck, tessera::Error>) -> Result<Option<(Value, String)>, Failure> {
+    let chk = r.map_err(|e| Failure::run(format!("the stock check could not run: {e}")))?;
+    if !chk.passed {
+        return Err(Failure::new(
+            1,
+            "inconsistent",
+            format!("the stock does not add up after the run: {}", chk.summary()),
+        ));
+    }
+    let mut v = serde_json::to_value(&chk).unwrap_or(Value::Null);
+    v["enforced"] = Value::Bool(true);
+    Ok(Some((v, chk.summary())))
+}
+
+/// `tessera bench cart`: load, run, check the stock, print.
+fn cart(a: &CartArgs) -> ExitCode {
+    let c = &a.common;
+    let wl = match Cart::new(CartConfig {
+        items: a.items,
+        item_bytes: a.item_bytes as usize,
+        carts: a.carts,
+        adds: a.adds,
+        blind_pct: a.blind_pct,
+    }) {
+        Ok(w) => w,
+        Err(e) => return fail(c, Failure::usage(e)),
+    };
+    if !c.quiet {
+        eprintln!(
+            "cart on {}: {} thread(s), {} items, {} adds per checkout, {}% of checkouts blind",
+            c.cc, c.threads, a.items, a.adds, a.blind_pct
+        );
+    }
+    if c.cc.caps().deterministic {
+        let check = |run: &crate::det_bench::DetRun<'_>| {
+            let dump = |name: &str| -> Result<Vec<Vec<u8>>, tessera::Error> {
+                let e = run.engine;
+                Ok(e.dump(e.table(name)?)?
+                    .into_iter()
+                    .map(|(_, v)| v)
+                    .collect())
+            };
+            cart_verdict(
+                dump("inventory")
+                    .and_then(|inv| Ok((inv, dump("cart")?)))
+                    .and_then(|(inv, carts)| wl.check_rows(&inv, &carts, run.tally)),
+            )
+        };
+        return match crate::det_bench::run_checked(&wl, c.cc, c, check) {
+            Ok(out) => emit(c, Ok(out)),
+            Err(f) => fail(c, f),
+        };
+    }
+    let (db, report) = match load_and_run(&wl, c) {
+        Ok(r) => r,
+        Err(f) => return fail(c, f),
+    };
+    let verdict = cart_verdict(wl.check(&db));
+    dispose(db, c);
+    let (cj, line) = match verdict {
+        Ok(Some(x)) => x,
+        Ok(None) => (Value::Null, String::new()),
+        Err(f) => return fail(c, f),
+    };
+    if c.json {
+        let mut v = match serde_json::to_value(&report) {
+            Ok(v) => v,
+            Err(e) => return fail(c, Failure::run(e)),
+        };
+        v["consistency"] = cj;
+        return emit(c, serde_json::to_string_pretty(&v).map(|s| s + "\n"));
+    }
+    print!("{}\n{line}\n", report.table());
+    ExitCode::SUCCESS
 }
 
 /// SmallBank's conservation check on a stopped deterministic engine: the

@@ -17,6 +17,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use tessera::det::{Outcome, Procedure, SequencerConfig};
 use tessera::{Database, Options, Protocol, Request, ScanOptions, TableId};
+use tessera_workloads::cart::{Cart, CartProc};
 use tessera_workloads::driver::Workload;
 use tessera_workloads::smallbank::{SbProc, SmallBank};
 use tessera_workloads::tpcc::det::{pwv_partition_prefixes, TpccProc};
@@ -100,6 +101,17 @@ impl DetWorkload for Tpcc {
     /// thread's.
     fn default_clients(&self) -> usize {
         self.config_ref().warehouses as usize
+    }
+}
+
+impl DetWorkload for Cart {
+    type Proc = CartProc;
+    fn proc(&self, st: &Self::Thread) -> CartProc {
+        self.procedure(st)
+    }
+    /// Units of stock a purchase took, for the stock check.
+    fn tally(out: &i64) -> i64 {
+        *out
     }
 }
 
@@ -400,6 +412,12 @@ pub fn run_checked<W: DetWorkload>(
     let offered = AtomicU64::new(0);
     let accepted = AtomicU64::new(0);
     let dropped = AtomicU64::new(0);
+    // Per transaction type, every client's latencies (merged at its end).
+    let latencies: std::sync::Mutex<Vec<hdrhistogram::Histogram<u64>>> = std::sync::Mutex::new(
+        (0..wl.txn_types().len())
+            .map(|_| hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("bounds"))
+            .collect(),
+    );
     let t0 = Instant::now();
     let mut timeline: Vec<[f64; 6]> = Vec::new();
     let failure: std::sync::Mutex<Option<tessera::Error>> = std::sync::Mutex::new(None);
@@ -441,6 +459,7 @@ pub fn run_checked<W: DetWorkload>(
                 &engine, &measuring, &stop, &committed, &aborted, &failure, &tally, &db,
             );
             let (offered, accepted, dropped) = (&offered, &accepted, &dropped);
+            let latencies = &latencies;
             s.spawn(move || {
                 let mut recon = match db.worker() {
                     Ok(w) => w,
@@ -451,42 +470,65 @@ pub fn run_checked<W: DetWorkload>(
                     clients,
                     tessera_workloads::driver::thread_seed(c.seed, i),
                 );
-                let mut inflight: VecDeque<tessera::det::Receipt<<W::Proc as Request>::Output>> =
-                    VecDeque::with_capacity(window + 1);
+                // Each request's receipt, when it was submitted, its type.
+                #[allow(clippy::type_complexity)]
+                let mut inflight: VecDeque<(
+                    tessera::det::Receipt<<W::Proc as Request>::Output>,
+                    Instant,
+                    usize,
+                )> = VecDeque::with_capacity(window + 1);
+                // Per transaction type: latencies (submission to release)
+                // of the requests settled while measuring, in microseconds.
+                let mut lat: Vec<hdrhistogram::Histogram<u64>> = (0..wl.txn_types().len())
+                    .map(|_| {
+                        hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                            .expect("bounds")
+                    })
+                    .collect();
                 let give_up = |e: tessera::Error| give_up(failure, stop, e);
                 let mut my_tally = 0i64;
-                let mut settle =
-                    |r: Result<Outcome<<W::Proc as Request>::Output>, tessera::Error>| match r {
-                        Ok(o) => {
-                            let measured = measuring.load(Ordering::Relaxed);
-                            match o {
-                                Outcome::Committed(out) => {
-                                    my_tally += W::tally(&out);
-                                    if measured {
-                                        committed.fetch_add(1, Ordering::Relaxed);
-                                    }
+                let mut settle = |((r, released), submitted, ty): (
+                    tessera::det::sequencer::Released<<W::Proc as Request>::Output>,
+                    Instant,
+                    usize,
+                )| match r {
+                    Ok(o) => {
+                        let measured = measuring.load(Ordering::Relaxed);
+                        if measured {
+                            if let Some(h) = lat.get_mut(ty) {
+                                let us = released.saturating_duration_since(submitted);
+                                h.saturating_record(us.as_micros() as u64);
+                            }
+                        }
+                        match o {
+                            Outcome::Committed(out) => {
+                                my_tally += W::tally(&out);
+                                if measured {
+                                    committed.fetch_add(1, Ordering::Relaxed);
                                 }
-                                Outcome::Aborted => {
-                                    if measured {
-                                        aborted.fetch_add(1, Ordering::Relaxed);
-                                    }
+                            }
+                            Outcome::Aborted => {
+                                if measured {
+                                    aborted.fetch_add(1, Ordering::Relaxed);
                                 }
                             }
                         }
-                        Err(e) => give_up(e),
-                    };
+                    }
+                    Err(e) => give_up(e),
+                };
                 // Draw, prepare and submit the next request; false once
                 // the run has failed.
                 let mut submit_next = |inflight: &mut VecDeque<_>| {
-                    wl.next(&mut st);
+                    let ty = wl.next(&mut st);
                     let mut p = wl.proc(&st);
                     if let Err(e) = wl.prepare(&mut p, &mut recon) {
                         give_up(e);
                         return false;
                     }
+                    let at = Instant::now();
                     match engine.submit(p) {
                         Ok(r) => {
-                            inflight.push_back(r);
+                            inflight.push_back((r, at, ty));
                             true
                         }
                         Err(e) => {
@@ -501,11 +543,11 @@ pub fn run_checked<W: DetWorkload>(
                 let mut due = Instant::now();
                 while let Some(base) = c.det.offered_rate.filter(|_| !stop.load(Ordering::Relaxed))
                 {
-                    while let Some(r) = inflight.pop_front() {
-                        match r.try_wait() {
-                            Ok(res) => settle(res),
+                    while let Some((r, at, ty)) = inflight.pop_front() {
+                        match r.try_wait_released() {
+                            Ok(done) => settle((done, at, ty)),
                             Err(r) => {
-                                inflight.push_front(r);
+                                inflight.push_front((r, at, ty));
                                 break;
                             }
                         }
@@ -545,13 +587,18 @@ pub fn run_checked<W: DetWorkload>(
                         break;
                     }
                     if inflight.len() > window {
-                        settle(inflight.pop_front().unwrap().wait());
+                        let (r, at, ty) = inflight.pop_front().unwrap();
+                        settle((r.wait_released(), at, ty));
                     }
                 }
-                for r in inflight {
-                    settle(r.wait());
+                for (r, at, ty) in inflight {
+                    settle((r.wait_released(), at, ty));
                 }
                 tally.fetch_add(my_tally, Ordering::Relaxed);
+                let mut all = latencies.lock().unwrap_or_else(|e| e.into_inner());
+                for (a, h) in all.iter_mut().zip(&lat) {
+                    let _ = a.add(h);
+                }
             });
         }
         std::thread::sleep(Duration::from_secs_f64(c.warmup));
@@ -709,6 +756,11 @@ pub fn run_checked<W: DetWorkload>(
         // Batches released while measuring: from the cut to the release of
         // the outcomes (executed, input durable), the thesis's Table 6.1.
         "batch_latency_ms": batch_latency_json(batch_lat),
+        // Per transaction type: from submission to the release of the
+        // outcome, while measuring (the thesis's Fig. 4.4 is the CDF of an
+        // external read's: YCSB's `--long-read-ratio 0.001
+        // --long-read-size 1` are its single-record reads).
+        "latency_ms": latency_json(wl.txn_types(), &latencies.lock().unwrap_or_else(|e| e.into_inner())),
         "input_log_bytes": stats.input_bytes,
         "checkpoints": checkpoints_json,
         "stages": {
@@ -739,6 +791,9 @@ pub fn run_checked<W: DetWorkload>(
                 "handed_off": stats.lazy_handed_off,
                 "substantiated_by_workers": stats.lazy_substantiated,
                 "later_errors": stats.lazy_later_errors,
+                // Never run: blind writes overwrote all their stickies
+                // unread (counted as substantiated).
+                "clobbered": stats.lazy_clobbered,
                 "backlog_max_batches": stats.lazy_backlog_max,
                 "pending_at_start": pending_before,
                 "pending_at_end": pending_after,
@@ -806,6 +861,35 @@ fn copy_table(w: &mut tessera::Worker, engine: &Database, t: TableId) -> Result<
         Some(e) => Err(Failure::from_error("cannot load the engine: ", &e)),
         None => Ok(()),
     }
+}
+
+/// Per transaction type that ran: count, percentiles and a CDF (latency in
+/// milliseconds at fractions 0.01 to 1), from histograms in microseconds.
+fn latency_json(types: &[&str], hs: &[hdrhistogram::Histogram<u64>]) -> Value {
+    let mut m = serde_json::Map::new();
+    for (name, h) in types.iter().zip(hs) {
+        if h.is_empty() {
+            continue;
+        }
+        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        let mut qs: Vec<f64> = (1..=99).map(|i| i as f64 / 100.0).collect();
+        qs.extend([0.995, 0.999, 1.0]);
+        let cdf: Vec<[f64; 2]> = qs.iter().map(|&q| [ms(q), q]).collect();
+        m.insert(
+            (*name).to_string(),
+            json!({
+                "count": h.len(),
+                "mean": h.mean() / 1000.0,
+                "p50": ms(0.5),
+                "p90": ms(0.9),
+                "p99": ms(0.99),
+                "p999": ms(0.999),
+                "max": h.max() as f64 / 1000.0,
+                "cdf": cdf,
+            }),
+        );
+    }
+    Value::Object(m)
 }
 
 /// Percentiles of batch latencies given in microseconds, in milliseconds.

@@ -41,9 +41,9 @@ the exit status is then 1. The protocol order rotates each round.";
 #[derive(Args, Debug)]
 #[command(after_long_help = SWEEP_HELP)]
 pub struct SweepArgs {
-    /// The benchmark: ycsb, tpcc, tpcc-hybrid or smallbank.
+    /// The benchmark: ycsb, tpcc, tpcc-hybrid, smallbank or cart.
     #[arg(long, value_name = "WORKLOAD", required_unless_present = "replot",
-          value_parser = ["ycsb", "tpcc", "tpcc-hybrid", "smallbank"])]
+          value_parser = ["ycsb", "tpcc", "tpcc-hybrid", "smallbank", "cart"])]
     pub workload: Option<String>,
     /// Protocols, comma-separated (bohm and 2pl-ordered too, for ycsb and smallbank).
     #[arg(long = "cc", value_name = "P1,P2,...", value_delimiter = ',',

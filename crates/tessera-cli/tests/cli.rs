@@ -888,6 +888,48 @@ fn pwv_runs_tpcc_pieces_at_both_granularities_with_batch_latency() {
     assert!(stderr(&o).contains("--cc pwv"), "{}", stderr(&o));
 }
 
+/// The shopping cart: under lazy, clears (blind writes) leave the carts'
+/// additions unrun (`clobbered`), and the stock check passes under lazy,
+/// eager BOHM and an interactive protocol.
+#[test]
+fn cart_runs_with_blind_writes_and_checks_the_stock() {
+    for (cc, blind) in [
+        ("lazy", "100"),
+        ("lazy", "0"),
+        ("bohm", "50"),
+        ("silo", "50"),
+    ] {
+        let o = tessera(&[
+            "bench",
+            "cart",
+            "--cc",
+            cc,
+            "--items",
+            "2000",
+            "--adds",
+            "5",
+            "--blind-pct",
+            blind,
+            "--threads",
+            "2",
+            "--seconds",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--json",
+            "--quiet",
+        ]);
+        assert!(o.status.success(), "{cc}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["consistency"]["passed"], true, "{cc}: {v}");
+        if cc == "lazy" {
+            let clobbered = v["stages"]["lazy"]["clobbered"].as_u64().unwrap();
+            assert_eq!(clobbered > 0, blind == "100", "{v}");
+            assert_eq!(v["stages"]["lazy"]["later_errors"], 0, "{v}");
+        }
+    }
+}
+
 /// The open-loop driver: a fixed offered rate with a burst reports what
 /// was offered, accepted and dropped, and a timeline of running totals
 /// (every 100 ms, monotone); bad bursts are usage errors.

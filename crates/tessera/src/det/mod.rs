@@ -170,7 +170,10 @@ where
     /// computed), at the transaction's place in the log (it reads the
     /// values as they were then), and writes the keys left sticky. It may
     /// read what its own now-phase wrote; it may not write those keys
-    /// again.
+    /// again. It reads only keys its [`Request::declare`] covers (a
+    /// declared read, a write that is not blind, a declared range):
+    /// anything else fails with an error, since a producer whose stickies
+    /// were overwritten blindly may have been skipped as unneeded.
     fn later_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<()> {
         let _ = tx;
         Err(crate::error::TxError::Error(Error::InvalidArgument(

@@ -70,13 +70,14 @@ type BoxedOutcome = Result<Outcome<Box<dyn Any + Send>>, Error>;
 /// Where one submitter's outcome lands.
 #[derive(Default)]
 struct Cell {
-    slot: Mutex<Option<BoxedOutcome>>,
+    /// The outcome, and when it was released.
+    slot: Mutex<Option<(BoxedOutcome, Instant)>>,
     cv: Condvar,
 }
 
 impl Cell {
-    fn set(&self, o: BoxedOutcome) {
-        *self.slot.lock() = Some(o);
+    fn set(&self, o: BoxedOutcome, at: Instant) {
+        *self.slot.lock() = Some((o, at));
         self.cv.notify_all();
     }
 }
@@ -148,7 +149,7 @@ impl Replayed {
         let (mut committed, mut aborted) = (0, 0);
         for c in self.cells {
             let mut slot = c.slot.lock();
-            let o = loop {
+            let (o, _) = loop {
                 if let Some(o) = slot.take() {
                     break o;
                 }
@@ -260,16 +261,18 @@ impl BatchRelease {
         match (&st.durable, &mut st.outcomes) {
             // Not durable: nothing it computed may be acknowledged.
             (Some(Err(e)), _) => {
+                let now = Instant::now();
                 for c in &self.cells {
-                    c.set(Err(e.clone()));
+                    c.set(Err(e.clone()), now);
                 }
             }
             (Some(Ok(())), Some(outs)) => {
+                let now = Instant::now();
                 if let Some((at, lat)) = &self.cut {
-                    lat.record(at.elapsed());
+                    lat.record(now - *at);
                 }
                 for (c, o) in self.cells.iter().zip(outs.drain(..)) {
-                    c.set(o);
+                    c.set(o, now);
                 }
             }
             _ => return,
@@ -277,6 +280,9 @@ impl BatchRelease {
         st.released = true;
     }
 }
+
+/// An outcome and when it was released.
+pub type Released<T> = (Result<Outcome<T>, Error>, Instant);
 
 /// A submitter's handle on its request's outcome.
 pub struct Receipt<T> {
@@ -293,7 +299,7 @@ impl<T: Send + 'static> Receipt<T> {
             Outcome::Aborted => Outcome::Aborted,
         });
         let cell = Arc::new(Cell::default());
-        cell.set(boxed);
+        cell.set(boxed, Instant::now());
         Receipt {
             cell,
             _out: PhantomData,
@@ -316,10 +322,16 @@ impl<T: 'static> Receipt<T> {
 
     /// Wait until the request's batch is released.
     pub fn wait(self) -> Result<Outcome<T>, Error> {
+        self.wait_released().0
+    }
+
+    /// [`Receipt::wait`], and when the outcome was released (its batch
+    /// executed and durable): the request's latency ends there.
+    pub fn wait_released(self) -> (Result<Outcome<T>, Error>, Instant) {
         let mut slot = self.cell.slot.lock();
         loop {
-            if let Some(o) = slot.take() {
-                return Self::unbox(o);
+            if let Some((o, at)) = slot.take() {
+                return (Self::unbox(o), at);
             }
             self.cell.cv.wait(&mut slot);
         }
@@ -327,9 +339,14 @@ impl<T: 'static> Receipt<T> {
 
     /// The outcome if the batch has been released; the receipt back if not.
     pub fn try_wait(self) -> Result<Result<Outcome<T>, Error>, Receipt<T>> {
+        self.try_wait_released().map(|(o, _)| o)
+    }
+
+    /// [`Receipt::try_wait`], with the release's time.
+    pub fn try_wait_released(self) -> Result<Released<T>, Receipt<T>> {
         let o = self.cell.slot.lock().take();
         match o {
-            Some(o) => Ok(Self::unbox(o)),
+            Some((o, at)) => Ok((Self::unbox(o), at)),
             None => Err(self),
         }
     }

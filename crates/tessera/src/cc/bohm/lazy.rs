@@ -27,12 +27,15 @@
 //!   that touched the key since its chain was last handed off. A
 //!   transaction records, in its dependency array (`BTxn::deps`), the
 //!   pending versions its declared reads depend on.
-//!   A declared write's predecessor is not recorded: a read-modify-write
-//!   finds it through the version chain when its later phase reads the
-//!   key, and a blind write never does, so a producer whose values were all
-//!   overwritten unread is never needed by its overwriters. (The drain
-//!   below still runs it eventually: skipping producers that nobody can
-//!   need any more is not built yet.)
+//!   A declared write's predecessor is not a dependency: a
+//!   read-modify-write finds it through the version chain when its later
+//!   phase reads the key, and a blind write never does.
+//! * **Blind writes** ([`Stickifier::clobber`], the thesis's §4.4.3): a
+//!   producer all of whose stickies were overwritten by blind writes
+//!   (`KeySet::blind_write`) before anyone could need them is never run;
+//!   it counts as substantiated (`BohmStats::lazy_clobbered`). What makes
+//!   that sound is enforced: a blind write is never read by its writer,
+//!   and a later phase reads only what it declared.
 //! * **Chain bound** (`BohmConfig::chain_bound`, `--chain-bound`): when a
 //!   key's counter passes the bound, the transaction that passed it is
 //!   handed to a substantiation worker at once and the counter starts
