@@ -311,11 +311,12 @@ pub struct Common {
     /// bohm (Faleiro's deterministic multi-version protocol),
     /// 2pl-ordered (its deterministic 2PL baseline), pwv (piece-wise
     /// visibility: one executor per partition, --exec-threads of them)
-    /// and lazy (lazy transactions: one stickification thread,
-    /// --exec-threads substantiation workers, --chain-bound) take
-    /// --cc-threads, --exec-threads, --clients, --batch-size and
-    /// --batch-us; they run `bench ycsb`, `bench smallbank` and `bench
-    /// tpcc` (NewOrder and Payment).
+    /// and lazy (lazy transactions: one stickification thread, or
+    /// --cc-threads partitioned ones, --exec-threads substantiation
+    /// workers, --chain-bound) take --cc-threads, --exec-threads,
+    /// --clients, --batch-size and --batch-us; they run `bench ycsb`,
+    /// `bench smallbank`, `bench cart` and `bench tpcc` (NewOrder and
+    /// Payment).
     #[arg(long = "cc", value_name = "PROTOCOL", default_value = "silo", value_parser = ProtocolParser)]
     pub cc: Protocol,
     /// Driver threads, each with its own worker (loading uses at least as

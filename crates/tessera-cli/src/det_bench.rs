@@ -129,7 +129,9 @@ impl DetWorkload for SmallBank {
 #[derive(Args, Debug, Clone, Copy)]
 pub struct DetArgs {
     /// BOHM's concurrency-control threads, each owning a hash partition of
-    /// the keys [default: 1].
+    /// the keys; lazy: with more than one, stickification is partitioned
+    /// (they put the stickies in and keep the last-writer table, one more
+    /// thread runs the now-phases) [default: 1].
     #[arg(long = "cc-threads", value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub cc_threads: Option<usize>,

@@ -113,8 +113,9 @@ fn drive(db: &Database, t: TableId, clients: u32, n: u32) -> (usize, usize, i64)
 fn det_opts(p: Protocol) -> Options {
     Options::in_memory()
         .protocol(p)
-        // Lazy has one stickification thread.
-        .cc_threads(if p == Protocol::Lazy { 1 } else { 2 })
+        // Lazy: partitioned stickification (two CC threads, a now-phase
+        // thread).
+        .cc_threads(2)
         .exec_threads(2)
         .batch_size(64)
         .batch_time(Duration::from_micros(300))

@@ -135,7 +135,7 @@ impl Stickifier {
         g: &Guard<'_>,
         ctx: &BatchCtx,
         i: usize,
-        latest: &mut LatestMap,
+        mut latest: Option<&mut LatestMap>,
         mut hand: bool,
     ) {
         let txn = &ctx.txns[i];
@@ -163,19 +163,28 @@ impl Stickifier {
         // the dependency array.
         let deps = unsafe { &mut *txn.deps.get() };
         let bound = u64::from(sh.cfg.chain_bound);
+        hand |= txn.hand.load(Ordering::Relaxed);
         for sl in txn.reads() {
-            let map = &mut latest[sl.table.as_u32() as usize];
-            let Some(e) = entry(sh, map, sl.table, txn.key(sl), g, None) else {
-                continue;
-            };
-            e.n += 1;
-            if e.n > bound {
-                hand = true;
-                e.n = 0;
-            }
             // A declared read: the last writer before this transaction.
-            // SAFETY: records live while the engine runs.
-            let v = unsafe { (*e.rec).head.load(Ordering::Acquire) };
+            let v = match latest.as_deref_mut() {
+                Some(latest) => {
+                    let map = &mut latest[sl.table.as_u32() as usize];
+                    let Some(e) = entry(sh, map, sl.table, txn.key(sl), g, None) else {
+                        continue;
+                    };
+                    e.n += 1;
+                    if e.n > bound {
+                        hand = true;
+                        e.n = 0;
+                    }
+                    // SAFETY: records live while the engine runs.
+                    unsafe { (*e.rec).head.load(Ordering::Acquire) }
+                }
+                // Partitioned: the owning CC thread's annotation (the
+                // record's newest version before this transaction); it
+                // counted the chain bound too.
+                None => sl.ver.load(Ordering::Acquire),
+            };
             // SAFETY: a record's newest version is alive while pinned.
             if !v.is_null() && unsafe { (*v).state.load(Ordering::Acquire) } == PENDING {
                 deps.push(v);
@@ -305,6 +314,35 @@ impl Stickifier {
             let mut h = sh.lazy.handoffs.lock();
             h.extend(self.handoffs.drain(..).map(|i| (ctx.clone(), i)));
         }
+    }
+}
+
+/// Partitioned stickification (`cc_threads > 1`): the CC threads put
+/// every batch's stickies in and keep the last-writer table, each for the
+/// keys it owns (BOHM's CC stage, with the chain bound counted there);
+/// this thread then runs the batch's now-phases in log order, finds their
+/// dependencies in the read annotations, and publishes the batch. The CC
+/// threads run ahead on the next batches meanwhile (a now-phase reads the
+/// versions visible at its timestamp, so later stickies are invisible to
+/// it).
+pub(super) fn stick_main(
+    sh: &Shared,
+    local: &LocalEpoch,
+    rx: std::sync::mpsc::Receiver<Arc<BatchCtx>>,
+) {
+    let mut st = Stickifier::default();
+    while let Ok(ctx) = rx.recv() {
+        let busy = std::time::Instant::now();
+        {
+            let g = local.pin();
+            for i in 0..ctx.txns.len() {
+                st.now(sh, local, &g, &ctx, i, None, false);
+            }
+        }
+        sh.cc_busy_ns
+            .fetch_add(busy.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        st.publish(sh, ctx);
+        local.collect();
     }
 }
 

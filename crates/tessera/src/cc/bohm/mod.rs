@@ -330,6 +330,9 @@ struct BTxn {
     /// being blind (its later phase may read them: a read-modify-write),
     /// with their tables; they are needed only if this transaction is.
     rmw_prev: UnsafeCell<Vec<(TableId, *mut Version)>>,
+    /// Lazy, partitioned stickification: a CC thread found one of its keys
+    /// past the chain bound (the now-phase thread hands it off).
+    hand: std::sync::atomic::AtomicBool,
 }
 
 /// A declared write range of a transaction.
@@ -549,18 +552,10 @@ impl BohmConfig {
                 self.exec_threads
             )));
         }
-        if self.protocol == DetProtocol::Lazy {
-            if self.cc_threads != 1 {
-                return Err(Error::InvalidArgument(format!(
-                    "lazy runs one stickification thread (--cc-threads 1, got {})",
-                    self.cc_threads
-                )));
-            }
-            if self.chain_bound == 0 || self.lazy_backlog == 0 {
-                return Err(Error::InvalidArgument(
-                    "lazy needs a chain bound and a backlog of at least 1".into(),
-                ));
-            }
+        if self.protocol == DetProtocol::Lazy && (self.chain_bound == 0 || self.lazy_backlog == 0) {
+            return Err(Error::InvalidArgument(
+                "lazy needs a chain bound and a backlog of at least 1".into(),
+            ));
         }
         self.sequencer.validate()
     }
@@ -954,6 +949,8 @@ pub struct Bohm {
     /// The sequencer's batch latencies (kept after shutdown).
     latencies: Option<Arc<crate::det::sequencer::BatchLatencies>>,
     cc: Vec<JoinHandle<()>>,
+    /// Lazy with several CC threads: the now-phase thread.
+    stick: Vec<JoinHandle<()>>,
     exec: Vec<JoinHandle<()>>,
     ticker: Option<Ticker>,
     /// The input log's directory and the procedures it may name.
@@ -1039,6 +1036,7 @@ impl Bohm {
             seq: None,
             latencies: None,
             cc: Vec::new(),
+            stick: Vec::new(),
             exec: Vec::new(),
             ticker: None,
             input: None,
@@ -1228,6 +1226,16 @@ impl Bohm {
                 exec_main(sh, i, local, rx)
             })?;
             self.exec.push(h);
+        }
+        // Lazy, partitioned stickification: the now-phase thread, fed by
+        // the CC threads' barrier as BOHM's executors are.
+        if lazy && cfg.cc_threads > 1 {
+            let (tx, rx) = mpsc::channel::<Arc<BatchCtx>>();
+            exec_tx.push(tx);
+            let h = self.spawn_stage("lazy-stick".into(), 64 << 20, move |sh, local| {
+                lazy::stick_main(sh, local, rx)
+            })?;
+            self.stick.push(h);
         }
         *self.sh.exec_tx.lock() = Some(exec_tx);
         let mut cc_tx = feed_tx;
@@ -1627,6 +1635,11 @@ impl Bohm {
         }
         // The CC threads are gone: no more batches for the executors.
         drop(self.sh.exec_tx.lock().take());
+        // Lazy, partitioned: the now-phase thread publishes its last
+        // batches before the workers may stop.
+        for h in self.stick.drain(..) {
+            panicked += usize::from(h.join().is_err());
+        }
         self.sh.lazy.closed.store(true, Ordering::Release);
         for h in self.exec.drain(..) {
             panicked += usize::from(h.join().is_err());
@@ -2269,6 +2282,7 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
                 live: Default::default(),
                 pinned: Default::default(),
                 rmw_prev: UnsafeCell::new(Vec::new()),
+                hand: Default::default(),
             }
         })
         .collect();
@@ -2298,13 +2312,21 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
     let mut superseded: std::collections::VecDeque<(u64, *mut Version, u32)> = Default::default();
     let mut recycler = Recycler::new(sh.tables.len());
     let locking = sh.cfg.protocol == DetProtocol::TwoPlOrdered;
-    let annotate = sh.cfg.read_annotation;
+    let lazy = sh.cfg.protocol == DetProtocol::Lazy;
+    // Lazy with several CC threads (partitioned stickification): these
+    // threads put the stickies in, annotate the declared reads (the
+    // last-writer table's answer, read by the now-phase thread) and count
+    // the chain bound, each for the keys it owns; one thread then runs the
+    // now-phases (`lazy::stick_main`).
+    let partitioned = lazy && sh.cfg.cc_threads > 1;
+    let annotate = sh.cfg.read_annotation || partitioned;
+    let bound = u64::from(sh.cfg.chain_bound);
     // 2pl-ordered: the lock sequences of the range-lock units this thread
     // owns, per table.
     let mut unit_maps: Vec<UnitMap> = sh.tables.iter().map(|_| UnitMap::default()).collect();
     let mut ever: Vec<bool> = Vec::new();
-    // Lazy: this thread is the stickification thread.
-    let mut stick = (sh.cfg.protocol == DetProtocol::Lazy).then(lazy::Stickifier::default);
+    // Lazy with one CC thread: this thread is the stickification thread.
+    let mut stick = (lazy && !partitioned).then(lazy::Stickifier::default);
     loop {
         let ctx = match rx.recv_timeout(Duration::from_millis(2)) {
             Ok(ctx) => ctx,
@@ -2352,20 +2374,30 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     lock_units(sh, me, &mut unit_maps, txn);
                     continue;
                 }
+                // Lazy: the chain bound's counters, counted here, where the
+                // entries are at hand (the reads' here only when
+                // partitioned; else the stickification thread counts them).
+                let mut hand = false;
                 for r in txn.reads().iter().filter(|_| annotate) {
                     if r.owner != me {
                         continue;
                     }
                     let map = &mut latest[r.table.as_u32() as usize];
                     let v = match entry(sh, map, r.table, txn.key(r), &g, None) {
-                        Some(e) => e.v,
+                        Some(e) => {
+                            if partitioned {
+                                e.n += 1;
+                                if e.n > bound {
+                                    hand = true;
+                                    e.n = 0;
+                                }
+                            }
+                            e.v
+                        }
                         None => ptr::null_mut(),
                     };
                     r.ver.store(v, Ordering::Release);
                 }
-                // Lazy: the chain bound's counters of the written keys,
-                // counted here, where their entries are at hand.
-                let mut hand = false;
                 for w in txn.writes() {
                     if w.owner != me {
                         continue;
@@ -2373,9 +2405,9 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     let map = &mut latest[w.table.as_u32() as usize];
                     let slot = entry(sh, map, w.table, txn.key(w), &g, Some(ptr::null_mut))
                         .expect("created when absent");
-                    if stick.is_some() {
+                    if lazy {
                         slot.n += 1;
-                        if slot.n > u64::from(sh.cfg.chain_bound) {
+                        if slot.n > bound {
                             hand = true;
                             slot.n = 0;
                         }
@@ -2423,7 +2455,9 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                     sh.placeholders.fetch_add(1, Ordering::Relaxed);
                 }
                 if let Some(st) = stick.as_mut() {
-                    st.now(sh, local, &g, &ctx, i, &mut latest, hand);
+                    st.now(sh, local, &g, &ctx, i, Some(&mut latest), hand);
+                } else if partitioned && hand {
+                    txn.hand.store(true, Ordering::Relaxed);
                 }
             }
             collect(sh, &mut superseded, &mut recycler, &g);

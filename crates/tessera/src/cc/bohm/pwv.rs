@@ -316,6 +316,7 @@ pub(super) fn plan(b: Batch, m: usize, sh: &Shared) -> BatchCtx {
                 live: Default::default(),
                 pinned: Default::default(),
                 rmw_prev: UnsafeCell::new(Vec::new()),
+                hand: Default::default(),
             }
         })
         .collect();

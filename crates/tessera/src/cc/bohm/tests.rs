@@ -1008,7 +1008,8 @@ fn range_inserts_equal_serial_execution(protocol: DetProtocol) {
             })
             .collect();
         let cfg = BohmConfig {
-            cc_threads: if protocol == DetProtocol::Lazy { 1 } else { m },
+            // Lazy: one stickification thread, or partitioned among m.
+            cc_threads: m,
             exec_threads: n,
             sequencer: SequencerConfig {
                 batch_size: 80,
@@ -1595,39 +1596,77 @@ fn lazy_backlog_bound_and_gc_keep_serial_equivalence() {
 #[test]
 fn lazy_blind_writes_skip_clobbered_producers_and_equal_serial_execution() {
     for &(seed, n, keys, batch) in &[(51, 2, 8, 500), (52, 1, 30, 200), (53, 3, 5, 1000)] {
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let reqs: Vec<P> = reqs(seed, 3_000, keys)
-            .into_iter()
-            .map(|r| {
-                if rng.gen_bool(0.1) {
-                    P {
-                        t: r.t,
-                        op: Op::Copy {
-                            from: rng.gen_range(0..keys),
-                            to: rng.gen_range(0..keys),
-                        },
-                    }
-                } else if rng.gen_bool(0.25) {
-                    let n = rng.gen_range(1..=3);
-                    let mut ks: Vec<u64> = (0..n).map(|_| rng.gen_range(0..keys)).collect();
-                    ks.sort_unstable();
-                    ks.dedup();
-                    P {
-                        t: r.t,
-                        op: Op::Set {
-                            keys: ks,
-                            val: rng.gen_range(0..50),
-                            read: false,
-                        },
-                    }
-                } else {
-                    r
-                }
-            })
-            .collect();
-        let stats = compare(lazy_cfg(n, batch, 1_000_000), &reqs, keys / 2);
+        let stats = compare(
+            lazy_cfg(n, batch, 1_000_000),
+            &blind_reqs(seed, keys),
+            keys / 2,
+        );
         assert!(stats.lazy_clobbered > 0, "seed {seed}: {stats:?}");
         assert_eq!(stats.lazy_later_errors, 0, "{stats:?}");
+    }
+}
+
+/// `reqs`, with a tenth replaced by copies (a deferred later phase with a
+/// declared read and a blind write) and a quarter of the rest by blind
+/// puts.
+fn blind_reqs(seed: u64, keys: u64) -> Vec<P> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    reqs(seed, 3_000, keys)
+        .into_iter()
+        .map(|r| {
+            if rng.gen_bool(0.1) {
+                P {
+                    t: r.t,
+                    op: Op::Copy {
+                        from: rng.gen_range(0..keys),
+                        to: rng.gen_range(0..keys),
+                    },
+                }
+            } else if rng.gen_bool(0.25) {
+                let n = rng.gen_range(1..=3);
+                let mut ks: Vec<u64> = (0..n).map(|_| rng.gen_range(0..keys)).collect();
+                ks.sort_unstable();
+                ks.dedup();
+                P {
+                    t: r.t,
+                    op: Op::Set {
+                        keys: ks,
+                        val: rng.gen_range(0..50),
+                        read: false,
+                    },
+                }
+            } else {
+                r
+            }
+        })
+        .collect()
+}
+
+/// Partitioned stickification (several CC threads put the stickies in and
+/// keep the last-writer table, one thread runs the now-phases): the same
+/// outcomes and state as a serial execution, with chain bounds that hand
+/// off and blind writes that skip producers (range inserts:
+/// `lazy_range_inserts_equal_serial_execution`, with 1 to 3 CC threads).
+#[test]
+fn lazy_partitioned_stickification_equals_serial_execution() {
+    for &(seed, cc, n, keys, bound, batch) in &[
+        (61, 2, 2, 10, 2, 64),
+        (62, 3, 1, 40, 100, 500),
+        (63, 2, 3, 6, 1_000_000, 200),
+    ] {
+        let cfg = BohmConfig {
+            cc_threads: cc,
+            ..lazy_cfg(n, batch, bound)
+        };
+        let stats = compare(cfg, &blind_reqs(seed, keys), keys / 2);
+        assert!(stats.lazy_deferred > 0, "{stats:?}");
+        assert_eq!(stats.lazy_later_errors, 0, "{stats:?}");
+        if bound <= 2 {
+            assert!(stats.lazy_handed_off > 0, "{stats:?}");
+        }
+        if bound > 100 {
+            assert!(stats.lazy_clobbered > 0, "{stats:?}");
+        }
     }
 }
 
