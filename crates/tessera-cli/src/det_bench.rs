@@ -796,6 +796,9 @@ pub fn run_checked<W: DetWorkload>(
                 // Never run: blind writes overwrote all their stickies
                 // unread (counted as substantiated).
                 "clobbered": stats.lazy_clobbered,
+                // Inserts whose uniqueness check met a sticky and did not
+                // run its producer (non-substantiating reads).
+                "existence_checks_unsubstantiated": stats.lazy_existence_checks,
                 "backlog_max_batches": stats.lazy_backlog_max,
                 "pending_at_start": pending_before,
                 "pending_at_end": pending_after,

@@ -511,7 +511,11 @@ fn deterministic_list_append_histories_are_serializable() {
                     // Lazy: one stickification thread at 8 keys,
                     // partitioned otherwise; a small chain bound hands
                     // chains to the workers while readers substantiate.
-                    cc_threads: if protocol == DetProtocol::Lazy && keys == 8 { 1 } else { 2 },
+                    cc_threads: if protocol == DetProtocol::Lazy && keys == 8 {
+                        1
+                    } else {
+                        2
+                    },
                     chain_bound: 4,
                     exec_threads: 3,
                     sequencer: SequencerConfig {

@@ -36,6 +36,10 @@
 //!   it counts as substantiated (`BohmStats::lazy_clobbered`). What makes
 //!   that sound is enforced: a blind write is never read by its writer,
 //!   and a later phase reads only what it declared.
+//! * **Uniqueness checks** (`BohmTx::lazy_exists`): an insert whose key's
+//!   visible version is a sticky answers "exists" without running the
+//!   producer (a non-substantiating read): a later phase writes a value
+//!   into every sticky it left (enforced when it ends).
 //! * **Chain bound** (`BohmConfig::chain_bound`, `--chain-bound`): when a
 //!   key's counter passes the bound, the transaction that passed it is
 //!   handed to a substantiation worker at once and the counter starts
@@ -106,6 +110,8 @@ pub(super) struct LazyShared {
     /// Transactions never run because blind writes overwrote all their
     /// stickies before anyone needed them (they count as substantiated).
     pub clobbered: AtomicU64,
+    /// Uniqueness checks answered by a sticky, unsubstantiated.
+    pub existence_checks: AtomicU64,
     /// The most batches the backlog held.
     pub backlog_max: AtomicU64,
 }

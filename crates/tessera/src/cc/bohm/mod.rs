@@ -634,6 +634,9 @@ pub struct BohmStats {
     /// their stickies unread (the thesis's avoided work, §4.4.3); counted
     /// as substantiated.
     pub lazy_clobbered: u64,
+    /// Lazy: inserts whose uniqueness check found a sticky and answered
+    /// "exists" without running its producer (non-substantiating reads).
+    pub lazy_existence_checks: u64,
     /// Lazy: the most stickified batches waiting for substantiation.
     pub lazy_backlog_max: u64,
     /// Lazy: committed transactions whose later phase has not run yet (a
@@ -1688,6 +1691,7 @@ impl Bohm {
             lazy_substantiated: self.sh.lazy.substantiated.load(Ordering::Relaxed),
             lazy_later_errors: self.sh.lazy.later_errors.load(Ordering::Relaxed),
             lazy_clobbered: self.sh.lazy.clobbered.load(Ordering::Relaxed),
+            lazy_existence_checks: self.sh.lazy.existence_checks.load(Ordering::Relaxed),
             lazy_backlog_max: self.sh.lazy.backlog_max.load(Ordering::Relaxed),
             lazy_pending: self
                 .sh
@@ -3103,6 +3107,37 @@ unsafe fn walk(start: *mut Version, ts: u64) -> Walk {
     Walk::Settled(None)
 }
 
+/// Lazy: a later phase must write a value into each of its stickies (the
+/// keys its now-phase left): a sticky promises one, which uniqueness
+/// checks rely on (`BohmTx::lazy_exists`) without running the producer.
+fn lazy_later_complete(tx: &BohmTx<'_>) -> TxResult<()> {
+    for (i, w) in tx.txn.writes().iter().enumerate() {
+        // SAFETY: the placeholders of a planned batch are alive.
+        if unsafe {
+            (*w.ver.load(Ordering::Acquire))
+                .state
+                .load(Ordering::Acquire)
+        } != PENDING
+        {
+            continue;
+        }
+        let what = match tx.writes.iter().find(|(s, _)| *s == i) {
+            Some((_, Own::Delete)) => "deleted",
+            Some(_) => continue,
+            None => "did not write",
+        };
+        return Err(TxError::Error(Error::InvalidArgument(format!(
+            "lazy: the later phase of '{}' {what} table {} key {:02x?}, which its now-phase \
+             left sticky (a sticky promises a value)",
+            // SAFETY: claimed by this thread.
+            unsafe { &*tx.txn.proc.get() }.name(),
+            w.table.as_u32(),
+            tx.txn.key(w)
+        ))));
+    }
+    Ok(())
+}
+
 /// The deepest recursive execution of producers; below it, a reader sets
 /// its transaction aside (the producer's own thread runs its transactions
 /// in timestamp order, so it gets there: dependencies point to smaller
@@ -3171,6 +3206,10 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
                 sh.set_aside.fetch_add(1, Ordering::Relaxed);
                 return false;
             }
+            let r = match r {
+                Ok(out) if later => lazy_later_complete(&tx).map(|()| out),
+                r => r,
+            };
             match r {
                 Ok(out) => {
                     tx.fill(true);
@@ -3737,6 +3776,47 @@ impl BohmTx<'_> {
         Ok(())
     }
 
+    /// Lazy: a uniqueness check by a *non-substantiating read* (the
+    /// thesis's §4.2.3): whether `(t, key)`, a key this transaction
+    /// declared as a write and has not written, exists at its timestamp,
+    /// answered without running the producer of a sticky it finds: a later
+    /// phase writes a value into every one of its stickies (enforced when
+    /// it ends: `lazy_later_complete`), so a sticky means the key exists.
+    /// `None`: not such a case (another protocol, an undeclared or own
+    /// key, a table with write ranges): the caller reads.
+    fn lazy_exists(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<bool>> {
+        if self.sh.cfg.protocol != DetProtocol::Lazy {
+            return Ok(None);
+        }
+        self.lazy_may_read(t, key)?;
+        let Some(s) = self.slot(t, key) else {
+            return Ok(None);
+        };
+        if self.own(s).is_some() || self.ranged(t)? {
+            return Ok(None);
+        }
+        let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
+        // SAFETY: the placeholders of a planned batch are alive, and so is
+        // the version below one while pinned.
+        if ph.is_null() || unsafe { (*ph).state.load(Ordering::Acquire) } != PENDING {
+            return Ok(None);
+        }
+        // SAFETY: as above; the walk starts at the placeholder's
+        // predecessor, reachable at this timestamp.
+        Ok(Some(
+            match unsafe { walk((*ph).prev.load(Ordering::Acquire), self.txn.ts) } {
+                Walk::Settled(v) => v.is_some(),
+                Walk::Pending(_) => {
+                    self.sh
+                        .lazy
+                        .existence_checks
+                        .fetch_add(1, Ordering::Relaxed);
+                    true
+                }
+            },
+        ))
+    }
+
     /// `2pl-ordered`: the transaction holds the lock of every key it
     /// declared; the record's one version is read in place.
     fn read_locked(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
@@ -4004,9 +4084,18 @@ fn run_producer(
 trait PointRw {
     fn read_point(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>>;
     fn write_point(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()>;
+    /// Whether `(t, key)` exists, if the protocol can say without reading
+    /// its value (lazy's non-substantiating read); `None`: read it.
+    fn exists_unread(&mut self, _t: TableId, _key: &[u8]) -> TxResult<Option<bool>> {
+        Ok(None)
+    }
 
     fn insert_absent(&mut self, t: TableId, key: &[u8], val: &[u8]) -> TxResult<bool> {
-        if self.read_point(t, key)?.is_some() {
+        let exists = match self.exists_unread(t, key)? {
+            Some(e) => e,
+            None => self.read_point(t, key)?.is_some(),
+        };
+        if exists {
             return Ok(false);
         }
         self.write_point(t, key, Some(val))?;
@@ -4026,6 +4115,9 @@ trait PointRw {
 impl PointRw for BohmTx<'_> {
     fn read_point(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<&[u8]>> {
         self.read(t, key)
+    }
+    fn exists_unread(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<bool>> {
+        self.lazy_exists(t, key)
     }
     fn write_point(&mut self, t: TableId, key: &[u8], val: Option<&[u8]>) -> TxResult<()> {
         self.write(t, key, val)

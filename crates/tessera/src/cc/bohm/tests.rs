@@ -1554,6 +1554,7 @@ fn lazy_cfg(n: usize, batch: usize, bound: u32) -> BohmConfig {
 /// batch sizes.
 #[test]
 fn lazy_equals_serial_execution() {
+    let mut unread = 0;
     for &(seed, n, keys, bound, batch) in &[
         (41, 1, 10, 1, 64),
         (42, 2, 6, 3, 100),
@@ -1571,7 +1572,10 @@ fn lazy_equals_serial_execution() {
         if bound <= 3 {
             assert!(stats.lazy_handed_off > 0, "bound {bound}: {stats:?}");
         }
+        unread += stats.lazy_existence_checks;
     }
+    // Inserts met stickies and answered without running their producers.
+    assert!(unread > 0);
 }
 
 /// With a bound beyond any chain and one batch in the backlog at most,
