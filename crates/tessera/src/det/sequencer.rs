@@ -175,6 +175,37 @@ pub struct BatchRelease {
     cut: Option<(Instant, Arc<BatchLatencies>)>,
 }
 
+/// Fails the unreleased batches and every later submission with an error:
+/// a stage thread died (a bug), so they would never be released and their
+/// submitters would wait for good.
+pub struct Failer {
+    failed: Arc<Mutex<Option<Error>>>,
+    /// The batches cut and not known to be released, oldest first (held:
+    /// a dead stage thread's queue drops the batches it had not taken).
+    pending: Mutex<std::collections::VecDeque<Arc<BatchRelease>>>,
+}
+
+impl Failer {
+    /// Fail with `e` (the first failure is the one kept): every pending
+    /// batch's submitters get it, and so does every later submission.
+    pub fn fail(&self, e: Error) {
+        // Before the drain: a batch tracked after it sees the failure.
+        self.failed.lock().get_or_insert_with(|| e.clone());
+        let pending: Vec<_> = self.pending.lock().drain(..).collect();
+        for r in pending {
+            r.durable(Err(e.clone()));
+        }
+    }
+
+    fn track(&self, r: &Arc<BatchRelease>) {
+        let mut q = self.pending.lock();
+        while q.front().is_some_and(|f| f.st.lock().released) {
+            q.pop_front();
+        }
+        q.push_back(r.clone());
+    }
+}
+
 /// The latencies of released batches, from the cut to the release of
 /// their outcomes (executed and durable), in microseconds and release
 /// order: the thesis's batch latency (Table 6.1). The first
@@ -234,10 +265,11 @@ impl BatchRelease {
     pub fn executed(&self, outcomes: Vec<Result<Outcome<Box<dyn Any + Send>>, Error>>) {
         assert_eq!(outcomes.len(), self.cells.len(), "outcomes of a batch");
         let mut st = self.st.lock();
-        assert!(
-            st.outcomes.is_none() && !st.released,
-            "a batch executed twice"
-        );
+        assert!(st.outcomes.is_none(), "a batch executed twice");
+        if st.released {
+            // Failed already (`Failer`: a stage thread died).
+            return;
+        }
         st.outcomes = Some(outcomes);
         self.try_release(&mut st);
     }
@@ -366,6 +398,7 @@ pub struct Sequencer {
     /// Bytes in the input log, updated before each batch is released.
     written: Arc<std::sync::atomic::AtomicU64>,
     latencies: Arc<BatchLatencies>,
+    failer: Arc<Failer>,
     thread: Mutex<Option<JoinHandle<SequencerStats>>>,
 }
 
@@ -399,6 +432,11 @@ impl Sequencer {
         let written2 = written.clone();
         let latencies = Arc::new(BatchLatencies::default());
         let latencies2 = latencies.clone();
+        let failer = Arc::new(Failer {
+            failed: failed.clone(),
+            pending: Mutex::default(),
+        });
+        let failer2 = failer.clone();
         let thread = std::thread::Builder::new()
             .name("tessera-sequencer".into())
             .spawn(move || {
@@ -451,6 +489,8 @@ impl Sequencer {
                         txns.iter().map(|s| s.cell.clone()).collect(),
                         Some((Instant::now(), latencies2.clone())),
                     ));
+                    // Tracked before the failure is read (see `Failer::fail`).
+                    failer2.track(&release);
                     let earlier_failure = failed2.lock().clone();
                     let logged = match (&earlier_failure, input.as_mut()) {
                         (Some(e), _) => Err(e.clone()),
@@ -508,8 +548,15 @@ impl Sequencer {
             failed,
             written,
             latencies,
+            failer,
             thread: Mutex::new(Some(thread)),
         })
+    }
+
+    /// What fails the pending batches and later submissions when a stage
+    /// thread dies.
+    pub fn failer(&self) -> &Arc<Failer> {
+        &self.failer
     }
 
     /// The released batches' latencies (cut to release).

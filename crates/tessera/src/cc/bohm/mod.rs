@@ -699,6 +699,12 @@ struct Shared {
     wakes: Box<[Mutex<Vec<pwv::Wake>>]>,
     /// Lazy: the backlog and the hand-offs (see `lazy`).
     lazy: lazy::LazyShared,
+    /// The sequencer's, once started: a stage thread that panics fails
+    /// the pending batches through it.
+    failer: std::sync::OnceLock<Arc<crate::det::sequencer::Failer>>,
+    /// Tests: the CC stage panics when it meets this timestamp.
+    #[cfg(test)]
+    panic_at_ts: AtomicU64,
 }
 
 /// 2pl-ordered's range locks (hierarchical locking with units named by the
@@ -1035,6 +1041,9 @@ impl Bohm {
                     .map(|_| Mutex::new(Vec::new()))
                     .collect(),
                 lazy: lazy::LazyShared::default(),
+                failer: std::sync::OnceLock::new(),
+                #[cfg(test)]
+                panic_at_ts: AtomicU64::new(u64::MAX),
             }),
             seq: None,
             latencies: None,
@@ -1103,6 +1112,12 @@ impl Bohm {
             .ok_or(Error::BadTableId(t.as_u32()))?;
         *slot = len;
         Ok(())
+    }
+
+    /// Tests: make the first CC thread panic at timestamp `ts`.
+    #[cfg(test)]
+    fn panic_at(&self, ts: u64) {
+        self.sh.panic_at_ts.store(ts, Ordering::Relaxed);
     }
 
     /// Whether batches are logged to a data directory.
@@ -1275,6 +1290,7 @@ impl Bohm {
         });
         let seq = Sequencer::start(cfg.sequencer, first_batch, first_ts, log, sink)?;
         self.latencies = Some(seq.batch_latencies().clone());
+        let _ = self.sh.failer.set(seq.failer().clone());
         self.seq = Some(seq);
         Ok(())
     }
@@ -1297,10 +1313,26 @@ impl Bohm {
             .epochs
             .register_internal()
             .ok_or_else(|| Error::InvalidArgument(format!("BOHM: no epoch slot for {name}")))?;
+        let thread = name.clone();
         std::thread::Builder::new()
             .name(name.clone())
             .stack_size(stack)
-            .spawn(move || f(&sh, &local))
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&sh, &local)));
+                if let Err(p) = r {
+                    // A bug (bodies' panics are caught where they run): the
+                    // batches this thread would have moved on are never
+                    // released, so their submitters, and later ones, get an
+                    // error instead of waiting for good.
+                    if let Some(f) = sh.failer.get() {
+                        f.fail(Error::InvalidArgument(format!(
+                            "BOHM: stage thread {thread} panicked: {}",
+                            panic_message(&*p)
+                        )));
+                    }
+                    std::panic::resume_unwind(p);
+                }
+            })
             .map_err(|e| Error::io(format!("cannot start the BOHM thread {name}"), e))
     }
 
@@ -2363,6 +2395,10 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
                 prefetch_entries(me, &latest, txn, locking || annotate);
             }
             for (i, txn) in ctx.txns.iter().enumerate() {
+                #[cfg(test)]
+                if txn.ts == sh.panic_at_ts.load(Ordering::Relaxed) && me == 0 {
+                    panic!("injected CC stage failure at timestamp {}", txn.ts);
+                }
                 if let Some(ahead) = ctx.txns.get(i + PREFETCH_AHEAD) {
                     prefetch_entries(me, &latest, ahead, locking || annotate);
                 }

@@ -1718,3 +1718,68 @@ fn lazy_checkpoints_recover() {
 fn lazy_range_inserts_equal_serial_execution() {
     range_inserts_equal_serial_execution(DetProtocol::Lazy);
 }
+
+/// A stage thread that panics (a bug: bodies' panics are caught where they
+/// run) fails the requests of the batches it would have moved on, and every
+/// later one, with an error, instead of leaving their submitters waiting
+/// for good; the batches before it are released as usual, and shutdown
+/// reports the panic.
+#[test]
+fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
+    for protocol in [DetProtocol::Bohm, DetProtocol::Lazy] {
+        let mut b = Bohm::new(
+            &["t"],
+            BohmConfig {
+                cc_threads: 1,
+                exec_threads: 2,
+                sequencer: SequencerConfig {
+                    batch_size: 20,
+                    batch_time: Duration::from_millis(1),
+                },
+                protocol,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let t = b.table("t").unwrap();
+        b.start().unwrap();
+        b.panic_at(50);
+        let receipts: Vec<_> = (0..200u64)
+            .map(|i| {
+                b.submit(P {
+                    t,
+                    op: Op::Rmw {
+                        keys: vec![i % 7],
+                        add: 1,
+                        cap: u64::MAX,
+                    },
+                })
+            })
+            .collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let outs: Vec<Option<String>> = receipts
+                .into_iter()
+                .map(|r| match r.and_then(|r| r.wait()) {
+                    Ok(_) => None,
+                    Err(e) => Some(e.to_string()),
+                })
+                .collect();
+            tx.send(outs).unwrap();
+        });
+        let outs = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{protocol:?}: requests hang after a stage panicked"));
+        // Timestamps 1..=29 are in batches (of at most 20) that end below 50.
+        assert!(
+            outs[..29].iter().all(Option::is_none),
+            "{protocol:?}: {outs:?}"
+        );
+        for o in [&outs[49], &outs[199]] {
+            let m = o.as_deref().unwrap_or_default();
+            assert!(m.contains("panicked"), "{protocol:?}: {o:?}");
+        }
+        let e = b.shutdown().unwrap_err();
+        assert!(e.to_string().contains("panicked"), "{e}");
+    }
+}
