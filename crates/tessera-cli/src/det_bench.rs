@@ -799,6 +799,9 @@ pub fn run_checked<W: DetWorkload>(
                 // Inserts whose uniqueness check met a sticky and did not
                 // run its producer (non-substantiating reads).
                 "existence_checks_unsubstantiated": stats.lazy_existence_checks,
+                // Read-only requests answered by the workers, off the
+                // stickification thread.
+                "external_reads": stats.lazy_external_reads,
                 "backlog_max_batches": stats.lazy_backlog_max,
                 "pending_at_start": pending_before,
                 "pending_at_end": pending_after,

@@ -246,6 +246,10 @@ struct ReleaseState {
     outcomes: Option<Vec<BoxedOutcome>>,
     durable: Option<Result<(), Error>>,
     released: bool,
+    /// Requests whose outcomes come later, one by one (`BatchRelease::late`),
+    /// and those that came before the release.
+    deferred: Vec<usize>,
+    late: Vec<(usize, BoxedOutcome)>,
 }
 
 impl BatchRelease {
@@ -272,6 +276,27 @@ impl BatchRelease {
         }
         st.outcomes = Some(outcomes);
         self.try_release(&mut st);
+    }
+
+    /// Request `i`'s outcome will come by [`BatchRelease::late`], after
+    /// [`BatchRelease::executed`] (whose entry for it is ignored): a lazy
+    /// external read that a worker answers. Before `executed`.
+    pub fn defer(&self, i: usize) {
+        self.st.lock().deferred.push(i);
+    }
+
+    /// The outcome of deferred request `i`: released now if the batch is,
+    /// else with it (never before its input is durable).
+    pub fn late(&self, i: usize, o: BoxedOutcome) {
+        let mut st = self.st.lock();
+        if st.released {
+            // A failed batch gave every request its error already.
+            if matches!(st.durable, Some(Ok(()))) {
+                self.cells[i].set(o, Instant::now());
+            }
+            return;
+        }
+        st.late.push((i, o));
     }
 
     /// Whether the batch's input is durable (`None`: not yet synced; an
@@ -303,8 +328,13 @@ impl BatchRelease {
                 if let Some((at, lat)) = &self.cut {
                     lat.record(now - *at);
                 }
-                for (c, o) in self.cells.iter().zip(outs.drain(..)) {
-                    c.set(o, now);
+                for (i, (c, o)) in self.cells.iter().zip(outs.drain(..)).enumerate() {
+                    if !st.deferred.contains(&i) {
+                        c.set(o, now);
+                    }
+                }
+                for (i, o) in st.late.drain(..) {
+                    self.cells[i].set(o, now);
                 }
             }
             _ => return,

@@ -14,9 +14,12 @@
 //!   against the versions visible at its timestamp. What the now-phase
 //!   writes is filled at once; the other placeholders stay pending: the
 //!   stickies. A now-phase that aborts skips them all; a procedure with no
-//!   end of now-phase runs whole, here, in log order (eager), and so does
-//!   an external read: its reads substantiate their producers' closure
-//!   first (the thesis: "external reads trigger substantiation").
+//!   end of now-phase runs whole, here, in log order (eager). An external
+//!   read (a request with no writes and no end of now-phase) is handed to
+//!   a substantiation worker instead, which runs it at its place in the
+//!   log, substantiating its producers' closure first (the thesis:
+//!   "external reads trigger substantiation"); its outcome joins its
+//!   batch's release, or follows it (`BatchRelease::defer`, `late`).
 //! * **Commit** is returned when the batch's now-phases are done and its
 //!   input is durable (the sequencer's release, as for every deterministic
 //!   protocol): the stickies are installed by then.
@@ -112,6 +115,8 @@ pub(super) struct LazyShared {
     pub clobbered: AtomicU64,
     /// Uniqueness checks answered by a sticky, unsubstantiated.
     pub existence_checks: AtomicU64,
+    /// External reads answered by the workers.
+    pub external_reads: AtomicU64,
     /// The most batches the backlog held.
     pub backlog_max: AtomicU64,
 }
@@ -146,8 +151,17 @@ impl Stickifier {
     ) {
         let txn = &ctx.txns[i];
         let out = run_now(sh, local, g, txn);
-        let deferred =
-            txn.later.load(Ordering::Relaxed) && txn.state.load(Ordering::Acquire) != COMPLETE;
+        let external = txn.external.load(Ordering::Relaxed);
+        if external {
+            // Its outcome comes from the worker that runs it (first:
+            // handed off); what it reads is registered below, as a later
+            // phase's reads are (it runs later too).
+            ctx.release.defer(i);
+            hand = true;
+            sh.lazy.external_reads.fetch_add(1, Ordering::Relaxed);
+        }
+        let deferred = external
+            || (txn.later.load(Ordering::Relaxed) && txn.state.load(Ordering::Acquire) != COMPLETE);
         let committed = matches!(out, Ok(Outcome::Committed(_)));
         self.outs.push(out);
         if deferred {
@@ -164,7 +178,9 @@ impl Stickifier {
         if !deferred {
             return;
         }
-        sh.lazy.deferred.fetch_add(1, Ordering::Relaxed);
+        if !external {
+            sh.lazy.deferred.fetch_add(1, Ordering::Relaxed);
+        }
         // SAFETY: the batch is not published yet: only this thread touches
         // the dependency array.
         let deps = unsafe { &mut *txn.deps.get() };
@@ -219,8 +235,9 @@ impl Stickifier {
     /// Who else could read a sticky between its producer `P` and its
     /// overwriter, and why none does when `P` is skipped: a now-phase or an
     /// eager transaction (they run here, in log order, and would have run
-    /// `P` already, so the claim below fails); a later phase through a
-    /// declared read (it pins `P` in `now`), a declared range (`range_ts`),
+    /// `P` already, so the claim below fails); a later phase or an external
+    /// read (a worker runs it) through a declared read (it pins `P` in
+    /// `now`), a declared range (`range_ts`),
     /// or its own write's previous version (a non-blind overwrite, passed
     /// on); an undeclared read (refused in a later phase:
     /// `BohmTx::lazy_may_read`); a checkpoint or a dump (they read at batch
@@ -414,6 +431,15 @@ fn run_now(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedO
                     ))),
                 )
             }
+            Ok(NowPhase::Eager) if txn.nw == 0 && txn.wranges.is_empty() => {
+                // An external read: nothing later in the log depends on
+                // it, so a worker answers it (substantiating what it reads
+                // first) while this thread goes on; see `deliver`.
+                drop(tx);
+                txn.external.store(true, Ordering::Relaxed);
+                txn.state.store(UNPROCESSED, Ordering::Release);
+                Ok(Outcome::Aborted)
+            }
             Ok(NowPhase::Eager) => {
                 // No end of now-phase: the whole body, now.
                 drop(tx);
@@ -552,12 +578,35 @@ fn substantiate(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, dept
         .is_ok()
     {
         if execute(sh, local, g, txn, depth) {
-            sh.lazy.substantiated.fetch_add(1, Ordering::Relaxed);
+            if !txn.external.load(Ordering::Relaxed) {
+                sh.lazy.substantiated.fetch_add(1, Ordering::Relaxed);
+            }
             return;
         }
         // Set aside: a producer it reads is running on another worker.
         crate::backoff::snooze(&mut idle);
     }
+}
+
+/// An external read that has run gives its outcome to its batch's release
+/// (which holds it until the batch's input is durable): once, by whichever
+/// thread sees it complete first.
+fn deliver(ctx: &BatchCtx, i: usize) {
+    let txn = &ctx.txns[i];
+    if !txn.external.load(Ordering::Relaxed)
+        || txn.state.load(Ordering::Acquire) != COMPLETE
+        || txn.delivered.swap(true, Ordering::AcqRel)
+    {
+        return;
+    }
+    // SAFETY: complete, so its executor has stored the outcome and stopped
+    // (the state's release orders it); taken once, by the swap's winner.
+    let out = unsafe { (*txn.outcome.get()).take() }.unwrap_or_else(|| {
+        Err(Error::InvalidArgument(
+            "a lazy external read completed without an outcome".into(),
+        ))
+    });
+    ctx.release.late(i, out);
 }
 
 /// How many transactions of a batch a draining worker claims at once.
@@ -571,6 +620,7 @@ pub(super) fn worker_main(sh: &Shared, local: &LocalEpoch) {
         if let Some((ctx, i)) = hand {
             let g = local.pin();
             substantiate(sh, local, &g, &ctx.txns[i as usize], 0);
+            deliver(&ctx, i as usize);
             idle = 0;
             continue;
         }
@@ -597,6 +647,7 @@ pub(super) fn worker_main(sh: &Shared, local: &LocalEpoch) {
                     prefetch_versions(t, true);
                 }
                 substantiate(sh, local, &g, &ctx.txns[j], 0);
+                deliver(&ctx, j);
             }
             drop(g);
             if to == ctx.txns.len() {

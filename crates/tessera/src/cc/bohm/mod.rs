@@ -333,6 +333,10 @@ struct BTxn {
     /// Lazy, partitioned stickification: a CC thread found one of its keys
     /// past the chain bound (the now-phase thread hands it off).
     hand: std::sync::atomic::AtomicBool,
+    /// Lazy: an external read (no writes, no split) that a worker answers
+    /// (see `lazy::deliver`), and whether its outcome went out.
+    external: std::sync::atomic::AtomicBool,
+    delivered: std::sync::atomic::AtomicBool,
 }
 
 /// A declared write range of a transaction.
@@ -383,6 +387,12 @@ impl BTxn {
             (Bound::Included(k) | Bound::Excluded(k), Some(h)) => k <= h,
         };
         lo_ok && hi_ok
+    }
+
+    /// Lazy: whether it runs after its place in the stickification (a later
+    /// phase, an external read): then it may read only what it declared.
+    fn runs_late(&self) -> bool {
+        self.later.load(Ordering::Relaxed) || self.external.load(Ordering::Relaxed)
     }
 
     /// Lazy: whether a declared range (read or write) of table `t` holds
@@ -637,6 +647,9 @@ pub struct BohmStats {
     /// Lazy: inserts whose uniqueness check found a sticky and answered
     /// "exists" without running its producer (non-substantiating reads).
     pub lazy_existence_checks: u64,
+    /// Lazy: external reads (read-only requests with no now-phase) that a
+    /// substantiation worker answered, off the stickification thread.
+    pub lazy_external_reads: u64,
     /// Lazy: the most stickified batches waiting for substantiation.
     pub lazy_backlog_max: u64,
     /// Lazy: committed transactions whose later phase has not run yet (a
@@ -1724,6 +1737,7 @@ impl Bohm {
             lazy_later_errors: self.sh.lazy.later_errors.load(Ordering::Relaxed),
             lazy_clobbered: self.sh.lazy.clobbered.load(Ordering::Relaxed),
             lazy_existence_checks: self.sh.lazy.existence_checks.load(Ordering::Relaxed),
+            lazy_external_reads: self.sh.lazy.external_reads.load(Ordering::Relaxed),
             lazy_backlog_max: self.sh.lazy.backlog_max.load(Ordering::Relaxed),
             lazy_pending: self
                 .sh
@@ -2319,6 +2333,8 @@ fn plan(b: Batch, m: usize, n: usize, protocol: DetProtocol, sh: &Shared) -> Bat
                 pinned: Default::default(),
                 rmw_prev: UnsafeCell::new(Vec::new()),
                 hand: Default::default(),
+                external: Default::default(),
+                delivered: Default::default(),
             }
         })
         .collect();
@@ -3801,13 +3817,13 @@ impl BohmTx<'_> {
             }
             return Ok(());
         }
-        if self.txn.later.load(Ordering::Relaxed)
+        if self.txn.runs_late()
             && self.declared_read(t, key).is_none()
             && !self
                 .txn
                 .declared_range(t, Bound::Included(key), Bound::Included(key))
         {
-            return bad("which it did not declare, in its later phase");
+            return bad("which it did not declare, in its later phase (or as an external read)");
         }
         Ok(())
     }
@@ -4210,11 +4226,11 @@ impl TxnOps for BohmTx<'_> {
             return self.scan_locked(t, lo, hi, opts, f);
         }
         if self.sh.cfg.protocol == DetProtocol::Lazy
-            && self.txn.later.load(Ordering::Relaxed)
+            && self.txn.runs_late()
             && !self.txn.declared_range(t, lo, hi)
         {
             return Err(TxError::Error(Error::InvalidArgument(format!(
-                "lazy: a later phase scanned table {} outside its declared ranges",
+                "lazy: a later phase (or an external read) scanned table {} outside its declared ranges",
                 t.as_u32()
             ))));
         }

@@ -317,6 +317,8 @@ pub(super) fn plan(b: Batch, m: usize, sh: &Shared) -> BatchCtx {
                 pinned: Default::default(),
                 rmw_prev: UnsafeCell::new(Vec::new()),
                 hand: Default::default(),
+                external: Default::default(),
+                delivered: Default::default(),
             }
         })
         .collect();
