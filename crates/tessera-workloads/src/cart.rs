@@ -27,15 +27,12 @@
 //! purchase took (the run's tally), and no cart holds more than `adds`
 //! items.
 
-use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tessera::{
-    Database, Error, KeySet, Request, ScanOptions, TableId, Transaction, TxError, TxResult, Worker,
-};
+use tessera::{Database, Error, KeySet, Request, TableId, Transaction, TxError, TxResult, Worker};
 
 use crate::driver::Workload;
 
@@ -466,24 +463,8 @@ impl Cart {
             .tables()
             .ok_or_else(|| Error::InvalidArgument("cart checked before it was loaded".into()))?;
         let mut w = db.worker()?;
-        let rows = |w: &mut Worker, table: TableId| -> Result<Vec<Vec<u8>>, Error> {
-            w.run(|tx| {
-                let mut out = Vec::new();
-                tx.scan(
-                    table,
-                    Bound::Unbounded,
-                    Bound::Unbounded,
-                    ScanOptions::new(),
-                    |_, v| {
-                        out.push(v.to_vec());
-                        true
-                    },
-                )?;
-                Ok(out)
-            })
-        };
-        let inv = rows(&mut w, t.inventory)?;
-        let carts = rows(&mut w, t.cart)?;
+        let inv = crate::driver::table_values(&mut w, t.inventory)?;
+        let carts = crate::driver::table_values(&mut w, t.cart)?;
         self.check_rows(&inv, &carts, self.purchased())
     }
 }

@@ -34,7 +34,6 @@
 //! [`SmallBank::check`] verifies that the sum of all balances equals the
 //! initial total plus those amounts, and that no account was lost.
 
-use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -42,9 +41,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use tessera::{
-    Database, Error, KeySet, Request, ScanOptions, TableId, Transaction, TxError, TxResult, Worker,
-};
+use tessera::{Database, Error, KeySet, Request, TableId, Transaction, TxError, TxResult, Worker};
 
 use crate::driver::Workload;
 
@@ -447,24 +444,8 @@ impl SmallBank {
             Error::InvalidArgument("SmallBank checked before it was loaded".into())
         })?;
         let mut w = db.worker()?;
-        let rows = |w: &mut Worker, table: TableId| -> Result<Vec<Vec<u8>>, Error> {
-            w.run(|tx| {
-                let mut out = Vec::new();
-                tx.scan(
-                    table,
-                    Bound::Unbounded,
-                    Bound::Unbounded,
-                    ScanOptions::new(),
-                    |_, v| {
-                        out.push(v.to_vec());
-                        true
-                    },
-                )?;
-                Ok(out)
-            })
-        };
-        let savings = rows(&mut w, t.savings)?;
-        let checking = rows(&mut w, t.checking)?;
+        let savings = crate::driver::table_values(&mut w, t.savings)?;
+        let checking = crate::driver::table_values(&mut w, t.checking)?;
         self.conservation(&savings, &checking, self.net_committed())
     }
 

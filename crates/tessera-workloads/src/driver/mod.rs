@@ -53,7 +53,7 @@ mod test_workload;
 
 use std::fmt;
 
-use tessera::{Database, Durability, Error, TxResult, Worker};
+use tessera::{Database, Durability, Error, ScanOptions, TableId, TxResult, Worker};
 
 pub use report::{Aborts, Latency, LoadReport, LogReport, Report, TypeReport, TypeReports};
 pub use run::{bench, load, resident_bytes, run, thread_seed};
@@ -104,6 +104,25 @@ pub trait Workload: Sync {
 
     /// The workload's knobs, for the report's `config` object.
     fn config(&self) -> serde_json::Value;
+}
+
+/// Every value of `table`, in key order, read in one transaction on `w`
+/// (the workloads' checks after a run).
+pub fn table_values(w: &mut Worker, table: TableId) -> Result<Vec<Vec<u8>>, Error> {
+    w.run(|tx| {
+        let mut out = Vec::new();
+        tx.scan(
+            table,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            ScanOptions::new(),
+            |_, v| {
+                out.push(v.to_vec());
+                true
+            },
+        )?;
+        Ok(out)
+    })
 }
 
 /// How to run a benchmark.
