@@ -1,4 +1,4 @@
-//! Crash tests of the deterministic engines (BOHM and 2pl-ordered): a child
+//! Crash tests of the deterministic engines (BOHM, 2pl-ordered, lazy, PWV): a child
 //! process submits bank transfers as procedures, records each transfer
 //! whose outcome it was given (released only once its batch's input is
 //! durable) in a side file, and is killed with SIGKILL at a random moment,
@@ -150,6 +150,7 @@ fn cases() -> Vec<(String, Case)> {
         DetProtocol::Bohm,
         DetProtocol::TwoPlOrdered,
         DetProtocol::Lazy,
+        DetProtocol::Pwv,
     ] {
         for checkpoints in [false, true] {
             let id = format!(
@@ -173,7 +174,9 @@ fn engine(dir: &Path, c: Case) -> Bohm {
     Bohm::new(
         &TABLES,
         BohmConfig {
-            cc_threads: if c.protocol == DetProtocol::Lazy {
+            // Lazy: one stickification thread, or partitioned (two CC
+            // threads and a now-phase thread) in the checkpointed case.
+            cc_threads: if c.protocol == DetProtocol::Lazy && !c.checkpoints {
                 1
             } else {
                 2
