@@ -193,15 +193,14 @@ impl Failer {
         self.failed.lock().get_or_insert_with(|| e.clone());
         let pending: Vec<_> = self.pending.lock().drain(..).collect();
         for r in pending {
-            r.durable(Err(e.clone()));
+            r.fail(e.clone());
         }
     }
 
     fn track(&self, r: &Arc<BatchRelease>) {
         let mut q = self.pending.lock();
-        while q.front().is_some_and(|f| f.st.lock().released) {
-            q.pop_front();
-        }
+        // A released batch stays while it owes deferred outcomes.
+        q.retain(|f| !f.settled());
         q.push_back(r.clone());
     }
 }
@@ -289,14 +288,36 @@ impl BatchRelease {
     /// else with it (never before its input is durable).
     pub fn late(&self, i: usize, o: BoxedOutcome) {
         let mut st = self.st.lock();
-        if st.released {
-            // A failed batch gave every request its error already.
-            if matches!(st.durable, Some(Ok(()))) {
-                self.cells[i].set(o, Instant::now());
-            }
+        if !st.released {
+            st.late.push((i, o));
             return;
         }
-        st.late.push((i, o));
+        // Released: still owed, unless a failure answered it already.
+        if let Some(at) = st.deferred.iter().position(|&d| d == i) {
+            st.deferred.swap_remove(at);
+            self.cells[i].set(o, Instant::now());
+        }
+    }
+
+    /// A stage thread died (`Failer`): every request of the batch not
+    /// answered yet gets `e`.
+    fn fail(&self, e: Error) {
+        let mut st = self.st.lock();
+        if !st.released {
+            st.durable = Some(Err(e));
+            self.try_release(&mut st);
+            return;
+        }
+        let now = Instant::now();
+        for i in std::mem::take(&mut st.deferred) {
+            self.cells[i].set(Err(e.clone()), now);
+        }
+    }
+
+    /// Released, and every deferred outcome delivered.
+    fn settled(&self) -> bool {
+        let st = self.st.lock();
+        st.released && st.deferred.is_empty()
     }
 
     /// Whether the batch's input is durable (`None`: not yet synced; an
@@ -307,6 +328,10 @@ impl BatchRelease {
 
     fn durable(&self, r: Result<(), Error>) {
         let mut st = self.st.lock();
+        if st.released {
+            // Failed already (`Failer`): the sync's word comes too late.
+            return;
+        }
         st.durable = Some(r);
         self.try_release(&mut st);
     }
@@ -322,6 +347,8 @@ impl BatchRelease {
                 for c in &self.cells {
                     c.set(Err(e.clone()), now);
                 }
+                st.deferred.clear();
+                st.late.clear();
             }
             (Some(Ok(())), Some(outs)) => {
                 let now = Instant::now();
@@ -333,8 +360,9 @@ impl BatchRelease {
                         c.set(o, now);
                     }
                 }
-                for (i, o) in st.late.drain(..) {
+                for (i, o) in std::mem::take(&mut st.late) {
                     self.cells[i].set(o, now);
+                    st.deferred.retain(|&d| d != i);
                 }
             }
             _ => return,

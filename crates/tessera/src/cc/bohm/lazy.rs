@@ -80,7 +80,7 @@ use super::BTxn;
 use super::{
     entry, execute, panic_message, prefetch_versions, unregister_ranges, BatchCtx, BohmTx,
     BoxedOutcome, LatestMap, Shared, Version, COMPLETE, EXECUTING, MAX_DEPTH, PENDING, SKIPPED,
-    UNPROCESSED,
+    TOMBSTONE, UNPROCESSED, VALUE,
 };
 use crate::catalog::TableId;
 use crate::det::{NowPhase, Outcome};
@@ -117,6 +117,9 @@ pub(super) struct LazyShared {
     pub existence_checks: AtomicU64,
     /// External reads answered by the workers.
     pub external_reads: AtomicU64,
+    /// Partitioned stickification: batches the CC threads have handed to
+    /// the now-phase thread that it has not published yet.
+    pub staged: AtomicUsize,
     /// The most batches the backlog held.
     pub backlog_max: AtomicU64,
 }
@@ -257,22 +260,35 @@ impl Stickifier {
             if prev.is_null() || unsafe { (*prev).state.load(Ordering::Acquire) } != PENDING {
                 continue;
             }
-            if w.blind {
+            // SAFETY: as above.
+            let mine = unsafe { (*ph).state.load(Ordering::Acquire) };
+            if w.blind && (mine == VALUE || mine == TOMBSTONE) {
+                // Overwritten for good: what readers after this
+                // transaction see is its own value or delete.
                 self.work.push((w.table, prev));
-            } else if deferred
-                // SAFETY: as above.
-                && unsafe { (*ph).state.load(Ordering::Acquire) } == PENDING
-            {
+            } else if deferred && mine == PENDING {
+                // A sticky of its own over it (blind or not): the version
+                // below is needed if this transaction is (a blind one's
+                // later phase may still fail, and its sticky read as
+                // skipped, exposing the one below).
                 // SAFETY: the batch is not published: only this thread
                 // touches the list.
                 unsafe { (*txn.rmw_prev.get()).push((w.table, prev)) };
             }
+            // Else its write was skipped (declared, not written): the
+            // version below stays visible, needed as it was.
         }
         while let Some((table, v)) = self.work.pop() {
             // SAFETY: a pending version's producer is alive (its batch is
             // freed only through the epoch this thread is pinned in).
             let p = unsafe { &*(*v).producer };
             if p.pinned.load(Ordering::Relaxed) {
+                continue;
+            }
+            if !p.wranges.is_empty() {
+                // Its later phase inserts into declared ranges, which no
+                // sticky stands for: it must run.
+                p.pinned.store(true, Ordering::Relaxed);
                 continue;
             }
             if p.ts < first
@@ -365,6 +381,7 @@ pub(super) fn stick_main(
         sh.cc_busy_ns
             .fetch_add(busy.elapsed().as_nanos() as u64, Ordering::Relaxed);
         st.publish(sh, ctx);
+        sh.lazy.staged.fetch_sub(1, Ordering::AcqRel);
         local.collect();
     }
 }
@@ -477,7 +494,12 @@ fn run_now(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedO
                 txn.live.store(left as u32, Ordering::Relaxed);
                 // Nothing sticky: the later phase could write nothing, so
                 // it need not run.
-                let st = if left > 0 { UNPROCESSED } else { COMPLETE };
+                // (A later phase with write ranges inserts there: it runs.)
+                let st = if left > 0 || !txn.wranges.is_empty() {
+                    UNPROCESSED
+                } else {
+                    COMPLETE
+                };
                 txn.state.store(st, Ordering::Release);
                 Ok(Outcome::Committed(out))
             }

@@ -2398,6 +2398,14 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
+        if partitioned {
+            // The now-phase thread's backlog bound holds here too: the CC
+            // threads run at most `lazy_backlog` batches ahead of it.
+            let mut idle = 0;
+            while sh.lazy.staged.load(Ordering::Acquire) >= sh.cfg.lazy_backlog {
+                crate::backoff::snooze(&mut idle);
+            }
+        }
         let busy = std::time::Instant::now();
         // Which tables ever had a write range, read once per batch: it
         // cannot change while the batch is in this stage (see the head
@@ -2536,6 +2544,9 @@ fn cc_main(sh: &Shared, me: u16, local: &LocalEpoch, rx: Receiver<Arc<BatchCtx>>
         }
         // The barrier: the last CC thread to finish hands the batch on.
         if ctx.cc_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if partitioned {
+                sh.lazy.staged.fetch_add(1, Ordering::AcqRel);
+            }
             if let Some(txs) = sh.exec_tx.lock().as_ref() {
                 for tx in txs {
                     let _ = tx.send(ctx.clone());
@@ -3812,7 +3823,13 @@ impl BohmTx<'_> {
             ))))
         };
         if let Some(s) = self.slot(t, key) {
-            if self.txn.slots[s].blind && self.own(s).is_none() {
+            let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
+            // Its own write is readable: written in this run, or (a later
+            // phase) filled by its now-phase.
+            // SAFETY: the placeholders of a planned batch are alive.
+            let written = self.own(s).is_some()
+                || (!ph.is_null() && unsafe { (*ph).state.load(Ordering::Acquire) } != PENDING);
+            if self.txn.slots[s].blind && !written {
                 return bad("which it declared as a blind write (never read)");
             }
             return Ok(());

@@ -154,7 +154,8 @@ impl Request for P {
                 if *read {
                     tx.get(t, &k(keys[0]))?;
                 }
-                for &key in keys {
+                // `u64::MAX`: declared, but nothing written.
+                for &key in keys.iter().filter(|_| *val != u64::MAX) {
                     tx.put(t, &k(key), &val.to_le_bytes())?;
                 }
                 Ok(0)
@@ -1631,11 +1632,19 @@ fn blind_reqs(seed: u64, keys: u64) -> Vec<P> {
                 let mut ks: Vec<u64> = (0..n).map(|_| rng.gen_range(0..keys)).collect();
                 ks.sort_unstable();
                 ks.dedup();
+                // Now and then a single-key one (eager) that writes nothing:
+                // its placeholder is skipped, so the sticky below it stays
+                // visible and needed.
+                let val = if ks.len() == 1 && rng.gen_bool(0.2) {
+                    u64::MAX
+                } else {
+                    rng.gen_range(0..50)
+                };
                 P {
                     t: r.t,
                     op: Op::Set {
                         keys: ks,
-                        val: rng.gen_range(0..50),
+                        val,
                         read: false,
                     },
                 }
