@@ -67,6 +67,9 @@ enum Op {
     /// blind write). Lazy: deferred whole (a later phase with a declared
     /// read).
     Copy { from: u64, to: u64 },
+    /// `Order`'s body with output 0. Lazy: deferred whole, so its later
+    /// phase holds a sticky (the counter) and inserts into a write range.
+    Log { d: u64 },
 }
 
 /// Where order ranges start (above every other key of the tests).
@@ -138,6 +141,13 @@ impl Request for P {
                 }
                 Ok(sum)
             }
+            Op::Log { d } => {
+                let ck = k(900 + d);
+                let id = val(tx.get(t, &ck)?);
+                tx.put(t, &ck, &(id + 1).to_le_bytes())?;
+                tx.insert(t, &k(order_range(*d).0 + id), &(id + 5).to_le_bytes())?;
+                Ok(0)
+            }
             Op::Order { d } => {
                 let ck = k(900 + d);
                 let id = val(tx.get(t, &ck)?);
@@ -188,7 +198,7 @@ impl Request for P {
                 keys.read(self.t, &k(*from));
                 keys.blind_write(self.t, &k(*to));
             }
-            Op::Order { d } => {
+            Op::Order { d } | Op::Log { d } => {
                 keys.write(self.t, &k(900 + d));
                 let (lo, hi) = order_range(*d);
                 keys.write_range(self.t, &k(lo), &k(hi));
@@ -207,7 +217,7 @@ impl Procedure for P {
     /// sticky for the later phase. Every other request runs eagerly
     /// (reads, scans, inserts: external reads and uniqueness checks).
     fn now_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<crate::det::NowPhase<u64>> {
-        if let Op::Copy { .. } = &self.op {
+        if let Op::Copy { .. } | Op::Log { .. } = &self.op {
             return Ok(crate::det::NowPhase::Ended(0));
         }
         if let Op::Set { keys, .. } = &self.op {
@@ -235,7 +245,7 @@ impl Procedure for P {
         Ok(crate::det::NowPhase::Ended(sum))
     }
     fn later_phase(&mut self, tx: &mut Txn<'_>) -> TxResult<()> {
-        if let Op::Set { .. } | Op::Copy { .. } = &self.op {
+        if let Op::Set { .. } | Op::Copy { .. } | Op::Log { .. } = &self.op {
             return Request::run(self, tx).map(drop);
         }
         let Op::Rmw { keys, add, .. } = &self.op else {
@@ -284,6 +294,10 @@ impl Procedure for P {
             }
             Op::Order { d } => {
                 w(5);
+                w(*d);
+            }
+            Op::Log { d } => {
+                w(9);
                 w(*d);
             }
             Op::Grow { keys } => {
@@ -335,6 +349,7 @@ impl Procedure for P {
                 }
             }
             5 => Op::Order { d: next()? },
+            9 => Op::Log { d: next()? },
             6 => {
                 let n = next()?;
                 Op::Grow {
@@ -1619,7 +1634,21 @@ fn blind_reqs(seed: u64, keys: u64) -> Vec<P> {
     reqs(seed, 3_000, keys)
         .into_iter()
         .map(|r| {
-            if rng.gen_bool(0.1) {
+            if rng.gen_bool(0.05) {
+                // A deferred producer with a write range, and blind writes
+                // of its counter (its only sticky): it must still run.
+                let d = rng.gen_range(0..3);
+                let op = if rng.gen_bool(0.5) {
+                    Op::Log { d }
+                } else {
+                    Op::Set {
+                        keys: vec![900 + d],
+                        val: rng.gen_range(0..3),
+                        read: false,
+                    }
+                };
+                P { t: r.t, op }
+            } else if rng.gen_bool(0.1) {
                 P {
                     t: r.t,
                     op: Op::Copy {
