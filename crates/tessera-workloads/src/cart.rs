@@ -500,43 +500,21 @@ impl Workload for Cart {
         };
         let t = *self.tables.get_or_init(|| t);
         let n = self.cfg.items;
-        let threads = (threads.max(1) as u64).min(n.div_ceil(LOAD_BATCH)).max(1);
-        let per = n.div_ceil(threads);
         let size = self.cfg.item_bytes;
-        std::thread::scope(|s| {
-            let hs: Vec<_> = (0..threads)
-                .map(|th| {
-                    s.spawn(move || -> Result<(), Error> {
-                        let mut w = db.worker()?;
-                        let (lo, hi) = (th * per, ((th + 1) * per).min(n));
-                        let mut row = vec![0u8; size];
-                        let mut i = lo;
-                        while i < hi {
-                            let end = (i + LOAD_BATCH).min(hi);
-                            w.run(|tx| {
-                                for item in i..end {
-                                    row[..8].copy_from_slice(&INITIAL_STOCK.to_le_bytes());
-                                    row[8..16].copy_from_slice(&(100 + item % 900).to_le_bytes());
-                                    if !tx.insert(t.inventory, &key8(item), &row)? {
-                                        return Err(TxError::Error(Error::InvalidArgument(
-                                            format!(
-                                                "cart: item {item} exists already: load into an empty database"
-                                            ),
-                                        )));
-                                    }
-                                }
-                                Ok(())
-                            })?;
-                            progress(end - i);
-                            i = end;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-        })?;
+        crate::driver::load_rows(
+            db,
+            n,
+            threads,
+            LOAD_BATCH,
+            progress,
+            |tx, item, row| {
+                row.resize(size, 0);
+                row[..8].copy_from_slice(&INITIAL_STOCK.to_le_bytes());
+                row[8..16].copy_from_slice(&(100 + item % 900).to_le_bytes());
+                tx.insert(t.inventory, &key8(item), row)
+            },
+            &|item| format!("cart: item {item} exists already: load into an empty database"),
+        )?;
         Ok(n)
     }
 

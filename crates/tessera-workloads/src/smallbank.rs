@@ -515,44 +515,20 @@ impl Workload for SmallBank {
         };
         let t = *self.tables.get_or_init(|| t);
         let n = self.cfg.customers;
-        let threads = (threads.max(1) as u64).min(n.div_ceil(LOAD_BATCH)).max(1);
-        let per = n.div_ceil(threads);
         let bal = INITIAL_BALANCE.to_le_bytes();
-        std::thread::scope(|s| {
-            let hs: Vec<_> = (0..threads)
-                .map(|th| {
-                    s.spawn(move || -> Result<(), Error> {
-                        let mut w = db.worker()?;
-                        let (lo, hi) = (th * per, ((th + 1) * per).min(n));
-                        let mut i = lo;
-                        while i < hi {
-                            let end = (i + LOAD_BATCH).min(hi);
-                            let dup = w.run(|tx| {
-                                for id in i..end {
-                                    let fresh = tx.insert(t.customer, name_of(id).as_bytes(), &id_key(id))?
-                                        && tx.insert(t.savings, &id_key(id), &bal)?
-                                        && tx.insert(t.checking, &id_key(id), &bal)?;
-                                    if !fresh {
-                                        return Ok(Some(id));
-                                    }
-                                }
-                                Ok(None)
-                            })?;
-                            if let Some(id) = dup {
-                                return Err(Error::InvalidArgument(format!(
-                                    "SmallBank: customer {id} exists already: load into an empty database"
-                                )));
-                            }
-                            progress(3 * (end - i));
-                            i = end;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-        })?;
+        crate::driver::load_rows(
+            db,
+            n,
+            threads,
+            LOAD_BATCH,
+            &|rows| progress(3 * rows),
+            |tx, id, _| {
+                Ok(tx.insert(t.customer, name_of(id).as_bytes(), &id_key(id))?
+                    && tx.insert(t.savings, &id_key(id), &bal)?
+                    && tx.insert(t.checking, &id_key(id), &bal)?)
+            },
+            &|id| format!("SmallBank: customer {id} exists already: load into an empty database"),
+        )?;
         Ok(3 * n)
     }
 

@@ -1121,45 +1121,19 @@ impl Workload for Ycsb {
         };
         let t = *self.table.get_or_init(|| t);
         let n = self.cfg.records;
-        let threads = (threads.max(1) as u64).min(n.div_ceil(LOAD_BATCH)).max(1);
-        let per = n.div_ceil(threads);
         let mut value = vec![0u8; self.cfg.value_size];
         for (i, b) in value.iter_mut().enumerate() {
             *b = b'a' + (i % 26) as u8;
         }
-        std::thread::scope(|s| {
-            let hs: Vec<_> = (0..threads)
-                .map(|th| {
-                    let value = &value;
-                    s.spawn(move || -> Result<(), Error> {
-                        let mut w = db.worker()?;
-                        let (lo, hi) = (th * per, ((th + 1) * per).min(n));
-                        let mut i = lo;
-                        while i < hi {
-                            let end = (i + LOAD_BATCH).min(hi);
-                            let dup = w.run(|tx| {
-                                for r in i..end {
-                                    if !tx.insert(t, &key_of(r), value)? {
-                                        return Ok(Some(r));
-                                    }
-                                }
-                                Ok(None)
-                            })?;
-                            if let Some(r) = dup {
-                                return Err(Error::InvalidArgument(format!(
-                                    "table '{TABLE}' already holds record {r}: load into an empty database"
-                                )));
-                            }
-                            progress(end - i);
-                            i = end;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-        })?;
+        crate::driver::load_rows(
+            db,
+            n,
+            threads,
+            LOAD_BATCH,
+            progress,
+            |tx, r, _| tx.insert(t, &key_of(r), &value),
+            &|r| format!("table '{TABLE}' already holds record {r}: load into an empty database"),
+        )?;
         Ok(n)
     }
 

@@ -125,6 +125,60 @@ pub fn table_values(w: &mut Worker, table: TableId) -> Result<Vec<Vec<u8>>, Erro
     })
 }
 
+/// Load rows `0..n` of a workload from up to `threads` threads, each with
+/// its own worker and a slice of the ids, `batch` rows per transaction:
+/// `insert(tx, id, scratch)` writes row `id` (the scratch buffer is the
+/// thread's own) and says whether it was new. The first row found present
+/// already fails the load with `present(id)` (a load goes into an empty
+/// database). `progress` is told of every committed transaction's rows.
+pub fn load_rows<F>(
+    db: &Database,
+    n: u64,
+    threads: usize,
+    batch: u64,
+    progress: &(dyn Fn(u64) + Sync),
+    insert: F,
+    present: &(dyn Fn(u64) -> String + Sync),
+) -> Result<(), Error>
+where
+    F: Fn(&mut tessera::Txn<'_>, u64, &mut Vec<u8>) -> TxResult<bool> + Sync,
+{
+    let threads = (threads.max(1) as u64).min(n.div_ceil(batch)).max(1);
+    let per = n.div_ceil(threads);
+    let insert = &insert;
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|th| {
+                s.spawn(move || -> Result<(), Error> {
+                    let mut w = db.worker()?;
+                    let mut scratch = Vec::new();
+                    let (lo, hi) = (th * per, ((th + 1) * per).min(n));
+                    let mut i = lo;
+                    while i < hi {
+                        let end = (i + batch).min(hi);
+                        let dup = w.run(|tx| {
+                            for id in i..end {
+                                if !insert(tx, id, &mut scratch)? {
+                                    return Ok(Some(id));
+                                }
+                            }
+                            Ok(None)
+                        })?;
+                        if let Some(id) = dup {
+                            return Err(Error::InvalidArgument(present(id)));
+                        }
+                        progress(end - i);
+                        i = end;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })
+}
+
 /// How to run a benchmark.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
