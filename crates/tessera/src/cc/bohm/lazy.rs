@@ -71,6 +71,7 @@
 //! counted in `BohmStats::lazy_later_errors`, its stickies read as skipped).
 
 use std::collections::VecDeque;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -78,14 +79,14 @@ use parking_lot::Mutex;
 
 use super::BTxn;
 use super::{
-    entry, execute, panic_message, prefetch_versions, unregister_ranges, BatchCtx, BohmTx,
-    BoxedOutcome, LatestMap, Shared, Version, COMPLETE, EXECUTING, MAX_DEPTH, PENDING, SKIPPED,
-    TOMBSTONE, UNPROCESSED, VALUE,
+    entry, execute, panic_message, prefetch_versions, unregister_ranges, walk, BatchCtx, BohmTx,
+    BoxedOutcome, DetProtocol, LatestMap, Own, Shared, Version, Walk, COMPLETE, EXECUTING,
+    MAX_DEPTH, PENDING, SKIPPED, TOMBSTONE, UNPROCESSED, VALUE,
 };
 use crate::catalog::TableId;
 use crate::det::{NowPhase, Outcome};
 use crate::epoch::{Guard, LocalEpoch};
-use crate::error::{ConflictReason, Error, TxError};
+use crate::error::{ConflictReason, Error, TxError, TxResult};
 use crate::txn::Txn;
 
 /// What the stickification thread and the workers share.
@@ -719,4 +720,129 @@ fn retire(sh: &Shared, local: &LocalEpoch) {
         let e = local.pin().epoch();
         sh.spent.lock().push_back((e, ctx));
     }
+}
+
+/// The lazy contract, checked where a lazy transaction reads (see
+/// `Stickifier::clobber` and the module docs).
+impl BohmTx<'_> {
+    /// Lazy: what makes skipping producers whose stickies were all
+    /// overwritten blindly sound (`lazy::Stickifier::clobber`): a key
+    /// declared as a blind write is never read before this transaction
+    /// writes it, and a later phase reads only what it declared (the
+    /// `Request::declare` contract, enforced here, where a later phase
+    /// running long after its commit could otherwise read a sticky that
+    /// nobody was known to need).
+    pub(super) fn lazy_may_read(
+        &self,
+        t: TableId,
+        key: &[u8],
+        slot: Option<usize>,
+    ) -> TxResult<()> {
+        let bad = |what: &str| {
+            Err(TxError::Error(Error::InvalidArgument(format!(
+                "lazy: '{}' read table {} key {key:02x?}, {what}",
+                // SAFETY: the running transaction's procedure: this thread
+                // claimed it.
+                unsafe { &*self.txn.proc.get() }.name(),
+                t.as_u32()
+            ))))
+        };
+        if let Some(s) = slot {
+            let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
+            // Its own write is readable: written in this run, or (a later
+            // phase) filled by its now-phase.
+            // SAFETY: the placeholders of a planned batch are alive.
+            let written = self.own(s).is_some()
+                || (!ph.is_null() && unsafe { (*ph).state.load(Ordering::Acquire) } != PENDING);
+            if self.txn.slots[s].blind && !written {
+                return bad("which it declared as a blind write (never read)");
+            }
+            return Ok(());
+        }
+        if self.txn.runs_late()
+            && self.declared_read(t, key).is_none()
+            && !self
+                .txn
+                .declared_range(t, Bound::Included(key), Bound::Included(key))
+        {
+            return bad("which it did not declare, in its later phase (or as an external read)");
+        }
+        Ok(())
+    }
+
+    /// Lazy: a uniqueness check by a *non-substantiating read* (the
+    /// thesis's §4.2.3): whether `(t, key)`, a key this transaction
+    /// declared as a write and has not written, exists at its timestamp,
+    /// answered without running the producer of a sticky it finds: a later
+    /// phase writes a value into every one of its stickies (enforced when
+    /// it ends: `later_complete`), so a sticky means the key exists.
+    /// `None`: not such a case (another protocol, an undeclared or own
+    /// key, a table with write ranges): the caller reads. The thesis puts a
+    /// Bloom filter in front of the check to avoid index lookups; here the
+    /// index is in memory and the check starts from the transaction's own
+    /// placeholder, so there is none.
+    pub(super) fn lazy_exists(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<bool>> {
+        if self.sh.cfg.protocol != DetProtocol::Lazy {
+            return Ok(None);
+        }
+        let slot = self.slot(t, key);
+        self.lazy_may_read(t, key, slot)?;
+        let Some(s) = slot else {
+            return Ok(None);
+        };
+        if self.own(s).is_some() || self.ranged(t)? {
+            return Ok(None);
+        }
+        let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
+        // SAFETY: the placeholders of a planned batch are alive, and so is
+        // the version below one while pinned.
+        if ph.is_null() || unsafe { (*ph).state.load(Ordering::Acquire) } != PENDING {
+            return Ok(None);
+        }
+        // SAFETY: as above; the walk starts at the placeholder's
+        // predecessor, reachable at this timestamp.
+        Ok(Some(
+            match unsafe { walk((*ph).prev.load(Ordering::Acquire), self.txn.ts) } {
+                Walk::Settled(v) => v.is_some(),
+                Walk::Pending(_) => {
+                    self.sh
+                        .lazy
+                        .existence_checks
+                        .fetch_add(1, Ordering::Relaxed);
+                    true
+                }
+            },
+        ))
+    }
+}
+
+/// Lazy: a later phase must write a value into each of its stickies (the
+/// keys its now-phase left): a sticky promises one, which uniqueness
+/// checks rely on (`BohmTx::lazy_exists`) without running the producer.
+pub(super) fn later_complete(tx: &BohmTx<'_>) -> TxResult<()> {
+    for (i, w) in tx.txn.writes().iter().enumerate() {
+        // SAFETY: the placeholders of a planned batch are alive.
+        if unsafe {
+            (*w.ver.load(Ordering::Acquire))
+                .state
+                .load(Ordering::Acquire)
+        } != PENDING
+        {
+            continue;
+        }
+        let what = match tx.writes.iter().find(|(s, _)| *s == i) {
+            Some((_, Own::Delete)) => "deleted",
+            Some(_) => continue,
+            None => "did not write",
+        };
+        return Err(TxError::Error(Error::InvalidArgument(format!(
+            "lazy: the later phase of '{}' {what} table {} key {:02x?}, which its now-phase \
+             left sticky (a sticky promises a value)",
+            // SAFETY: claimed by this thread.
+            unsafe { &*tx.txn.proc.get() }.name(),
+            w.table.as_u32(),
+            tx.txn.key(w)
+        ))));
+    }
+    Ok(())
 }

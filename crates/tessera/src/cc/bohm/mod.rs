@@ -3170,37 +3170,6 @@ unsafe fn walk(start: *mut Version, ts: u64) -> Walk {
     Walk::Settled(None)
 }
 
-/// Lazy: a later phase must write a value into each of its stickies (the
-/// keys its now-phase left): a sticky promises one, which uniqueness
-/// checks rely on (`BohmTx::lazy_exists`) without running the producer.
-fn lazy_later_complete(tx: &BohmTx<'_>) -> TxResult<()> {
-    for (i, w) in tx.txn.writes().iter().enumerate() {
-        // SAFETY: the placeholders of a planned batch are alive.
-        if unsafe {
-            (*w.ver.load(Ordering::Acquire))
-                .state
-                .load(Ordering::Acquire)
-        } != PENDING
-        {
-            continue;
-        }
-        let what = match tx.writes.iter().find(|(s, _)| *s == i) {
-            Some((_, Own::Delete)) => "deleted",
-            Some(_) => continue,
-            None => "did not write",
-        };
-        return Err(TxError::Error(Error::InvalidArgument(format!(
-            "lazy: the later phase of '{}' {what} table {} key {:02x?}, which its now-phase \
-             left sticky (a sticky promises a value)",
-            // SAFETY: claimed by this thread.
-            unsafe { &*tx.txn.proc.get() }.name(),
-            w.table.as_u32(),
-            tx.txn.key(w)
-        ))));
-    }
-    Ok(())
-}
-
 /// The deepest recursive execution of producers; below it, a reader sets
 /// its transaction aside (the producer's own thread runs its transactions
 /// in timestamp order, so it gets there: dependencies point to smaller
@@ -3270,7 +3239,7 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
                 return false;
             }
             let r = match r {
-                Ok(out) if later => lazy_later_complete(&tx).map(|()| out),
+                Ok(out) if later => lazy::later_complete(&tx).map(|()| out),
                 r => r,
             };
             match r {
@@ -3739,14 +3708,15 @@ impl BohmTx<'_> {
             // borrow of self lasts as long as it).
             return Ok(Some(unsafe { &*v }));
         }
+        let slot = self.slot(t, key);
         if self.sh.cfg.protocol == DetProtocol::Lazy {
-            self.lazy_may_read(t, key)?;
+            self.lazy_may_read(t, key, slot)?;
         }
         let ranged = self.ranged(t)?;
         if ranged {
             self.await_ranges(t, Bound::Included(key), Bound::Included(key))?;
         }
-        let start = if let Some(s) = self.slot(t, key) {
+        let start = if let Some(s) = slot {
             if let Some(w) = self.own(s) {
                 let w = w.map(|v| v as *const [u8]);
                 // SAFETY: `writes` (and the placeholder's buffer) is not
@@ -3803,87 +3773,6 @@ impl BohmTx<'_> {
             Some(v) => Ok(Some(unsafe { &(*v).data.get().as_ref().unwrap()[..] })),
             None => Ok(None),
         }
-    }
-
-    /// Lazy: what makes skipping producers whose stickies were all
-    /// overwritten blindly sound (`lazy::Stickifier::clobber`): a key
-    /// declared as a blind write is never read before this transaction
-    /// writes it, and a later phase reads only what it declared (the
-    /// `Request::declare` contract, enforced here, where a later phase
-    /// running long after its commit could otherwise read a sticky that
-    /// nobody was known to need).
-    fn lazy_may_read(&self, t: TableId, key: &[u8]) -> TxResult<()> {
-        let bad = |what: &str| {
-            Err(TxError::Error(Error::InvalidArgument(format!(
-                "lazy: '{}' read table {} key {key:02x?}, {what}",
-                // SAFETY: the running transaction's procedure: this thread
-                // claimed it.
-                unsafe { &*self.txn.proc.get() }.name(),
-                t.as_u32()
-            ))))
-        };
-        if let Some(s) = self.slot(t, key) {
-            let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
-            // Its own write is readable: written in this run, or (a later
-            // phase) filled by its now-phase.
-            // SAFETY: the placeholders of a planned batch are alive.
-            let written = self.own(s).is_some()
-                || (!ph.is_null() && unsafe { (*ph).state.load(Ordering::Acquire) } != PENDING);
-            if self.txn.slots[s].blind && !written {
-                return bad("which it declared as a blind write (never read)");
-            }
-            return Ok(());
-        }
-        if self.txn.runs_late()
-            && self.declared_read(t, key).is_none()
-            && !self
-                .txn
-                .declared_range(t, Bound::Included(key), Bound::Included(key))
-        {
-            return bad("which it did not declare, in its later phase (or as an external read)");
-        }
-        Ok(())
-    }
-
-    /// Lazy: a uniqueness check by a *non-substantiating read* (the
-    /// thesis's §4.2.3): whether `(t, key)`, a key this transaction
-    /// declared as a write and has not written, exists at its timestamp,
-    /// answered without running the producer of a sticky it finds: a later
-    /// phase writes a value into every one of its stickies (enforced when
-    /// it ends: `lazy_later_complete`), so a sticky means the key exists.
-    /// `None`: not such a case (another protocol, an undeclared or own
-    /// key, a table with write ranges): the caller reads.
-    fn lazy_exists(&mut self, t: TableId, key: &[u8]) -> TxResult<Option<bool>> {
-        if self.sh.cfg.protocol != DetProtocol::Lazy {
-            return Ok(None);
-        }
-        self.lazy_may_read(t, key)?;
-        let Some(s) = self.slot(t, key) else {
-            return Ok(None);
-        };
-        if self.own(s).is_some() || self.ranged(t)? {
-            return Ok(None);
-        }
-        let ph = self.txn.slots[s].ver.load(Ordering::Acquire);
-        // SAFETY: the placeholders of a planned batch are alive, and so is
-        // the version below one while pinned.
-        if ph.is_null() || unsafe { (*ph).state.load(Ordering::Acquire) } != PENDING {
-            return Ok(None);
-        }
-        // SAFETY: as above; the walk starts at the placeholder's
-        // predecessor, reachable at this timestamp.
-        Ok(Some(
-            match unsafe { walk((*ph).prev.load(Ordering::Acquire), self.txn.ts) } {
-                Walk::Settled(v) => v.is_some(),
-                Walk::Pending(_) => {
-                    self.sh
-                        .lazy
-                        .existence_checks
-                        .fetch_add(1, Ordering::Relaxed);
-                    true
-                }
-            },
-        ))
     }
 
     /// `2pl-ordered`: the transaction holds the lock of every key it
