@@ -253,7 +253,7 @@ impl TpccProc {
                     k == j
                 };
                 if mine {
-                    let (dist_info, original) = txns::new_order_stock(tx, t, n, l)?;
+                    let (dist_info, original) = txns::new_order_stock(tx, t, n, l, true)?;
                     dist_info.put(&mut out[at..at + STOCK_OUT - 1]);
                     out[at + STOCK_OUT - 1] = original as u8;
                     at += STOCK_OUT;

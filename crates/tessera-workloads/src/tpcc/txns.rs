@@ -642,8 +642,9 @@ pub fn new_order_later<T: Transaction>(
     let mut sum = 0i64;
     let mut brand = 0;
     for (n, (l, &(price, item_original))) in lines.iter().zip(&s.items).enumerate() {
-        let (dist_info, stock_original) = new_order_stock(tx, t, inp, l)?;
-        if item_original && stock_original {
+        // S_DATA is searched only for an original item (a tenth of them).
+        let (dist_info, stock_original) = new_order_stock(tx, t, inp, l, item_original)?;
+        if stock_original {
             brand += 1;
         }
         sum += insert_order_line(tx, t, inp, o_id, n, price, dist_info, &mut s.row)?;
@@ -737,12 +738,14 @@ pub(super) fn insert_new_order<T: Transaction>(
 }
 
 /// One NewOrder line's STOCK update (clause 2.4.2.2). Returns S_DIST_xx of
-/// the order's district and whether S_DATA holds "ORIGINAL".
+/// the order's district and whether S_DATA holds "ORIGINAL" (searched only
+/// when `want_original`; false otherwise).
 pub(super) fn new_order_stock<T: Transaction>(
     tx: &mut T,
     t: &Tables,
     inp: &NewOrderInput,
     l: &LineInput,
+    want_original: bool,
 ) -> TxResult<(Text<24>, bool)> {
     let skey = stock_key(l.supply_w_id, l.i_id);
     // The stock row is read whole, but only the columns used are
@@ -759,7 +762,7 @@ pub(super) fn new_order_stock<T: Transaction>(
     let c = Stock::COUNTS.start;
     let (mut ytd, mut order_cnt, mut remote_cnt) = (word(c), word(c + 4), word(c + 8));
     let dist_info = Text::<24>::get(&row[Stock::dist_at(inp.d_id)]);
-    let original = has_original(Text::<50>::get(&row[Stock::DATA]).as_bytes());
+    let original = want_original && has_original(Text::<50>::get(&row[Stock::DATA]).as_bytes());
     let q = l.quantity as i32;
     // Clause 2.4.2.2: decrease by the quantity if at least 10 remain,
     // else restock by 91.
