@@ -286,7 +286,12 @@ fn serial_state(dir: &Path, names: &[String], log: &InputScan) -> Result<Vec<Row
             .collect(),
         ..Default::default()
     };
-    serial::replay(&mut w, &after, &procedures()?)?;
+    serial::replay(
+        &mut w,
+        &after,
+        &procedures()?,
+        &tessera::det::expunge::read(dir)?,
+    )?;
     ids.iter().map(|&t| db.dump(t)).collect()
 }
 

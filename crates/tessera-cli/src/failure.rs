@@ -67,6 +67,7 @@ impl Failure {
             Error::InUse(_) => (4, "in_use"),
             Error::InvalidArgument(_) => (2, "invalid_argument"),
             Error::ReadOnly => (1, "read_only"),
+            Error::SystemFailure { .. } => (1, "system_failure"),
             _ => (1, "error"),
         };
         let mut f = Failure::new(code, kind, format!("{context}{e}"));

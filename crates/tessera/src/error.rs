@@ -149,6 +149,24 @@ pub enum Error {
     /// The data directory is open in another `Database` (in this process or
     /// another one): its `LOCK` file is held.
     InUse(String),
+    /// A deterministic database's **full system failure** (Faleiro's thesis
+    /// §6.4.7): request `request` (its input-log timestamp) failed where its
+    /// protocol cannot roll it back (a PWV piece after the commit point
+    /// returned an error or panicked), so part of it may have been visible.
+    /// It was expunged from the input log (`tessera.expunged`); the batch
+    /// it was in and every later submission fail with this error, and none
+    /// of their outcomes was released. Recovery (the restart the database
+    /// makes with a data directory, or the next open) reloads the last
+    /// checkpoint and replays the log without it. A request answered with
+    /// this error may or may not have been logged before the failure: its
+    /// outcome is unknown, as after a crash. An in-memory database cannot
+    /// recover and stays failed.
+    SystemFailure {
+        /// The failed request's timestamp.
+        request: u64,
+        /// What failed.
+        reason: String,
+    },
 }
 
 /// The cause of an [`Error::Io`]: what was being done to which path, and the
@@ -234,6 +252,12 @@ impl fmt::Display for Error {
             Error::Corrupt(s) => write!(f, "damaged data directory: {s}"),
             Error::NewerFormat(s) => write!(f, "unsupported format: {s}"),
             Error::InUse(s) => write!(f, "in use: {s}"),
+            Error::SystemFailure { request, reason } => write!(
+                f,
+                "system failure: request {request} failed after its commit point ({reason}); \
+                 it is expunged from the input log and recovery replays the log without it \
+                 (requests answered with this error may or may not have committed)"
+            ),
         }
     }
 }

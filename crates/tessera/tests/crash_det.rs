@@ -327,7 +327,7 @@ fn check(work: &Path, c: Case, runs: u32, ctx: &str) -> (usize, usize, PathBuf) 
         })
         .unwrap();
         let procs = Procedures::new().register::<Transfer>().unwrap();
-        serial::replay(&mut w, &scan_before, &procs).unwrap();
+        serial::replay(&mut w, &scan_before, &procs, &Default::default()).unwrap();
         let serial: State = [ACC, XFER]
             .iter()
             .map(|&t| {

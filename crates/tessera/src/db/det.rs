@@ -31,6 +31,8 @@ pub(crate) struct DetDb {
     engine: RwLock<Bohm>,
     /// Why the engine could not start (it is not tried again).
     failed: Mutex<Option<Error>>,
+    /// Restarts after a system failure (§6.4.7).
+    restarts: std::sync::atomic::AtomicU64,
 }
 
 /// What a deterministic database's stages did, and what its open
@@ -46,6 +48,10 @@ pub struct DetStats {
     pub recovered_from: Option<PathBuf>,
     /// Whether the stages run (they start at the first submission).
     pub running: bool,
+    /// Restarts after a system failure (Faleiro §6.4.7: a request failed
+    /// where it could not roll back and was expunged; `replayed` is then
+    /// the restart's replay).
+    pub restarts: u64,
 }
 
 impl DetDb {
@@ -93,14 +99,19 @@ impl DetDb {
         Ok(DetDb {
             engine: RwLock::new(engine),
             failed: Mutex::new(None),
+            restarts: Default::default(),
         })
     }
 
-    /// The engine, started (at the first call).
+    /// The engine, started (at the first call), or restarted after a
+    /// system failure (§6.4.7): the failed engine is shut down and a new
+    /// one recovers from the last checkpoint and the input log, without
+    /// the expunged request, before this returns. In memory there is
+    /// nothing to recover from: the database stays failed.
     fn running(&self) -> Result<RwLockReadGuard<'_, Bohm>, Error> {
         {
             let g = self.engine.read();
-            if g.is_running() {
+            if g.is_running() && g.system_failure().is_none() {
                 return Ok(g);
             }
         }
@@ -110,6 +121,25 @@ impl DetDb {
         }
         {
             let mut w = self.engine.write();
+            if let Some(e) = w.system_failure() {
+                if !w.has_input_log() {
+                    *failed = Some(e.clone());
+                    return Err(e);
+                }
+                self.restarts
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let next = w.successor();
+                // The failed engine stops before its successor recovers
+                // (its stages, then the input log it was writing).
+                let _ = w.shutdown();
+                match next {
+                    Ok(next) => *w = next,
+                    Err(e) => {
+                        *failed = Some(e.clone());
+                        return Err(e);
+                    }
+                }
+            }
             if !w.is_running() {
                 if let Err(e) = w.start() {
                     *failed = Some(e.clone());
@@ -165,6 +195,7 @@ impl DetDb {
             replayed: e.replayed(),
             recovered_from: e.recovered_from().map(PathBuf::from),
             running: e.is_running(),
+            restarts: self.restarts.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 

@@ -23,6 +23,7 @@
 //! the executor of the substrate's own tests.
 
 pub mod checkpoint;
+pub mod expunge;
 pub mod input;
 pub mod pieces;
 pub mod sequencer;

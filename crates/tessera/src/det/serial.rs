@@ -57,12 +57,21 @@ pub fn sink(mut worker: Worker) -> BatchSink {
 }
 
 /// Replay the batches of an input log on `w`, in order: the state a
-/// deterministic database must have after executing them. Returns the
-/// number of requests run.
-pub fn replay(w: &mut Worker, log: &InputScan, procs: &Procedures) -> Result<u64, Error> {
+/// deterministic database must have after executing them. Requests in
+/// `expunged` (a system failure's, `det::expunge`) are skipped, as
+/// recovery skips them. Returns the number of requests run.
+pub fn replay(
+    w: &mut Worker,
+    log: &InputScan,
+    procs: &Procedures,
+    expunged: &super::expunge::Expunged,
+) -> Result<u64, Error> {
     let mut n = 0;
     for b in &log.batches {
-        for (id, args) in &b.entries {
+        for (i, (id, args)) in b.entries.iter().enumerate() {
+            if expunged.contains_key(&(b.first_ts + i as u64)) {
+                continue;
+            }
             let mut p = procs.decode(*id, args)?;
             run_one(w, &mut *p)?;
             n += 1;

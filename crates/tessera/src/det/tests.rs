@@ -392,7 +392,13 @@ fn the_input_log_holds_every_batch_and_replays_to_the_same_state() {
     // Replay into a fresh database: the same state.
     let (db2, t2) = db_with_table();
     assert_eq!(t2, t);
-    let n = serial::replay(&mut db2.worker().unwrap(), &scan, &procs()).unwrap();
+    let n = serial::replay(
+        &mut db2.worker().unwrap(),
+        &scan,
+        &procs(),
+        &Default::default(),
+    )
+    .unwrap();
     assert_eq!(n, 300);
     assert_eq!(state(&db, t), state(&db2, t2));
 }

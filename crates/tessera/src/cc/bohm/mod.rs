@@ -73,7 +73,7 @@ use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ops::{Bound, Range};
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -597,6 +597,9 @@ pub struct ReplayStats {
     pub not_committed: u64,
     /// Whether a torn tail (a batch never acknowledged) was cut.
     pub cut_torn_tail: bool,
+    /// Requests a system failure expunged (`tessera.expunged`), replayed
+    /// as no-ops that abort (counted in `not_committed` too).
+    pub expunged: u64,
 }
 
 /// What the stages did.
@@ -715,6 +718,13 @@ struct Shared {
     /// The sequencer's, once started: a stage thread that panics fails
     /// the pending batches through it.
     failer: std::sync::OnceLock<Arc<crate::det::sequencer::Failer>>,
+    /// The input log's directory, once started with one: where a system
+    /// failure expunges its request (see [`system_failure`]).
+    input_dir: std::sync::OnceLock<std::path::PathBuf>,
+    /// A system failure happened (§6.4.7): the state holds part of a
+    /// transaction. Set once; the error is the one every caller gets.
+    system_failed: AtomicBool,
+    system_failure: Mutex<Option<Error>>,
     /// Tests: the CC stage panics when it meets this timestamp.
     #[cfg(test)]
     panic_at_ts: AtomicU64,
@@ -1055,6 +1065,9 @@ impl Bohm {
                     .collect(),
                 lazy: lazy::LazyShared::default(),
                 failer: std::sync::OnceLock::new(),
+                input_dir: std::sync::OnceLock::new(),
+                system_failed: AtomicBool::new(false),
+                system_failure: Mutex::new(None),
                 #[cfg(test)]
                 panic_at_ts: AtomicU64::new(u64::MAX),
             }),
@@ -1136,6 +1149,29 @@ impl Bohm {
     /// Whether batches are logged to a data directory.
     pub fn has_input_log(&self) -> bool {
         self.input.is_some()
+    }
+
+    /// A new engine like this one (its tables, configuration, partition
+    /// prefixes and input log), not started, that takes over this one's
+    /// directory lock: what the restart after a system failure (§6.4.7)
+    /// recovers into, from the last checkpoint and the log without the
+    /// expunged request. Only with an input log (in memory nothing could
+    /// be recovered).
+    pub(crate) fn successor(&mut self) -> Result<Bohm, Error> {
+        let Some((dir, procs)) = self.input.clone() else {
+            return Err(Error::InvalidArgument(
+                "an in-memory deterministic engine cannot be restarted".into(),
+            ));
+        };
+        let names: Vec<&str> = self.sh.names.iter().map(String::as_str).collect();
+        let mut next = Bohm::new(&names, self.sh.cfg)?
+            .with_input_log(&dir, procs)
+            .input_segment_bytes(self.segment_bytes);
+        for (t, &len) in self.sh.part_prefix.iter().enumerate() {
+            next.partition_prefix(TableId::from_u32(t as u32), len)?;
+        }
+        next.adopt_dir_lock(self.dir_lock.take());
+        Ok(next)
     }
 
     /// Whether the stages run (after [`Bohm::start`], until shutdown).
@@ -1281,6 +1317,7 @@ impl Bohm {
         // The input log: recover from its directory, then continue it.
         let (mut first_batch, mut first_ts, mut log) = (0, 1, None);
         if let Some((dir, procs)) = self.input.clone() {
+            let _ = self.sh.input_dir.set(dir.clone());
             let (b, t, l) = self.recover(&dir, &procs, &cc_tx)?;
             (first_batch, first_ts, log) = (b, t, Some(l));
         }
@@ -1306,6 +1343,15 @@ impl Bohm {
         let _ = self.sh.failer.set(seq.failer().clone());
         self.seq = Some(seq);
         Ok(())
+    }
+
+    /// The system failure (§6.4.7) this engine met, if any: it serves
+    /// nothing more, and a restart recovers without the expunged request.
+    pub fn system_failure(&self) -> Option<Error> {
+        if !self.sh.system_failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.sh.system_failure.lock().clone()
     }
 
     /// The latencies of the batches released since the start, cut to
@@ -1413,10 +1459,18 @@ impl Bohm {
                 Error::io(format!("cannot cut the torn tail of {}", path.display()), e)
             })?;
         }
+        // Requests a system failure expunged (§6.4.7) replay as no-ops.
+        let expunged = crate::det::expunge::read(dir)?;
         let mut waits = Vec::new();
         for lb in rp.replay() {
-            let mut ps = Vec::with_capacity(lb.entries.len());
-            for (id, args) in &lb.entries {
+            let mut ps: Vec<Box<dyn crate::det::DynProcedure>> =
+                Vec::with_capacity(lb.entries.len());
+            for (i, (id, args)) in lb.entries.iter().enumerate() {
+                if expunged.contains_key(&(lb.first_ts + i as u64)) {
+                    self.replayed.expunged += 1;
+                    ps.push(Box::new(crate::det::expunge::ExpungedRequest { id: *id }));
+                    continue;
+                }
                 ps.push(procs.decode(*id, args)?);
             }
             let (b, w) = Batch::replayed(lb.number, lb.first_ts, ps);
@@ -1441,6 +1495,12 @@ impl Bohm {
             self.replayed.batches += 1;
         }
         self.replayed.cut_torn_tail = scan.torn.is_some();
+        // A request that fails again where it cannot roll back (its
+        // expunge did not reach the disk the first time): refuse to start
+        // on the partial state; `system_failure` has tried the expunge again.
+        if let Some(e) = self.sh.system_failure.lock().clone() {
+            return Err(e);
+        }
         let segno = scan.last_segno.map_or(1, |s| s + 1);
         let log = InputLog::create(dir, segno, scan.next_seq, self.segment_bytes).map_err(|e| {
             Error::io(
@@ -1556,6 +1616,10 @@ impl Bohm {
             return Err(Error::InvalidArgument(
                 "checkpoint: the engine is not running".into(),
             ));
+        }
+        // Never a checkpoint of a state that holds part of a transaction.
+        if let Some(e) = self.sh.system_failure.lock().clone() {
+            return Err(e);
         }
         let started = std::time::Instant::now();
         let _one = self.ckpt_lock.lock();
@@ -3300,6 +3364,41 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
         sh.recursive.fetch_add(1, Ordering::Relaxed);
     }
     true
+}
+
+/// A **full system failure** (Faleiro's thesis §6.4.7): request `ts` failed
+/// where its protocol cannot roll it back, so the state may hold part of
+/// it. Its timestamp is expunged from the input log (durably, before
+/// anyone is told), then the batch it is in and everything after it fail
+/// with [`Error::SystemFailure`] (none of their outcomes is released: the
+/// caller has not completed the failed piece yet, so its batch cannot have
+/// been). Recovery replays the log from the last checkpoint without it.
+/// Without an input log nothing can be recovered: the engine stays failed.
+fn system_failure(sh: &Shared, ts: u64, what: String) {
+    let mut reason = what;
+    if let Some(dir) = sh.input_dir.get() {
+        if let Err(e) = crate::det::expunge::add(dir, ts, &reason) {
+            // Recovery would meet the same failure again and refuse to
+            // start (and try the expunge again then).
+            reason = format!("{reason}; expunging it failed: {e}");
+        }
+    } else {
+        reason = format!("{reason}; in memory, nothing can be recovered");
+    }
+    let e = Error::SystemFailure {
+        request: ts,
+        reason,
+    };
+    {
+        let mut f = sh.system_failure.lock();
+        if f.is_none() {
+            *f = Some(e.clone());
+        }
+    }
+    sh.system_failed.store(true, Ordering::Release);
+    if let Some(f) = sh.failer.get() {
+        f.fail(e);
+    }
 }
 
 /// Every transaction of the batch is complete: hand the outcomes back, and

@@ -65,11 +65,13 @@
 //!   and looks again at what the completions it is told of have moved (no
 //!   OS wait).
 //!
-//! Corner cases (§6.4.7): a non-abortable piece that fails (an error, or an
-//! abort the author did not declare) gives its transaction an error
-//! outcome, and what it wrote before failing stays (replay does the same,
-//! deterministically); the thesis treats it as a system failure (reload a
-//! checkpoint, expunge the request, replay), left for later.
+//! Corner cases (§6.4.7): a non-abortable piece that fails (an error, a
+//! panic, or an abort the author did not declare) is the thesis's full
+//! system failure: the request is expunged from the input log
+//! (`det::expunge`), its batch and everything after it fail with
+//! `Error::SystemFailure`, and recovery reloads the last checkpoint and
+//! replays without it (`Database` restarts at once with a data directory;
+//! in memory it stays failed).
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
@@ -1182,14 +1184,25 @@ fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> Ru
     }
     if !piece.abortable {
         if let Err(e) = r {
-            // A corner case (§6.4.7): the transaction reports the error,
-            // and what the piece wrote before it failed stays (a piece
-            // after the commit point keeps no before-images: one copy per
-            // write on the common path, for a case the thesis handles by
-            // reloading a checkpoint and expunging the request, not built).
+            // A corner case (§6.4.7): a piece after the commit point keeps
+            // no before-images (one copy per write on the common path), and
+            // its transaction's earlier pieces may have been read already.
+            // The thesis's answer, a full system failure: the request is
+            // expunged from the input log, the batch is never released, and
+            // recovery replays from the last checkpoint without it. Before
+            // `complete`: the batch cannot be released in between.
             let e = e.unwrap_or_else(|| {
                 Error::InvalidArgument("a piece after the commit point aborted".into())
             });
+            super::system_failure(
+                sh,
+                txn.ts,
+                format!(
+                    "procedure '{}', piece {p}: {e}",
+                    // SAFETY: the name is immutable.
+                    unsafe { (*txn.proc.get()).name() }
+                ),
+            );
             pt.error.lock().get_or_insert(e);
         }
         complete(sh, pt, piece, txn);
