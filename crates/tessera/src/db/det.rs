@@ -344,6 +344,11 @@ impl Database {
     /// interactive protocol it is one read-only transaction.
     pub fn dump(&self, t: TableId) -> Result<Rows, Error> {
         if let Some(d) = self.det() {
+            // After a system failure, the restarted engine's state.
+            let failed = d.engine.read().system_failure().is_some();
+            if failed {
+                drop(d.running()?);
+            }
             return d.engine.read().dump(t);
         }
         self.with_pooled(|w| {

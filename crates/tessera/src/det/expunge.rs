@@ -109,17 +109,42 @@ fn encode(list: &Expunged) -> Vec<u8> {
     out
 }
 
+/// One writer at a time: two executors may fail at once (two transactions,
+/// or a piece and its child on another partition), and each rewrites the
+/// whole list through the same temporary file. (Another process cannot
+/// share the directory: its `LOCK`.)
+static WRITER: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 /// Add request `ts` to `dir`'s list, durably: the list is rewritten whole
 /// (temporary file, fsync, rename, fsync of the directory) before this
 /// returns.
 pub fn add(dir: &Path, ts: u64, reason: &str) -> Result<(), Error> {
+    let _one = WRITER.lock();
     let mut list = read(dir)?;
     list.insert(ts, reason.to_owned());
+    write(dir, &list)
+}
+
+/// Drop the entries at or after `next_ts`, the first timestamp the log
+/// does not hold (their batches never became durable: recovery cut them,
+/// and the sequencer hands those timestamps out again), and return what
+/// is left. The file is rewritten only if something is dropped.
+pub fn retain_below(dir: &Path, next_ts: u64) -> Result<Expunged, Error> {
+    let _one = WRITER.lock();
+    let mut list = read(dir)?;
+    if list.range(next_ts..).next().is_some() {
+        list.retain(|&ts, _| ts < next_ts);
+        write(dir, &list)?;
+    }
+    Ok(list)
+}
+
+fn write(dir: &Path, list: &Expunged) -> Result<(), Error> {
     let path = dir.join(EXPUNGE_FILE);
     let tmp = dir.join(format!("{EXPUNGE_FILE}.tmp"));
     let io = |what: &str, p: &Path, e| Error::io(format!("cannot {what} {}", p.display()), e);
     let mut f = std::fs::File::create(&tmp).map_err(|e| io("create", &tmp, e))?;
-    f.write_all(&encode(&list))
+    f.write_all(&encode(list))
         .map_err(|e| io("write", &tmp, e))?;
     f.sync_all().map_err(|e| io("sync", &tmp, e))?;
     drop(f);
@@ -191,6 +216,28 @@ mod tests {
         // Cut at a character boundary, at most REASON_MAX bytes.
         assert!(l[&7].len() <= REASON_MAX && l[&7].chars().all(|c| c == 'é'));
         assert!(!dir.path().join(format!("{EXPUNGE_FILE}.tmp")).exists());
+    }
+
+    /// Entries past the log's end (their batch was cut as a torn tail)
+    /// are dropped, the others kept; concurrent adds lose nothing.
+    #[test]
+    fn entries_past_the_log_are_dropped_and_concurrent_adds_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let d = dir.path();
+                s.spawn(move || {
+                    for i in 0..10 {
+                        add(d, t * 100 + i, "x").unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(read(dir.path()).unwrap().len(), 40);
+        let left = retain_below(dir.path(), 205).unwrap();
+        assert_eq!(left.len(), 25);
+        assert_eq!(read(dir.path()).unwrap(), left);
+        assert_eq!(left.keys().next_back(), Some(&204));
     }
 
     #[test]

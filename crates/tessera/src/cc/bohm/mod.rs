@@ -1460,7 +1460,11 @@ impl Bohm {
             })?;
         }
         // Requests a system failure expunged (§6.4.7) replay as no-ops.
-        let expunged = crate::det::expunge::read(dir)?;
+        // An entry at or past the log's end names a request whose batch
+        // never became durable (the expunge is synced as soon as the piece
+        // fails, the batch's input possibly later): the sequencer will
+        // hand that timestamp to a new request, which must not be skipped.
+        let expunged = crate::det::expunge::retain_below(dir, rp.next.1)?;
         let mut waits = Vec::new();
         for lb in rp.replay() {
             let mut ps: Vec<Box<dyn crate::det::DynProcedure>> =
@@ -1826,6 +1830,10 @@ impl Bohm {
                 "BOHM: {} stage thread(s) panicked, so the state may hold unfilled versions",
                 self.panicked
             )));
+        }
+        // Never the partial state of a system failure (running or not).
+        if let Some(e) = self.system_failure() {
+            return Err(e);
         }
         let mut out = Vec::new();
         let mut collect = |_: u32, k: &[u8], v: &[u8]| out.push((k.to_vec(), v.to_vec()));
