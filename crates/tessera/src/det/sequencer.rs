@@ -146,6 +146,15 @@ impl Replayed {
     /// committed, and how many did not (a logic abort, or an error: either
     /// happened when the request first ran too, deterministically).
     pub fn wait(self) -> (u64, u64) {
+        self.wait_while(|| true)
+            .expect("waits for good while `alive` holds")
+    }
+
+    /// [`Replayed::wait`], giving up (`None`) once `alive` says the stages
+    /// that would execute the batch are gone (a stage thread panicked
+    /// during recovery, before the sequencer's `Failer` exists): asked
+    /// every 50 ms while waiting.
+    pub fn wait_while(self, alive: impl Fn() -> bool) -> Option<(u64, u64)> {
         let (mut committed, mut aborted) = (0, 0);
         for c in self.cells {
             let mut slot = c.slot.lock();
@@ -153,7 +162,13 @@ impl Replayed {
                 if let Some(o) = slot.take() {
                     break o;
                 }
-                c.cv.wait(&mut slot);
+                if c.cv
+                    .wait_for(&mut slot, std::time::Duration::from_millis(50))
+                    .timed_out()
+                    && !alive()
+                {
+                    return None;
+                }
             };
             match o {
                 Ok(Outcome::Committed(_)) => committed += 1,
@@ -161,7 +176,7 @@ impl Replayed {
                 Err(_) => aborted += 1,
             }
         }
-        (committed, aborted)
+        Some((committed, aborted))
     }
 }
 

@@ -1492,8 +1492,26 @@ impl Bohm {
             }
             waits.push(w);
         }
-        for w in waits {
-            let (c, a) = w.wait();
+        let alive = || {
+            !self
+                .cc
+                .iter()
+                .chain(&self.exec)
+                .chain(&self.stick)
+                .any(|h| h.is_finished())
+        };
+        for (i, w) in waits.into_iter().enumerate() {
+            // A stage thread that panics during replay (a bug: bodies'
+            // panics are caught where they run) would leave the open
+            // waiting for good: it fails instead, naming the batch.
+            let Some((c, a)) = w.wait_while(alive) else {
+                let b = rp.replay().get(i).map_or(0, |lb| lb.number);
+                return Err(Error::InvalidArgument(format!(
+                    "recovery of {}: a stage thread stopped while batch {b} was replayed \
+                     (a panic: see the log of the process)",
+                    dir.display()
+                )));
+            };
             self.replayed.committed += c;
             self.replayed.not_committed += a;
             self.replayed.batches += 1;

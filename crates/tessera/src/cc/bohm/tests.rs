@@ -1821,3 +1821,61 @@ fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
         assert!(e.to_string().contains("panicked"), "{e}");
     }
 }
+
+/// A stage thread that panics while recovery replays the input log makes
+/// the start fail, naming the batch, instead of waiting for good.
+#[test]
+fn a_stage_thread_panic_during_replay_fails_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = BohmConfig {
+        cc_threads: 1,
+        exec_threads: 2,
+        sequencer: SequencerConfig {
+            batch_size: 20,
+            batch_time: Duration::from_millis(1),
+        },
+        ..Default::default()
+    };
+    let procs = || crate::det::Procedures::new().register::<P>().unwrap();
+    let t = TableId::from_u32(0);
+    {
+        let mut b = Bohm::new(&["t"], cfg)
+            .unwrap()
+            .with_input_log(dir.path(), procs());
+        b.start().unwrap();
+        let rs: Vec<_> = (0..100u64)
+            .map(|i| {
+                b.submit(P {
+                    t,
+                    op: Op::Rmw {
+                        keys: vec![i % 7],
+                        add: 1,
+                        cap: u64::MAX,
+                    },
+                })
+                .unwrap()
+            })
+            .collect();
+        for r in rs {
+            r.wait().unwrap();
+        }
+        b.shutdown().unwrap();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d = dir.path().to_path_buf();
+    std::thread::spawn(move || {
+        let mut b = Bohm::new(&["t"], cfg).unwrap().with_input_log(&d, procs());
+        b.panic_at(50);
+        let r = b.start().map(drop);
+        tx.send(r).unwrap();
+        drop(b);
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the start hangs after a stage thread panicked in replay");
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains("stage thread stopped") && e.contains("batch"),
+        "{e}"
+    );
+}
