@@ -2726,6 +2726,51 @@ fn entry<'m>(
 /// word)` in `short` (the bytes, and the length in the top byte), `None`
 /// in `long`.
 #[inline]
+/// Look up together the records of `keys` (of table `t`) that `map` does
+/// not hold yet, and add the ones found as [`entry`] would at their first
+/// use (a key absent, or one whose batched descent met a change, is left
+/// to `entry`): their index descents overlap their misses
+/// (`BTree::get_batch`) where `entry` takes them one at a time.
+fn preload_entries(sh: &Shared, map: &mut CcMap, t: TableId, keys: &[&[u8]], g: &Guard<'_>) {
+    let mut todo: [&[u8]; crate::index::BATCH_MAX] = [&[]; crate::index::BATCH_MAX];
+    let mut n = 0;
+    for &k in keys.iter().take(crate::index::BATCH_MAX) {
+        let held = match map_word(k) {
+            Some((true, w)) => map.w8.find(w).is_some(),
+            Some((false, w)) => map.short.find(w).is_some(),
+            None => true,
+        };
+        if !held {
+            todo[n] = k;
+            n += 1;
+        }
+    }
+    // A lone lookup has nothing to overlap with.
+    if n < 2 {
+        return;
+    }
+    let mut out = [0u64; crate::index::BATCH_MAX];
+    sh.tables[t.as_u32() as usize].get_batch(&todo[..n], &mut out[..n], g);
+    for (k, &r) in todo[..n].iter().zip(&out[..n]) {
+        if r == 0 {
+            continue;
+        }
+        let rec = r as *const BRecord;
+        // SAFETY: records are never freed while the engine runs.
+        let v = unsafe { (*rec).head.load(Ordering::Acquire) };
+        let l = Latest { rec, v, n: 0, w: 0 };
+        // A key twice in `keys` is found twice: added once.
+        let m = match map_word(k) {
+            Some((true, _)) => &mut map.w8,
+            _ => &mut map.short,
+        };
+        let w = map_word(k).expect("a word key").1;
+        if m.find(w).is_none() {
+            m.insert(w, l);
+        }
+    }
+}
+
 fn map_word(key: &[u8]) -> Option<(bool, u64)> {
     match key.len() {
         8 => Some((true, u64::from_le_bytes(key.try_into().unwrap()))),

@@ -709,6 +709,16 @@ fn build_graph(
     let mut placed = 0u64;
     for (ix, &(ti, p)) in members.iter().enumerate() {
         prefetch_meta(ctx, ix, 4, |i| members.get(i).copied());
+        if ix % BATCH_KEYS == 0 {
+            preload(
+                sh,
+                me,
+                ctx,
+                &members[ix..members.len().min(ix + BATCH_KEYS)],
+                latest,
+                g,
+            );
+        }
         if ti != cur {
             cur = ti;
             seen.clear();
@@ -757,6 +767,52 @@ fn build_graph(
         .map(|m| m.w8.len() + m.short.len() + m.long.len())
         .sum::<usize>();
     sh.cc_map_entries[me as usize].store(entries as u64, Ordering::Relaxed);
+}
+
+/// Members whose exact keys the graph build looks up together.
+const BATCH_KEYS: usize = 8;
+
+/// Before the graph build takes tickets for `chunk`'s exact keys on
+/// partition `me`, look up the records of those its maps do not hold yet
+/// together, table by table (`super::preload_entries`).
+fn preload(
+    sh: &Shared,
+    me: u16,
+    ctx: &BatchCtx,
+    chunk: &[(u32, u16)],
+    latest: &mut LatestMap,
+    g: &Guard<'_>,
+) {
+    let mut keys: [(u32, &[u8]); crate::index::BATCH_MAX] = [(0, &[]); crate::index::BATCH_MAX];
+    let mut n = 0;
+    'all: for &(ti, p) in chunk {
+        let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
+        for a in pt.accs_of(&pt.pieces[p as usize]) {
+            if a.part == me && !a.group {
+                if n == keys.len() {
+                    break 'all;
+                }
+                keys[n] = (a.table.as_u32(), pt.key(a));
+                n += 1;
+            }
+        }
+    }
+    let keys = &mut keys[..n];
+    keys.sort_unstable_by_key(|k| k.0);
+    let mut same: [&[u8]; crate::index::BATCH_MAX] = [&[]; crate::index::BATCH_MAX];
+    for run in keys.chunk_by(|a, b| a.0 == b.0) {
+        for (s, k) in same.iter_mut().zip(run) {
+            *s = k.1;
+        }
+        let t = run[0].0;
+        super::preload_entries(
+            sh,
+            &mut latest[t as usize],
+            TableId::from_u32(t),
+            &same[..run.len()],
+            g,
+        );
+    }
 }
 
 /// The lock sequence of group `key` (a lock-only record, created at its
