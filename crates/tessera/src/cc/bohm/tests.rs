@@ -1782,18 +1782,7 @@ fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
         let t = b.table("t").unwrap();
         b.start().unwrap();
         b.panic_at(50);
-        let receipts: Vec<_> = (0..200u64)
-            .map(|i| {
-                b.submit(P {
-                    t,
-                    op: Op::Rmw {
-                        keys: vec![i % 7],
-                        add: 1,
-                        cap: u64::MAX,
-                    },
-                })
-            })
-            .collect();
+        let receipts: Vec<_> = (0..200u64).map(|i| b.submit(add_one(t, i % 7))).collect();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let outs: Vec<Option<String>> = receipts
@@ -1822,6 +1811,18 @@ fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
     }
 }
 
+/// A request that adds one to key `k`.
+fn add_one(t: TableId, k: u64) -> P {
+    P {
+        t,
+        op: Op::Rmw {
+            keys: vec![k],
+            add: 1,
+            cap: u64::MAX,
+        },
+    }
+}
+
 /// A stage thread that panics while recovery replays the input log makes
 /// the start fail, naming the batch, instead of waiting for good.
 #[test]
@@ -1844,17 +1845,7 @@ fn a_stage_thread_panic_during_replay_fails_the_start() {
             .with_input_log(dir.path(), procs());
         b.start().unwrap();
         let rs: Vec<_> = (0..100u64)
-            .map(|i| {
-                b.submit(P {
-                    t,
-                    op: Op::Rmw {
-                        keys: vec![i % 7],
-                        add: 1,
-                        cap: u64::MAX,
-                    },
-                })
-                .unwrap()
-            })
+            .map(|i| b.submit(add_one(t, i % 7)).unwrap())
             .collect();
         for r in rs {
             r.wait().unwrap();
