@@ -725,6 +725,9 @@ struct Shared {
     /// transaction. Set once; the error is the one every caller gets.
     system_failed: AtomicBool,
     system_failure: Mutex<Option<Error>>,
+    /// A stage thread died (a panic, a bug): the others stop waiting for
+    /// what it would have done (PWV's executors), so a shutdown returns.
+    stage_stopped: AtomicBool,
     /// Tests: the CC stage panics when it meets this timestamp.
     #[cfg(test)]
     panic_at_ts: AtomicU64,
@@ -1068,6 +1071,7 @@ impl Bohm {
                 input_dir: std::sync::OnceLock::new(),
                 system_failed: AtomicBool::new(false),
                 system_failure: Mutex::new(None),
+                stage_stopped: AtomicBool::new(false),
                 #[cfg(test)]
                 panic_at_ts: AtomicU64::new(u64::MAX),
             }),
@@ -1379,6 +1383,7 @@ impl Bohm {
             .spawn(move || {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&sh, &local)));
                 if let Err(p) = r {
+                    sh.stage_stopped.store(true, Ordering::Release);
                     // A bug (bodies' panics are caught where they run): the
                     // batches this thread would have moved on are never
                     // released, so their submitters, and later ones, get an

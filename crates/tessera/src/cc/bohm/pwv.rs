@@ -658,7 +658,9 @@ pub(super) fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver
                 &g,
             );
         }
-        w.run_batch(sh, local, &ctx, me as u16);
+        if !w.run_batch(sh, local, &ctx, me as u16) {
+            return;
+        }
         if let Some(last) = ctx.txns.last() {
             sh.finished[me].store(last.ts, Ordering::Release);
         }
@@ -708,6 +710,13 @@ fn build_graph(
     let mut cur = u32::MAX;
     let mut placed = 0u64;
     for (ix, &(ti, p)) in members.iter().enumerate() {
+        #[cfg(test)]
+        if me == 0 && ctx.txns[ti as usize].ts >= sh.panic_at_ts.load(Ordering::Relaxed) {
+            panic!(
+                "test: PWV executor 0 panics at timestamp {}",
+                ctx.txns[ti as usize].ts
+            );
+        }
         prefetch_meta(ctx, ix, 4, |i| members.get(i).copied());
         if ix % BATCH_KEYS == 0 {
             preload(
@@ -1180,7 +1189,9 @@ struct Waits {
 
 impl Waits {
     /// Run this partition's members of `ctx` to completion.
-    fn run_batch(&mut self, sh: &Shared, local: &LocalEpoch, ctx: &BatchCtx, me: u16) {
+    /// Run this partition's members of batch `ctx`; false if it stopped
+    /// short because another stage thread died.
+    fn run_batch(&mut self, sh: &Shared, local: &LocalEpoch, ctx: &BatchCtx, me: u16) -> bool {
         let members = &ctx.parts[me as usize];
         self.ms.clear();
         self.ms
@@ -1213,6 +1224,12 @@ impl Waits {
             if self.pass(sh, local, ctx, me) {
                 idle = 0;
             } else {
+                // Another executor died (a bug, a panic): what this one
+                // waits for may never come. Its batches are failed already
+                // (the `Failer`); stop, so that a shutdown can join.
+                if sh.stage_stopped.load(Ordering::Acquire) {
+                    return false;
+                }
                 crate::backoff::snooze(&mut idle);
             }
         }
@@ -1221,10 +1238,14 @@ impl Waits {
             let (ti, p, _) = self.ms[ix as usize];
             let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
             while pt.pieces[p as usize].state.load(Ordering::Acquire) != COMPLETED {
+                if sh.stage_stopped.load(Ordering::Acquire) {
+                    return false;
+                }
                 crate::backoff::snooze(&mut idle);
             }
         }
         self.complete.clear();
+        true
     }
 
     /// Step member `ix`; also the transaction's progress seen before it.

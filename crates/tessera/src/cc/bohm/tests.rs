@@ -1764,7 +1764,11 @@ fn lazy_range_inserts_equal_serial_execution() {
 /// reports the panic.
 #[test]
 fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
-    for protocol in [DetProtocol::Bohm, DetProtocol::Lazy] {
+    // PWV: executor 0 panics (in its graph build); the requests fail and
+    // the shutdown returns, reporting it. (The stop of an executor left
+    // waiting on the dead one's members, `stage_stopped`, is not reached
+    // here: no request of this test leaves one waiting.)
+    for protocol in [DetProtocol::Bohm, DetProtocol::Lazy, DetProtocol::Pwv] {
         let mut b = Bohm::new(
             &["t"],
             BohmConfig {
@@ -1797,17 +1801,29 @@ fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
         let outs = rx
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| panic!("{protocol:?}: requests hang after a stage panicked"));
-        // Timestamps 1..=29 are in batches (of at most 20) that end below 50.
-        assert!(
-            outs[..29].iter().all(Option::is_none),
-            "{protocol:?}: {outs:?}"
-        );
+        // Timestamps 1..=29 are in batches (of at most 20) that end below
+        // 50: released before the CC stage reaches 50. (Under PWV the
+        // executor that panics may be ahead of the other one, whose
+        // unreleased earlier batches then fail too.)
+        if protocol != DetProtocol::Pwv {
+            assert!(
+                outs[..29].iter().all(Option::is_none),
+                "{protocol:?}: {outs:?}"
+            );
+        }
         for o in [&outs[49], &outs[199]] {
             let m = o.as_deref().unwrap_or_default();
             assert!(m.contains("panicked"), "{protocol:?}: {o:?}");
         }
-        let e = b.shutdown().unwrap_err();
-        assert!(e.to_string().contains("panicked"), "{e}");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let e = b.shutdown().unwrap_err();
+            tx.send(e.to_string()).unwrap();
+        });
+        let e = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{protocol:?}: the shutdown hangs after a stage panicked"));
+        assert!(e.contains("panicked"), "{e}");
     }
 }
 
