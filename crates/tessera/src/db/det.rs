@@ -126,14 +126,20 @@ impl DetDb {
                     *failed = Some(e.clone());
                     return Err(e);
                 }
-                self.restarts
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let next = w.successor();
                 // The failed engine stops before its successor recovers
-                // (its stages, then the input log it was writing).
+                // (its stages, then the input log it was writing). Its
+                // shutdown's own result is not the caller's news: the
+                // system failure is, and what the successor recovers from
+                // the directory is the state (an input the failed engine
+                // could not make durable was never acknowledged).
                 let _ = w.shutdown();
                 match next {
-                    Ok(next) => *w = next,
+                    Ok(next) => {
+                        *w = next;
+                        self.restarts
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     Err(e) => {
                         *failed = Some(e.clone());
                         return Err(e);

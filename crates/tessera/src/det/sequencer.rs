@@ -144,16 +144,10 @@ pub struct Replayed {
 impl Replayed {
     /// Wait until the batch has executed: how many of its requests
     /// committed, and how many did not (a logic abort, or an error: either
-    /// happened when the request first ran too, deterministically).
-    pub fn wait(self) -> (u64, u64) {
-        self.wait_while(|| true)
-            .expect("waits for good while `alive` holds")
-    }
-
-    /// [`Replayed::wait`], giving up (`None`) once `alive` says the stages
-    /// that would execute the batch are gone (a stage thread panicked
-    /// during recovery, before the sequencer's `Failer` exists): asked
-    /// every 50 ms while waiting.
+    /// happened when the request first ran too, deterministically). Gives
+    /// up (`None`) once `alive` says the stages that would execute the
+    /// batch are gone (a stage thread panicked during recovery, before the
+    /// sequencer's `Failer` exists): asked every 50 ms while waiting.
     pub fn wait_while(self, alive: impl Fn() -> bool) -> Option<(u64, u64)> {
         let (mut committed, mut aborted) = (0, 0);
         for c in self.cells {

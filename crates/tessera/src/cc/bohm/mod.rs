@@ -723,12 +723,12 @@ struct Shared {
     input_dir: std::sync::OnceLock<std::path::PathBuf>,
     /// A system failure happened (§6.4.7): the state holds part of a
     /// transaction. Set once; the error is the one every caller gets.
-    system_failed: AtomicBool,
-    system_failure: Mutex<Option<Error>>,
+    system_failure: std::sync::OnceLock<Error>,
     /// A stage thread died (a panic, a bug): the others stop waiting for
     /// what it would have done (PWV's executors), so a shutdown returns.
     stage_stopped: AtomicBool,
-    /// Tests: the CC stage panics when it meets this timestamp.
+    /// Tests: the first CC thread (PWV: executor 0, at the first of its
+    /// members at or past it) panics when it meets this timestamp.
     #[cfg(test)]
     panic_at_ts: AtomicU64,
 }
@@ -1069,8 +1069,7 @@ impl Bohm {
                 lazy: lazy::LazyShared::default(),
                 failer: std::sync::OnceLock::new(),
                 input_dir: std::sync::OnceLock::new(),
-                system_failed: AtomicBool::new(false),
-                system_failure: Mutex::new(None),
+                system_failure: std::sync::OnceLock::new(),
                 stage_stopped: AtomicBool::new(false),
                 #[cfg(test)]
                 panic_at_ts: AtomicU64::new(u64::MAX),
@@ -1144,7 +1143,8 @@ impl Bohm {
         Ok(())
     }
 
-    /// Tests: make the first CC thread panic at timestamp `ts`.
+    /// Tests: make the first CC thread (PWV: executor 0) panic at
+    /// timestamp `ts`.
     #[cfg(test)]
     fn panic_at(&self, ts: u64) {
         self.sh.panic_at_ts.store(ts, Ordering::Relaxed);
@@ -1352,10 +1352,7 @@ impl Bohm {
     /// The system failure (§6.4.7) this engine met, if any: it serves
     /// nothing more, and a restart recovers without the expunged request.
     pub fn system_failure(&self) -> Option<Error> {
-        if !self.sh.system_failed.load(Ordering::Acquire) {
-            return None;
-        }
-        self.sh.system_failure.lock().clone()
+        self.sh.system_failure.get().cloned()
     }
 
     /// The latencies of the batches released since the start, cut to
@@ -1525,7 +1522,7 @@ impl Bohm {
         // A request that fails again where it cannot roll back (its
         // expunge did not reach the disk the first time): refuse to start
         // on the partial state; `system_failure` has tried the expunge again.
-        if let Some(e) = self.sh.system_failure.lock().clone() {
+        if let Some(e) = self.system_failure() {
             return Err(e);
         }
         let segno = scan.last_segno.map_or(1, |s| s + 1);
@@ -1645,7 +1642,7 @@ impl Bohm {
             ));
         }
         // Never a checkpoint of a state that holds part of a transaction.
-        if let Some(e) = self.sh.system_failure.lock().clone() {
+        if let Some(e) = self.system_failure() {
             return Err(e);
         }
         let started = std::time::Instant::now();
@@ -2738,15 +2735,14 @@ fn entry<'m>(
 /// (`BTree::get_batch`) where `entry` takes them one at a time.
 fn preload_entries(sh: &Shared, map: &mut CcMap, t: TableId, keys: &[&[u8]], g: &Guard<'_>) {
     let mut todo: [&[u8]; crate::index::BATCH_MAX] = [&[]; crate::index::BATCH_MAX];
+    let mut words = [(false, 0u64); crate::index::BATCH_MAX];
     let mut n = 0;
     for &k in keys.iter().take(crate::index::BATCH_MAX) {
-        let held = match map_word(k) {
-            Some((true, w)) => map.w8.find(w).is_some(),
-            Some((false, w)) => map.short.find(w).is_some(),
-            None => true,
-        };
-        if !held {
-            todo[n] = k;
+        // Long keys live in `map.long`: left to `entry`.
+        let Some((w8, w)) = map_word(k) else { continue };
+        let m = if w8 { &map.w8 } else { &map.short };
+        if m.find(w).is_none() {
+            (todo[n], words[n]) = (k, (w8, w));
             n += 1;
         }
     }
@@ -2756,22 +2752,17 @@ fn preload_entries(sh: &Shared, map: &mut CcMap, t: TableId, keys: &[&[u8]], g: 
     }
     let mut out = [0u64; crate::index::BATCH_MAX];
     sh.tables[t.as_u32() as usize].get_batch(&todo[..n], &mut out[..n], g);
-    for (k, &r) in todo[..n].iter().zip(&out[..n]) {
+    for (&(w8, w), &r) in words[..n].iter().zip(&out[..n]) {
         if r == 0 {
             continue;
         }
         let rec = r as *const BRecord;
         // SAFETY: records are never freed while the engine runs.
         let v = unsafe { (*rec).head.load(Ordering::Acquire) };
-        let l = Latest { rec, v, n: 0, w: 0 };
+        let m = if w8 { &mut map.w8 } else { &mut map.short };
         // A key twice in `keys` is found twice: added once.
-        let m = match map_word(k) {
-            Some((true, _)) => &mut map.w8,
-            _ => &mut map.short,
-        };
-        let w = map_word(k).expect("a word key").1;
         if m.find(w).is_none() {
-            m.insert(w, l);
+            m.insert(w, Latest { rec, v, n: 0, w: 0 });
         }
     }
 }
@@ -3465,13 +3456,8 @@ fn system_failure(sh: &Shared, ts: u64, what: String) {
         request: ts,
         reason,
     };
-    {
-        let mut f = sh.system_failure.lock();
-        if f.is_none() {
-            *f = Some(e.clone());
-        }
-    }
-    sh.system_failed.store(true, Ordering::Release);
+    // The first failure is the one every caller gets.
+    let _ = sh.system_failure.set(e.clone());
     if let Some(f) = sh.failer.get() {
         f.fail(e);
     }

@@ -1188,9 +1188,8 @@ struct Waits {
 }
 
 impl Waits {
-    /// Run this partition's members of `ctx` to completion.
-    /// Run this partition's members of batch `ctx`; false if it stopped
-    /// short because another stage thread died.
+    /// Run this partition's members of batch `ctx` to completion; false
+    /// if it stopped short because another stage thread died.
     fn run_batch(&mut self, sh: &Shared, local: &LocalEpoch, ctx: &BatchCtx, me: u16) -> bool {
         let members = &ctx.parts[me as usize];
         self.ms.clear();
