@@ -25,6 +25,28 @@ pub(crate) struct Settings {
     pub snapshots: bool,
     /// Opened read-only: every write is refused.
     pub read_only: bool,
+    /// ROCC's logical ranges.
+    pub rocc: RoccConfig,
+}
+
+/// ROCC's knobs (`Options::rocc_range_size`, `Options::rocc_slots`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RoccConfig {
+    /// Target records per logical range (default 610: the book's 16,384
+    /// ranges over 10M keys).
+    pub range_size: u32,
+    /// Slots in each range's circular writer list (default 5,000, the
+    /// book's).
+    pub slots: u32,
+}
+
+impl Default for RoccConfig {
+    fn default() -> Self {
+        RoccConfig {
+            range_size: 610,
+            slots: 5000,
+        }
+    }
 }
 
 /// The substrate shared by every protocol.

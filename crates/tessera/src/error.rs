@@ -36,11 +36,23 @@ pub enum ConflictReason {
     /// computed before running changed (a speculation-induced abort; the
     /// request reconnoiters again).
     Reconnaissance,
+    /// ROCC: a read met a record locked by a committing writer (dirty) and
+    /// aborted at once (Cai et al., section 3.3.3).
+    DirtyRead,
+    /// ROCC range validation: a writer registered in a scanned range wrote
+    /// into the scanned scope and committed first (a phantom or an
+    /// overwritten scanned row).
+    RangeValidation,
+    /// ROCC: a range's circular writer list wrapped past a position the
+    /// validation needed.
+    RangeOverflow,
+    /// ROCC: a scanned range was split while the transaction ran.
+    RangeSplit,
 }
 
 impl ConflictReason {
     /// All reasons, in a stable order (for reports).
-    pub const ALL: [ConflictReason; 9] = [
+    pub const ALL: [ConflictReason; 13] = [
         ConflictReason::ReadValidation,
         ConflictReason::NodeValidation,
         ConflictReason::Stale,
@@ -50,6 +62,10 @@ impl ConflictReason {
         ConflictReason::LockConflict,
         ConflictReason::WaitDie,
         ConflictReason::Reconnaissance,
+        ConflictReason::DirtyRead,
+        ConflictReason::RangeValidation,
+        ConflictReason::RangeOverflow,
+        ConflictReason::RangeSplit,
     ];
 
     /// Short machine-readable name.
@@ -64,6 +80,10 @@ impl ConflictReason {
             ConflictReason::LockConflict => "lock_conflict",
             ConflictReason::WaitDie => "wait_die",
             ConflictReason::Reconnaissance => "stale_reconnaissance",
+            ConflictReason::DirtyRead => "dirty_read",
+            ConflictReason::RangeValidation => "range_validation",
+            ConflictReason::RangeOverflow => "range_overflow",
+            ConflictReason::RangeSplit => "range_split",
         }
     }
 

@@ -158,13 +158,16 @@ fn check(p: Protocol, durability: Durability) {
         })
         .unwrap();
     }
-    // Warm up: the worker's sets, buffers and log buffers reach their size.
-    for r in 0..3_000 {
+    // Warm up: the worker's sets, buffers and log buffers reach their size,
+    // and so does ROCC's pool of writer entries (an entry is reused once
+    // the memory epoch says no validator can hold it: a few epochs' worth
+    // of commits).
+    for r in 0..20_000 {
         txn(&mut w, t, r);
     }
     let mut written = 0u64;
     let n = allocations(|| {
-        for r in 3_000..4_000 {
+        for r in 20_000..21_000 {
             written += u64::from(txn(&mut w, t, r));
         }
     });

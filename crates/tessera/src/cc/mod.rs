@@ -15,6 +15,7 @@
 pub mod bohm;
 pub mod ermia;
 pub mod nocc;
+pub mod rocc;
 pub mod silo;
 pub mod snapshot;
 pub mod twopl;
@@ -49,20 +50,24 @@ use crate::txn::{
 /// records and the record layout are common.
 macro_rules! single_version_protocol {
     ($ty:ty) => {
+        $crate::cc::single_version_protocol!($ty, $crate::cc::OrphanUnlinks);
+    };
+    ($ty:ty, $sh:ty) => {
         impl $crate::cc::CcProtocol for $ty {
-            type Shared = $crate::cc::OrphanUnlinks;
+            type Shared = $sh;
             type Local = $crate::cc::SvLocal;
             type Rec = $crate::storage::Record;
 
-            fn new_shared(_: &$crate::engine::Settings) -> $crate::cc::OrphanUnlinks {
-                $crate::cc::OrphanUnlinks::default()
+            fn new_shared(s: &$crate::engine::Settings) -> $sh {
+                <$sh as $crate::cc::SvShared>::new(s)
             }
-            fn new_local(_: &$crate::cc::OrphanUnlinks, _: usize) -> $crate::cc::SvLocal {
+            fn new_local(_: &$sh, _: usize) -> $crate::cc::SvLocal {
                 $crate::cc::SvLocal::default()
             }
             #[inline]
             fn begin(tx: &mut $crate::cc::Tx<'_, $ty>) {
                 tx.st.sets.clear();
+                tx.st.ranges.begin();
             }
             #[inline]
             fn get<'t>(tx: &'t mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8]) -> $crate::error::TxResult<Option<&'t [u8]>> {
@@ -176,19 +181,21 @@ macro_rules! single_version_protocol {
             fn maintain(
                 db: &$crate::engine::Engine,
                 core: &mut $crate::cc::WorkerCore,
-                sh: &$crate::cc::OrphanUnlinks,
+                sh: &$sh,
                 st: &mut $crate::cc::SvLocal,
                 g: &$crate::epoch::Guard<'_>,
             ) {
-                $crate::cc::sv_maintain(db, core, sh, st, g)
+                <$sh as $crate::cc::SvShared>::maintain(sh, core, st, g);
+                $crate::cc::sv_maintain(db, core, <$sh as $crate::cc::SvShared>::orphans(sh), st, g)
             }
-            fn retire_local(sh: &$crate::cc::OrphanUnlinks, st: &mut $crate::cc::SvLocal) {
-                $crate::cc::sv_retire(sh, st)
+            fn retire_local(sh: &$sh, st: &mut $crate::cc::SvLocal) {
+                <$sh as $crate::cc::SvShared>::retire(sh, st);
+                $crate::cc::sv_retire(<$sh as $crate::cc::SvShared>::orphans(sh), st)
             }
-            fn close(sh: &mut $crate::cc::OrphanUnlinks) {
-                sh.0.get_mut().clear();
+            fn close(sh: &mut $sh) {
+                <$sh as $crate::cc::SvShared>::close(sh);
             }
-            fn read_committed(_: &$crate::cc::OrphanUnlinks, rec: &$crate::storage::Record, out: &mut Vec<u8>) -> bool {
+            fn read_committed(_: &$sh, rec: &$crate::storage::Record, out: &mut Vec<u8>) -> bool {
                 matches!(rec.read(out), $crate::storage::ReadOutcome::Ok(tid) if tid & $crate::storage::tid::ABSENT == 0)
             }
             fn rebuild(val: &[u8], epoch: u64) -> *mut $crate::storage::Record {
@@ -879,6 +886,10 @@ protocols! {
     interactive {
     /// Silo's OCC (Tu et al., SOSP 2013): serializable.
     Silo => silo::Silo, "silo", [], SV;
+    /// ROCC, range-based OCC (Cai, Guo and Zhou, chapter 3): Silo's point
+    /// operations, scans validated per logical key range against the
+    /// writers registered there. Serializable.
+    Rocc => rocc::Rocc, "rocc", ["range-occ"], SV;
     /// ERMIA's snapshot isolation (Kim et al., SIGMOD 2016, section 3.6.1):
     /// multi-versioned records, first-updater-wins. Not serializable (write
     /// skew is possible).
@@ -961,6 +972,33 @@ unsafe impl Send for PendingUnlink {}
 /// them (the shared state of the protocols that keep deletions in place).
 #[derive(Default)]
 pub(crate) struct OrphanUnlinks(pub Mutex<Vec<PendingUnlink>>);
+
+/// The shared state of a single-version protocol (`single_version_protocol!`):
+/// the unlinks of deleted records, and whatever else the protocol keeps
+/// (ROCC's ranges and commit stamps).
+pub(crate) trait SvShared: Send + Sync + 'static {
+    fn new(s: &Settings) -> Self;
+    fn orphans(&self) -> &OrphanUnlinks;
+    /// Between transactions, pinned, before the unlinks.
+    #[inline(always)]
+    fn maintain(&self, _core: &mut WorkerCore, _st: &mut SvLocal, _g: &Guard<'_>) {}
+    /// A worker goes away.
+    fn retire(&self, _st: &mut SvLocal) {}
+    /// The database closes.
+    fn close(&mut self) {
+        self.orphans().0.lock().clear();
+    }
+}
+
+impl SvShared for OrphanUnlinks {
+    fn new(_: &Settings) -> Self {
+        OrphanUnlinks::default()
+    }
+    #[inline(always)]
+    fn orphans(&self) -> &OrphanUnlinks {
+        self
+    }
+}
 
 /// An entry of the read set: a record and the TID word observed.
 #[derive(Clone, Copy)]
@@ -1649,6 +1687,9 @@ pub(crate) fn unlink(t: &Table, g: &Guard<'_>, key: &[u8], rec: *const Record, t
 #[derive(Default)]
 pub(crate) struct SvLocal {
     pub sets: TxnSets,
+    /// ROCC's predicates, ranges and writer entries (empty under the
+    /// other single-version protocols).
+    pub ranges: rocc::RoccLocal,
     /// The last TID this worker chose (Silo 4.2).
     pub last_tid: u64,
     /// Deleted records waiting until no snapshot can see them.

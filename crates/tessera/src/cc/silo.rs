@@ -29,7 +29,7 @@ use super::{
 use crate::catalog::Table;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::OrderedIndex;
-use crate::index::{Insert, Lookup};
+use crate::index::{Insert, Lookup, Unobserved};
 use crate::storage::tid::*;
 use crate::storage::{ReadOutcome, Record, Version};
 use crate::txn::{check_patch, clamp_slice, ScanOptions};
@@ -185,7 +185,10 @@ pub(crate) fn get_many<M: Mode>(
             sets.rbuf.clear();
             // SAFETY: found through the index while pinned.
             let rec_ref = unsafe { &*rec };
-            if let (ReadOutcome::Ok(tid), skip) = rec_ref.read_slice(start, end, &mut sets.rbuf) {
+            let dirty = M::DIRTY_ABORT && rec_ref.tid_word() & LOCK != 0;
+            if let (false, (ReadOutcome::Ok(tid), skip)) =
+                (dirty, rec_ref.read_slice(start, end, &mut sets.rbuf))
+            {
                 sets.reads.push(ReadEntry { rec, tid });
                 direct = Some((tid & ABSENT == 0).then_some(skip));
             }
@@ -247,6 +250,9 @@ fn get_inner<M: Mode>(
                 sets.rbuf.clear();
                 // SAFETY: reached through the index while pinned.
                 let rec_ref = unsafe { &*rec };
+                if M::DIRTY_ABORT && rec_ref.tid_word() & LOCK != 0 {
+                    return conflict(ConflictReason::DirtyRead);
+                }
                 let (outcome, skip) = match slice {
                     None => (rec_ref.read(&mut sets.rbuf), 0),
                     Some((s, e)) => rec_ref.read_slice(s, e, &mut sets.rbuf),
@@ -277,7 +283,7 @@ pub(crate) fn put<M: Mode>(
     val: &[u8],
 ) -> TxResult<()> {
     // The log names every written record by its key.
-    let logging = tx.db.log.is_some();
+    let logging = tx.db.log.is_some() || M::KEEP_KEYS;
     for attempt in 0..STALE_RETRIES {
         // A put right after a `get` of the same key reuses its lookup.
         // (A record a prefetch found and that was unlinked since fails
@@ -429,7 +435,7 @@ pub(crate) fn update<M: Mode>(
 ) -> TxResult<bool> {
     match read_for_write(tx, table, key)? {
         Ok((rec, _)) => {
-            let logging = tx.db.log.is_some();
+            let logging = tx.db.log.is_some() || M::KEEP_KEYS;
             let sets = &mut tx.st.sets;
             let val = sets.stash(val);
             let key = if logging { sets.stash(key) } else { (0, 0) };
@@ -482,7 +488,7 @@ pub(crate) fn update_slice<M: Mode>(
                 return conflict(ConflictReason::ReadValidation);
             };
             check_patch(len, at, bytes.len())?;
-            let logging = tx.db.log.is_some();
+            let logging = tx.db.log.is_some() || M::KEEP_KEYS;
             let sets = &mut tx.st.sets;
             let val = sets.stash_patch(len, at, bytes);
             let key = if logging { sets.stash(key) } else { (0, 0) };
@@ -576,6 +582,27 @@ pub(crate) fn scan<F, M: Mode>(
 where
     F: FnMut(&[u8], &[u8]) -> bool,
 {
+    if M::RANGE_PREDICATES {
+        return M::scan_hook(tx, table, lo, hi, opts, f);
+    }
+    scan_rows::<F, M>(tx, table, lo, hi, opts, f)
+}
+
+/// The rows of a scan, read as [`scan`] reads them; a protocol with range
+/// predicates (ROCC) calls it per range, and it then records neither the
+/// rows nor the leaves.
+#[inline]
+pub(crate) fn scan_rows<F, M: Mode>(
+    tx: &mut STx<'_, M>,
+    table: &Table,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    opts: ScanOptions,
+    f: F,
+) -> TxResult<usize>
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
     // Two instances, so that the whole-value scan's per-row code stays as
     // small as it was (and inlined into the leaf walk).
     match opts.slice {
@@ -610,56 +637,74 @@ where
         ..
     } = &mut tx.st.sets;
     last.scan_begins();
-    table
-        .index
-        .scan(lo, hi, opts.reverse, tx.g, &mut *nodes, |k, v| {
-            let rec = v as *const Record;
-            if let Some(i) = TxnSets::find_write(writes, windex, rec) {
-                let w = writes[i];
-                if w.kind == WriteKind::Delete {
+    let mut dirty = false;
+    let row = |k: &[u8], v: u64| {
+        let rec = v as *const Record;
+        if let Some(i) = TxnSets::find_write(writes, windex, rec) {
+            let w = writes[i];
+            if w.kind == WriteKind::Delete {
+                return true;
+            }
+            let mut val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
+            if w.kind == WriteKind::Patch {
+                // SAFETY: reached through the index while pinned.
+                if !read_patched(unsafe { &*rec }, PatchList(val), rbuf) {
+                    // Deleted since this transaction read it: the read
+                    // set's entry fails validation at commit.
                     return true;
                 }
-                let mut val = &wbuf[w.val.0 as usize..(w.val.0 + w.val.1) as usize];
-                if w.kind == WriteKind::Patch {
-                    // SAFETY: reached through the index while pinned.
-                    if !read_patched(unsafe { &*rec }, PatchList(val), rbuf) {
-                        // Deleted since this transaction read it: the read
-                        // set's entry fails validation at commit.
-                        return true;
-                    }
-                    val = &rbuf[..];
-                }
-                count += 1;
-                let val = if SLICE {
-                    clamp_slice(val, start, end)
-                } else {
-                    val
-                };
-                return f(k, val) && count < limit;
+                val = &rbuf[..];
             }
-            rbuf.clear();
-            // SAFETY: reached through the index while pinned.
-            let rec_ref = unsafe { &*rec };
-            let (outcome, skip) = if SLICE {
-                rec_ref.read_slice(start, end, rbuf)
+            count += 1;
+            let val = if SLICE {
+                clamp_slice(val, start, end)
             } else {
-                (rec_ref.read(rbuf), 0)
+                val
             };
-            match outcome {
-                // Unlinked under us: its removal changed the leaf version, so
-                // node-set validation will abort this transaction.
-                ReadOutcome::NotLatest => true,
-                ReadOutcome::Ok(tid) => {
+            return f(k, val) && count < limit;
+        }
+        rbuf.clear();
+        // SAFETY: reached through the index while pinned.
+        let rec_ref = unsafe { &*rec };
+        if M::DIRTY_ABORT && rec_ref.tid_word() & LOCK != 0 {
+            dirty = true;
+            return false;
+        }
+        let (outcome, skip) = if SLICE {
+            rec_ref.read_slice(start, end, rbuf)
+        } else {
+            (rec_ref.read(rbuf), 0)
+        };
+        match outcome {
+            // Unlinked under us: its removal changed the leaf version, so
+            // node-set validation will abort this transaction.
+            ReadOutcome::NotLatest => true,
+            ReadOutcome::Ok(tid) => {
+                if !M::RANGE_PREDICATES {
                     reads.push(ReadEntry { rec, tid });
-                    if tid & ABSENT != 0 {
-                        return true;
-                    }
-                    last.scanned(table.id, k, rec, tid);
-                    count += 1;
-                    f(k, &rbuf[skip..]) && count < limit
                 }
+                if tid & ABSENT != 0 {
+                    return true;
+                }
+                last.scanned(table.id, k, rec, tid);
+                count += 1;
+                f(k, &rbuf[skip..]) && count < limit
             }
-        });
+        }
+    };
+    if M::RANGE_PREDICATES {
+        // The protocol's predicates cover the range, not the leaves.
+        table
+            .index
+            .scan(lo, hi, opts.reverse, tx.g, Unobserved, row);
+    } else {
+        table
+            .index
+            .scan(lo, hi, opts.reverse, tx.g, &mut *nodes, row);
+    }
+    if dirty {
+        return conflict(ConflictReason::DirtyRead);
+    }
     Ok(count)
 }
 
@@ -674,8 +719,12 @@ fn unlock_first(sets: &TxnSets, n: usize) {
 /// Silo's commit protocol. On failure it cleans up (see [`abort`]).
 pub(crate) fn commit<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
     match validate_and_install(tx) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            M::finish(tx, true);
+            Ok(())
+        }
         Err(e) => {
+            M::finish(tx, false);
             abort(tx);
             Err(e)
         }
@@ -683,7 +732,8 @@ pub(crate) fn commit<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
 }
 
 fn validate_and_install<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
-    let epochs = &tx.db.epochs;
+    let db = tx.db;
+    let epochs = &db.epochs;
     let sets = &mut tx.st.sets;
 
     if sets.writes.is_empty() {
@@ -714,6 +764,12 @@ fn validate_and_install<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
                 }
             }
         }
+        if M::RANGE_PREDICATES && M::has_predicates(tx) {
+            // Scanned rows are not in the read set: bound the result's
+            // durability as a missed key's is.
+            tx.core.log.ack = db.epochs.global();
+            M::validate_more(tx).or_else(conflict)?;
+        }
         return Ok(());
     }
 
@@ -742,6 +798,11 @@ fn validate_and_install<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
         }
         max_seen = max_seen.max(old & TID_MASK);
     }
+    // ROCC: register in the written ranges and draw the commit stamp.
+    if M::RANGE_PREDICATES {
+        M::after_lock(tx);
+    }
+    let sets = &mut tx.st.sets;
 
     // Durable mode: announce a coming log entry before reading its epoch
     // (see the `log` module).
@@ -779,6 +840,10 @@ fn validate_and_install<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
             }
         }
     }
+    if failed.is_none() && M::RANGE_PREDICATES {
+        failed = M::validate_more(tx).err();
+    }
+    let sets = &mut tx.st.sets;
     if let Some(r) = failed {
         unlock_first(sets, sets.writes.len());
         return conflict(r);
@@ -901,12 +966,48 @@ pub(crate) fn abort<M: Mode>(tx: &mut STx<'_, M>) {
 }
 
 /// What distinguishes the protocols built on this module's code.
-pub(crate) trait Mode:
-    super::CcProtocol<Shared = super::OrphanUnlinks, Local = super::SvLocal, Rec = Record>
-{
+pub(crate) trait Mode: super::CcProtocol<Local = super::SvLocal, Rec = Record> {
     /// Commit validates the read and node sets (serializable), or does not
     /// (read committed).
     const VALIDATES: bool;
+    /// Every write keeps its key (ROCC registers written keys), not only
+    /// when logging.
+    const KEEP_KEYS: bool = false;
+    /// A read that meets a record locked by a committing writer aborts
+    /// (ROCC, section 3.3.3) instead of waiting for the install.
+    const DIRTY_ABORT: bool = false;
+    /// Scans are validated through range predicates ([`Mode::scan_hook`],
+    /// [`Mode::after_lock`], [`Mode::validate_more`]), not the read and
+    /// node sets.
+    const RANGE_PREDICATES: bool = false;
+
+    /// The scan of a protocol with range predicates.
+    fn scan_hook<F>(
+        _tx: &mut STx<'_, Self>,
+        _table: &Table,
+        _lo: Bound<&[u8]>,
+        _hi: Bound<&[u8]>,
+        _opts: ScanOptions,
+        _f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        unreachable!("only protocols with range predicates scan through the hook")
+    }
+    /// After the write set is locked, before the serialization point.
+    fn after_lock(_tx: &mut STx<'_, Self>) {}
+    /// Validation beyond the read and node sets.
+    fn validate_more(_tx: &mut STx<'_, Self>) -> Result<(), ConflictReason> {
+        Ok(())
+    }
+    /// Whether the transaction holds range predicates.
+    fn has_predicates(_tx: &STx<'_, Self>) -> bool {
+        false
+    }
+    /// The commit ended (`committed` or rolled back).
+    #[inline(always)]
+    fn finish(_tx: &mut STx<'_, Self>, _committed: bool) {}
 
     /// Commit found `old` in a record of the write set where `w` expected
     /// `w.observed`: may it install anyway? Silo: never (the write was
@@ -967,7 +1068,7 @@ impl Mode for Rc {
     }
 }
 
-type STx<'a, M> = Tx<'a, M>;
+pub(crate) type STx<'a, M> = Tx<'a, M>;
 
 super::single_version_protocol!(Silo);
 super::single_version_protocol!(Rc);

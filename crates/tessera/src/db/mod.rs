@@ -242,6 +242,7 @@ impl Database {
             workers: opts.workers,
             snapshots: opts.snapshots,
             read_only: opts.read_only,
+            rocc: opts.rocc,
         };
         // Recovery rebuilds records through the protocol's layout hooks.
         let cc = opts.protocol.new_shared(&settings);

@@ -1,0 +1,578 @@
+//! ROCC, range-based optimistic concurrency control (Cai, Guo and Zhou,
+//! chapter 3): Silo's OCC for point operations, with scans validated per
+//! *logical range* (RV) against the writers registered in the ranges they
+//! touched, instead of re-reading every scanned row (LRV, Silo's way) or
+//! checking every committed writer (GWV, HyPer's way).
+//!
+//! *Read phase* (section 3.3.3). Point reads are Silo's (record and TID into
+//! the read set), except that a record locked by a committing writer is
+//! *dirty* and the transaction aborts at once
+//! (`ConflictReason::DirtyRead`), as the book says. A scan is cut at range
+//! boundaries ([`ranges`]); for each range it touches it constructs a
+//! predicate `{range, ts, start, end}` whose `ts` is the range's version read
+//! *before* the range is scanned, scans it (the same dirty rule), then sets
+//! the exact scope it covered. Scanned rows go into neither the read set nor
+//! the node set. A point lookup that finds no key keeps Silo's node-set
+//! entry (the book says nothing of absent point reads; a leaf version is the
+//! cheapest exact predicate on one key).
+//!
+//! *Commit* (Algorithm 3.1): lock the write set (Silo's global order),
+//! register once in each range written (the writer's [`WriterEntry`]: its
+//! keys, later its stamp), take the commit stamp from the database's
+//! counter (the serialization point), validate the read set (Silo) and
+//! every predicate: a writer registered in the predicate's range after
+//! `p.ts`, with a stamp below ours (one still without a stamp is waited
+//! for: it may have drawn a smaller one), not aborted, that wrote a key in
+//! `[p.start, p.end)` aborts us (`ConflictReason::RangeValidation`). When
+//! the scope covers the whole range, any such writer is a conflict
+//! without looking at its keys (the shortcut of section 3.5.3). Then
+//! install with Silo's TIDs (the record version; the commit stamp orders
+//! the range lists) and unlock. Inserts and deletes are writes like any
+//! other, so predicates catch phantoms (section 3.3.4).
+//!
+//! The serial order is the commit-stamp order (Theorem 3.1). The stamp is
+//! one shared counter drawn once per writing commit (the book's: "GWV uses
+//! one counter for both"); read-only transactions only read it. This is the
+//! one shared word on ROCC's commit path, as in the book.
+
+pub(crate) mod ranges;
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use self::ranges::{RangeList, Slot, TableRanges, WriterEntry, ABORTED};
+use super::silo::{
+    abort, commit, delete, get, get_many, get_slice, insert, put, scan_rows, update, update_slice,
+    Mode, STx,
+};
+use super::{OrphanUnlinks, SvLocal, SvShared, WorkerCore, WriteKind};
+use crate::catalog::{Table, TableId};
+use crate::engine::Settings;
+use crate::epoch::Guard;
+use crate::error::{ConflictReason, TxResult};
+use crate::txn::ScanOptions;
+
+/// ROCC (`--cc rocc`).
+pub(crate) struct Rocc;
+
+/// The database-wide state: the commit-stamp counter and each table's
+/// ranges (made on the table's first use under ROCC).
+pub(crate) struct RoccShared {
+    orphans: OrphanUnlinks,
+    cts: AtomicU64,
+    tables: RwLock<Vec<Option<Arc<TableRanges>>>>,
+    range_size: usize,
+    slots: usize,
+    /// Writer entries of workers that went away (freed at close: a slot
+    /// may still point at them).
+    spare: parking_lot::Mutex<Vec<usize>>,
+}
+
+impl SvShared for RoccShared {
+    fn new(s: &Settings) -> Self {
+        RoccShared {
+            orphans: OrphanUnlinks::default(),
+            cts: AtomicU64::new(0),
+            tables: RwLock::new(Vec::new()),
+            range_size: s.rocc.range_size as usize,
+            slots: s.rocc.slots as usize,
+            spare: parking_lot::Mutex::new(Vec::new()),
+        }
+    }
+    fn orphans(&self) -> &OrphanUnlinks {
+        &self.orphans
+    }
+    #[inline]
+    fn maintain(&self, core: &mut WorkerCore, st: &mut SvLocal, g: &Guard<'_>) {
+        maintain(&mut st.ranges, &core.tables, g)
+    }
+    fn retire(&self, st: &mut SvLocal) {
+        retire(self, &mut st.ranges)
+    }
+    fn close(&mut self) {
+        self.orphans.0.get_mut().clear();
+        for p in self.spare.get_mut().drain(..) {
+            // SAFETY: made by `Box::into_raw` in `RoccLocal::entry`; no
+            // worker and no transaction is left to reach it.
+            drop(unsafe { Box::from_raw(p as *mut WriterEntry) });
+        }
+        self.tables.get_mut().clear();
+    }
+}
+
+/// A predicate (section 3.3.2): a range, its version before the scan, and
+/// the exact scope scanned in it (key bytes in `RoccLocal::pbuf`).
+#[derive(Clone, Copy)]
+struct Predicate {
+    list: *const RangeList,
+    ts: u64,
+    table: TableId,
+    lo: PBound,
+    hi: PBound,
+}
+
+#[derive(Clone, Copy)]
+enum PBound {
+    Unbounded,
+    Included(u32, u32),
+    Excluded(u32, u32),
+}
+
+impl PBound {
+    fn stash(b: Bound<&[u8]>, buf: &mut Vec<u8>) -> PBound {
+        let mut put = |k: &[u8]| {
+            let off = buf.len() as u32;
+            buf.extend_from_slice(k);
+            (off, k.len() as u32)
+        };
+        match b {
+            Bound::Unbounded => PBound::Unbounded,
+            Bound::Included(k) => {
+                let (o, n) = put(k);
+                PBound::Included(o, n)
+            }
+            Bound::Excluded(k) => {
+                let (o, n) = put(k);
+                PBound::Excluded(o, n)
+            }
+        }
+    }
+    fn get(self, buf: &[u8]) -> Bound<&[u8]> {
+        match self {
+            PBound::Unbounded => Bound::Unbounded,
+            PBound::Included(o, n) => Bound::Included(&buf[o as usize..(o + n) as usize]),
+            PBound::Excluded(o, n) => Bound::Excluded(&buf[o as usize..(o + n) as usize]),
+        }
+    }
+}
+
+/// ROCC's per-worker state: the predicate set, the table cache, the
+/// writer entry of the commit in progress and the retired ones waiting for
+/// the memory epoch. Empty (and untouched) under the other single-version
+/// protocols, which share the worker state type.
+#[derive(Default)]
+pub(crate) struct RoccLocal {
+    preds: Vec<Predicate>,
+    pbuf: Vec<u8>,
+    tables: Vec<Option<Arc<TableRanges>>>,
+    /// The registered entry of the commit in progress (null: none).
+    entry: usize,
+    /// Retired entries: (epoch retired in, address).
+    pool: VecDeque<(u64, usize)>,
+    /// Lists registered in by the commit in progress.
+    registered: Vec<usize>,
+    /// A scan's stop key (a buffer kept across scans).
+    stop_key: Vec<u8>,
+}
+
+// SAFETY: the raw pointers are to shared, `Sync` range lists (kept alive by
+// the memory epoch and the table cache) and to writer entries this worker
+// owns; a worker's state moves between threads only between transactions.
+unsafe impl Send for RoccLocal {}
+
+impl RoccLocal {
+    /// Start of a transaction attempt.
+    #[inline]
+    pub(crate) fn begin(&mut self) {
+        if !self.preds.is_empty() {
+            self.preds.clear();
+            self.pbuf.clear();
+        }
+    }
+
+    /// A writer entry to fill: a retired one the memory epoch no longer
+    /// protects, or a new one.
+    fn entry(&mut self, g: &Guard<'_>) -> *mut WriterEntry {
+        if let Some(&(e, p)) = self.pool.front() {
+            if g.epochs().reclaimable(e) {
+                self.pool.pop_front();
+                let w = p as *mut WriterEntry;
+                // SAFETY: ours, and no validator can reach it any more: it
+                // was retired at epoch `e`, and every thread pinned then has
+                // unpinned (see `RangeList::at`).
+                unsafe {
+                    (*w).keys.clear();
+                    (*w).cts.store(0, Ordering::Relaxed);
+                }
+                return w;
+            }
+        }
+        Box::into_raw(Box::new(WriterEntry {
+            cts: AtomicU64::new(0),
+            keys: Vec::new(),
+        }))
+    }
+}
+
+impl Drop for RoccLocal {
+    fn drop(&mut self) {
+        // `retire_local` hands the pool over; what is left was never shared.
+        for (_, p) in self.pool.drain(..) {
+            // SAFETY: made by `Box::into_raw`, reachable by no one (see above).
+            drop(unsafe { Box::from_raw(p as *mut WriterEntry) });
+        }
+    }
+}
+
+/// The ranges of `table`, partitioning it on its first use.
+#[inline]
+fn table_ranges<'t>(
+    local: &'t mut RoccLocal,
+    sh: &RoccShared,
+    table: &Table,
+    g: &Guard<'_>,
+) -> &'t TableRanges {
+    let i = table.id.0 as usize;
+    if matches!(local.tables.get(i), Some(Some(_))) {
+        return local.tables[i].as_deref().expect("cached");
+    }
+    table_ranges_slow(local, sh, table, g)
+}
+
+#[cold]
+fn table_ranges_slow<'t>(
+    local: &'t mut RoccLocal,
+    sh: &RoccShared,
+    table: &Table,
+    g: &Guard<'_>,
+) -> &'t TableRanges {
+    let i = table.id.0 as usize;
+    if local.tables.len() <= i {
+        local.tables.resize(i + 1, None);
+    }
+    if local.tables[i].is_none() {
+        let found = sh.tables.read().get(i).cloned().flatten();
+        let r = match found {
+            Some(r) => r,
+            None => {
+                let mut all = sh.tables.write();
+                if all.len() <= i {
+                    all.resize(i + 1, None);
+                }
+                all[i]
+                    .get_or_insert_with(|| {
+                        Arc::new(TableRanges::partition(table, sh.range_size, sh.slots, g))
+                    })
+                    .clone()
+            }
+        };
+        local.tables[i] = Some(r);
+    }
+    local.tables[i].as_deref().expect("cached")
+}
+
+/// `Txn::scan` under ROCC: range by range, a predicate per range touched.
+pub(crate) fn scan<F>(
+    tx: &mut STx<'_, Rocc>,
+    table: &Table,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    opts: ScanOptions,
+    mut f: F,
+) -> TxResult<usize>
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
+    let g = tx.g;
+    let ranges = table_ranges(&mut tx.st.ranges, tx.sh, table, g) as *const TableRanges;
+    // SAFETY: the table cache holds an `Arc` of it for the worker's life.
+    let map = unsafe { &*ranges }.map(g);
+    let (first, last) = (map.first_for(lo), map.last_for(hi));
+    if first > last {
+        return Ok(0);
+    }
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let mut count = 0usize;
+    // The key the scan stopped at (kept across transactions: no allocation).
+    let mut stop_key = std::mem::take(&mut tx.st.ranges.stop_key);
+    let mut stopped = false;
+    for step in 0..=last - first {
+        let i = if opts.reverse {
+            last - step
+        } else {
+            first + step
+        };
+        let l: &RangeList = &map.lists[i];
+        // Construct the predicate before scanning the range.
+        let ts = l.version();
+        let sub_lo = max_lo(lo, Bound::Included(&l.start[..]));
+        let sub_hi = match &l.end {
+            Some(e) => min_hi(hi, Bound::Excluded(&e[..])),
+            None => hi,
+        };
+        let sub_opts = ScanOptions {
+            limit: None,
+            ..opts
+        };
+        let r = scan_rows::<_, Rocc>(tx, table, sub_lo, sub_hi, sub_opts, |k, v| {
+            let go = f(k, v);
+            count += 1;
+            if !go || count >= limit {
+                stop_key.clear();
+                stop_key.extend_from_slice(k);
+                stopped = true;
+                false
+            } else {
+                true
+            }
+        });
+        if let Err(e) = r {
+            tx.st.ranges.stop_key = stop_key;
+            return Err(e);
+        }
+        // The exact scope scanned: up to the row the scan stopped at.
+        let local = &mut tx.st.ranges;
+        let k = &stop_key[..];
+        let (plo, phi) = match (stopped, opts.reverse) {
+            (false, _) => (sub_lo, sub_hi),
+            (true, false) => (sub_lo, Bound::Included(k)),
+            (true, true) => (Bound::Included(k), sub_hi),
+        };
+        let p = Predicate {
+            list: l,
+            ts,
+            table: table.id,
+            lo: PBound::stash(plo, &mut local.pbuf),
+            hi: PBound::stash(phi, &mut local.pbuf),
+        };
+        local.preds.push(p);
+        if stopped {
+            break;
+        }
+    }
+    tx.st.ranges.stop_key = stop_key;
+    Ok(count)
+}
+
+fn max_lo<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    let key = |x: &Bound<&'a [u8]>| match *x {
+        Bound::Unbounded => None,
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+    };
+    match (key(&a), key(&b)) {
+        (None, _) => b,
+        (_, None) => a,
+        (Some(x), Some(y)) if x > y => a,
+        (Some(x), Some(y)) if x < y => b,
+        // Equal keys: the excluded one is the tighter.
+        _ => match a {
+            Bound::Excluded(_) => a,
+            _ => b,
+        },
+    }
+}
+
+fn min_hi<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    let key = |x: &Bound<&'a [u8]>| match *x {
+        Bound::Unbounded => None,
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+    };
+    match (key(&a), key(&b)) {
+        (None, _) => b,
+        (_, None) => a,
+        (Some(x), Some(y)) if x < y => a,
+        (Some(x), Some(y)) if x > y => b,
+        _ => match a {
+            Bound::Excluded(_) => a,
+            _ => b,
+        },
+    }
+}
+
+/// Algorithm 3.1 lines 1-5, after the write set is locked: register the
+/// writer once in every range it writes, then take the commit stamp.
+pub(crate) fn register(tx: &mut STx<'_, Rocc>) {
+    let g = tx.g;
+    let entry = tx.st.ranges.entry(g);
+    {
+        // SAFETY: not registered anywhere yet: ours alone.
+        let e = unsafe { &mut *entry };
+        let sets = &tx.st.sets;
+        for w in &sets.writes {
+            e.push_key(w.table, sets.stashed(w.key));
+        }
+    }
+    let local = &mut tx.st.ranges;
+    let sets = &tx.st.sets;
+    local.entry = entry as usize;
+    local.registered.clear();
+    for w in &sets.writes {
+        let table = &tx.core.tables[w.table.0 as usize];
+        let inserted = match (
+            w.kind,
+            w.created || w.locked_tid & crate::storage::tid::ABSENT != 0,
+        ) {
+            (WriteKind::Delete, _) => -1,
+            (_, true) => 1,
+            _ => 0,
+        };
+        let key = sets.stashed(w.key);
+        let tr = table_ranges(local, tx.sh, table, g) as *const TableRanges;
+        // SAFETY: the table cache holds an `Arc` of it.
+        let tr = unsafe { &*tr };
+        loop {
+            let map = tr.map(g);
+            let l: &RangeList = &map.lists[map.find(key)];
+            let addr = l as *const RangeList as usize;
+            if !local.registered.contains(&addr) {
+                if l.register(entry, inserted, tr.target()) {
+                    tr.want_split();
+                }
+                local.registered.push(addr);
+            }
+            if !l.sealed() {
+                break;
+            }
+            // Split under us: register in the new map as well (its list
+            // for this key is a new one).
+            while std::ptr::eq(tr.map(g), map) {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    let cts = tx.sh.cts.fetch_add(1, Ordering::SeqCst) + 1;
+    // SAFETY: published; the stamp word is atomic.
+    unsafe { &*entry }.cts.store(cts, Ordering::Release);
+}
+
+/// Validate the predicate set (Algorithm 3.1 lines 11-15) against the
+/// writers with a stamp below `bound`.
+pub(crate) fn validate(tx: &mut STx<'_, Rocc>, bound: u64) -> Result<(), ConflictReason> {
+    let g = tx.g;
+    let own = tx.st.ranges.entry;
+    let local = &tx.st.ranges;
+    for p in &local.preds {
+        // SAFETY: reached through a map while pinned; maps (and the lists
+        // only they hold) are retired through the memory epoch.
+        let l = unsafe { &*p.list };
+        if l.sealed() {
+            return Err(ConflictReason::RangeSplit);
+        }
+        let head = l.version();
+        let (lo, hi) = (p.lo.get(&local.pbuf), p.hi.get(&local.pbuf));
+        let whole = l.covered_by(lo, hi);
+        for q in p.ts..head {
+            let w = match l.at(q, g) {
+                Slot::Overwritten => return Err(ConflictReason::RangeOverflow),
+                Slot::Writer(w) => w,
+            };
+            if w as *const WriterEntry as usize == own {
+                continue;
+            }
+            let mut c = w.cts.load(Ordering::Acquire);
+            let mut spins = 0u32;
+            while c == 0 {
+                // Registered, stamp not drawn yet: it may draw one below
+                // ours, so wait (a few instructions unless preempted).
+                spins += 1;
+                if spins > 64 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                c = w.cts.load(Ordering::Acquire);
+            }
+            if c & ABORTED != 0 || c >= bound {
+                continue;
+            }
+            if whole || w.wrote_in(p.table, lo, hi) {
+                return Err(ConflictReason::RangeValidation);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The commit stamp of the commit in progress (registered), or, for a
+/// read-only transaction, the bound of the stamps drawn so far.
+pub(crate) fn bound(tx: &STx<'_, Rocc>) -> u64 {
+    match tx.st.ranges.entry {
+        0 => tx.sh.cts.load(Ordering::SeqCst) + 1,
+        e => {
+            // SAFETY: our registered entry.
+            unsafe { &*(e as *const WriterEntry) }
+                .cts
+                .load(Ordering::Relaxed)
+        }
+    }
+}
+
+/// The commit in progress ended: flag the entry if it failed, and retire it
+/// through the memory epoch.
+pub(crate) fn finish(tx: &mut STx<'_, Rocc>, committed: bool) {
+    let local = &mut tx.st.ranges;
+    if local.entry == 0 {
+        return;
+    }
+    let e = local.entry as *const WriterEntry;
+    if !committed {
+        // SAFETY: our registered entry.
+        unsafe { &*e }.cts.fetch_or(ABORTED, Ordering::Release);
+    }
+    local.pool.push_back((tx.g.epoch(), local.entry));
+    local.entry = 0;
+}
+
+/// Between transactions: split the ranges that grew past twice the target.
+fn maintain(local: &mut RoccLocal, tables: &[Arc<Table>], g: &Guard<'_>) {
+    for (i, tr) in local.tables.iter().enumerate() {
+        if let (Some(tr), Some(t)) = (tr, tables.get(i)) {
+            if tr.split_pending() {
+                tr.split_wanted(t, g);
+            }
+        }
+    }
+}
+
+/// The worker goes away: its entries may still be in lists.
+fn retire(sh: &RoccShared, local: &mut RoccLocal) {
+    sh.spare.lock().extend(local.pool.drain(..).map(|(_, p)| p));
+}
+
+impl Mode for Rocc {
+    const VALIDATES: bool = true;
+    const KEEP_KEYS: bool = true;
+    const DIRTY_ABORT: bool = true;
+    const RANGE_PREDICATES: bool = true;
+
+    #[inline]
+    fn scan_hook<F>(
+        tx: &mut STx<'_, Self>,
+        table: &Table,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        scan(tx, table, lo, hi, opts, f)
+    }
+    #[inline]
+    fn after_lock(tx: &mut STx<'_, Self>) {
+        register(tx)
+    }
+    #[inline]
+    fn validate_more(tx: &mut STx<'_, Self>) -> Result<(), ConflictReason> {
+        if tx.st.ranges.preds.is_empty() {
+            return Ok(());
+        }
+        let b = bound(tx);
+        validate(tx, b)
+    }
+    #[inline]
+    fn has_predicates(tx: &STx<'_, Self>) -> bool {
+        !tx.st.ranges.preds.is_empty()
+    }
+    #[inline]
+    fn finish(tx: &mut STx<'_, Self>, committed: bool) {
+        finish(tx, committed)
+    }
+}
+
+super::single_version_protocol!(Rocc, RoccShared);

@@ -1,0 +1,490 @@
+//! ROCC's logical ranges (Cai et al., section 3.3.1): each table's key space
+//! cut into contiguous, disjoint ranges `[start, end)` of about equal record
+//! counts, each with a lock-free circular array of the writers that
+//! registered in it.
+//!
+//! *The list.* A range's writers are kept in a circular array of `slots`
+//! words. Registering takes the next position `q` with one fetch-and-add on
+//! the range's `head` and stores the writer's address, tagged with `q`'s lap
+//! (`q / slots`, 16 bits), into slot `q % slots`. A predicate remembers the
+//! head when it was constructed (`p.ts`); validation examines positions
+//! `p.ts..head`. The book keeps the array sorted by commit stamp; here it is
+//! in registration order (a writer registers before it takes its stamp, as
+//! Algorithm 3.1 orders them), and each entry carries its writer's stamp,
+//! which validation compares (see `WriterEntry`).
+//!
+//! *A full array.* The book blocks a registering writer until garbage
+//! collection frees a slot, and frees entries once the oldest running
+//! transaction started after their commit. A writer blocked while it runs
+//! keeps that oldest start where it is, so a full array under two such
+//! writers would never drain (the book's own rule deadlocks). Here the array
+//! never blocks: a registration overwrites the oldest lap, and a validator
+//! that needs a position that has been overwritten aborts
+//! (`ConflictReason::RangeOverflow`), which is safe and counted. Garbage
+//! collection of the entries themselves is the memory epoch (see
+//! `WriterEntry`), so no collector thread scans the lists.
+//!
+//! *Re-partitioning* (the book's section on it is missing, "Section ??"):
+//! ranges only split. Registrations count the records each range gains;
+//! when a range holds more than twice the target, a worker, between
+//! transactions, walks it and cuts it into ranges of the target size. The
+//! new lists go into a new map; the old list is *sealed* before the new map
+//! is published. A writer that finds its list sealed after registering
+//! registers again in the new map; a validator whose predicate's list is
+//! sealed aborts (`ConflictReason::RangeSplit`). Ranges never merge: a table
+//! that shrinks keeps its finer ranges, which costs registrations and
+//! predicates, never correctness.
+
+use std::ops::Bound;
+use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::catalog::{Table, TableId};
+use crate::epoch::Guard;
+use crate::index::{OrderedIndex, Unobserved};
+
+/// A committing writer as the range lists see it: its commit stamp and the
+/// keys it wrote. One per writing commit, recycled through the memory epoch
+/// by its worker (see `RoccLocal`).
+pub(crate) struct WriterEntry {
+    /// 0 until the writer takes its commit stamp (Algorithm 3.1 line 5),
+    /// then the stamp; [`ABORTED`] is or-ed in if it fails after
+    /// registering (the book keeps aborted writers in the lists until
+    /// garbage collection; flagging them spares their readers false aborts).
+    pub cts: AtomicU64,
+    /// The written keys, `[table u32][len u32][key]...`, in write-set order.
+    /// Written only while no list reaches the entry (before it is
+    /// registered, or once the memory epoch says no validator can hold it).
+    pub keys: Vec<u8>,
+}
+
+/// The bit of `WriterEntry::cts` that marks an aborted writer.
+pub(crate) const ABORTED: u64 = 1 << 63;
+
+impl WriterEntry {
+    /// Whether the writer wrote a key of `table` in `[lo, hi)` (bounds as
+    /// the predicate holds them).
+    pub fn wrote_in(&self, table: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+        let mut k = &self.keys[..];
+        while k.len() >= 8 {
+            let t = u32::from_le_bytes(k[..4].try_into().expect("4 bytes"));
+            let n = u32::from_le_bytes(k[4..8].try_into().expect("4 bytes")) as usize;
+            let key = &k[8..8 + n];
+            k = &k[8 + n..];
+            if t == table.0 && in_bounds(key, lo, hi) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Append a written key.
+    pub fn push_key(&mut self, table: TableId, key: &[u8]) {
+        self.keys.extend_from_slice(&table.0.to_le_bytes());
+        self.keys
+            .extend_from_slice(&(key.len() as u32).to_le_bytes());
+        self.keys.extend_from_slice(key);
+    }
+}
+
+/// `key` lies within `(lo, hi)`.
+#[inline]
+pub(crate) fn in_bounds(key: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    let above = match lo {
+        Bound::Unbounded => true,
+        Bound::Included(l) => key >= l,
+        Bound::Excluded(l) => key > l,
+    };
+    above
+        && match hi {
+            Bound::Unbounded => true,
+            Bound::Included(h) => key <= h,
+            Bound::Excluded(h) => key < h,
+        }
+}
+
+/// What a validator finds at a position of a list.
+pub(crate) enum Slot<'g> {
+    /// The writer registered there.
+    Writer(&'g WriterEntry),
+    /// Overwritten by a later lap: the position is lost.
+    Overwritten,
+}
+
+const PTR_BITS: u32 = 48;
+const PTR_MASK: u64 = (1 << PTR_BITS) - 1;
+
+/// One logical range: `[start, end)` and its circular list of writers.
+pub(crate) struct RangeList {
+    /// Inclusive start (empty: the table's first range).
+    pub start: Box<[u8]>,
+    /// Exclusive end (`None`: the table's last range).
+    pub end: Option<Box<[u8]>>,
+    /// Next registration position.
+    head: AtomicU64,
+    /// Set once a split replaced this range (before the new map is
+    /// published).
+    sealed: AtomicBool,
+    /// Records at partition time plus the inserts registered since.
+    count: AtomicI64,
+    /// A split has been asked for.
+    split_wanted: AtomicBool,
+    slots: Box<[AtomicU64]>,
+}
+
+impl RangeList {
+    fn new(start: Box<[u8]>, end: Option<Box<[u8]>>, records: i64, slots: usize) -> RangeList {
+        RangeList {
+            start,
+            end,
+            head: AtomicU64::new(0),
+            sealed: AtomicBool::new(false),
+            count: AtomicI64::new(records),
+            split_wanted: AtomicBool::new(false),
+            slots: (0..slots.max(1)).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// The range version a predicate records before its scan (the book's
+    /// `p.ts`): the next registration position.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.head.load(Ordering::SeqCst)
+    }
+
+    /// Whether a split has replaced this range.
+    #[inline]
+    pub fn sealed(&self) -> bool {
+        self.sealed.load(Ordering::SeqCst)
+    }
+
+    /// Whether `[lo, hi)` (a predicate's scope) covers the whole range.
+    pub fn covered_by(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+        let from_start = match lo {
+            Bound::Unbounded => true,
+            Bound::Included(l) => l <= &self.start[..],
+            // Every key of the range is above `l` iff `start` is.
+            Bound::Excluded(l) => l < &self.start[..],
+        };
+        from_start
+            && match (&self.end, hi) {
+                (_, Bound::Unbounded) => true,
+                (None, _) => false,
+                // Keys below `end` are all <= `h` iff `end` <= successor(h),
+                // i.e. `end` <= `h` or `end` is `h` + 0x00.
+                (Some(e), Bound::Included(h)) => {
+                    &e[..] <= h || (e.len() == h.len() + 1 && e.starts_with(h) && e[h.len()] == 0)
+                }
+                (Some(e), Bound::Excluded(h)) => &e[..] <= h,
+            }
+    }
+
+    /// Register `w` (Algorithm 3.1 line 3): one position, then the tagged
+    /// address into its slot. Counts the records the writer adds.
+    /// Returns true if this registration asked for a split.
+    pub fn register(&self, w: *const WriterEntry, inserted: i64, target: i64) -> bool {
+        let q = self.head.fetch_add(1, Ordering::SeqCst);
+        let n = self.slots.len() as u64;
+        let word = tag(q / n) | (w as u64 & PTR_MASK);
+        let slot = &self.slots[(q % n) as usize];
+        let mut cur = slot.load(Ordering::Relaxed);
+        loop {
+            // A later lap got here first (this registration raced a whole
+            // lap ahead): leave it; a validator needing `q` sees a newer
+            // lap and aborts.
+            if cur != 0 && lap_newer(cur >> PTR_BITS, q / n) {
+                break;
+            }
+            match slot.compare_exchange_weak(cur, word, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(c) => cur = c,
+            }
+        }
+        if inserted != 0 {
+            let c = self.count.fetch_add(inserted, Ordering::Relaxed) + inserted;
+            if c > 2 * target && !self.split_wanted.load(Ordering::Relaxed) {
+                self.split_wanted.store(true, Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The writer registered at position `q` (which must be below the
+    /// head the caller read), waiting for a registration still between its
+    /// fetch-and-add and its store.
+    #[inline]
+    pub fn at<'g>(&self, q: u64, _g: &'g Guard<'_>) -> Slot<'g> {
+        let n = self.slots.len() as u64;
+        let slot = &self.slots[(q % n) as usize];
+        let mut spins = 0u32;
+        loop {
+            let cur = slot.load(Ordering::Acquire);
+            if cur != 0 {
+                let lap = cur >> PTR_BITS;
+                if lap == tag(q / n) >> PTR_BITS {
+                    let p = (cur & PTR_MASK) as *const WriterEntry;
+                    // SAFETY: the writer registered at `q` after the caller
+                    // constructed its predicate, so after the caller pinned
+                    // `_g`; it retires its entry through its own guard,
+                    // which was pinned while the caller's was, so the
+                    // memory epoch keeps the entry until `_g` is gone (see
+                    // `RoccLocal::recycle`). The slot's release store
+                    // published the entry's keys.
+                    return Slot::Writer(unsafe { &*p });
+                }
+                if lap_newer(lap, q / n) {
+                    return Slot::Overwritten;
+                }
+            }
+            spins += 1;
+            if spins > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// The tag of lap `lap`, in the slot word's top bits.
+#[inline]
+fn tag(lap: u64) -> u64 {
+    (lap & 0xFFFF) << PTR_BITS
+}
+
+/// Whether the stored 16-bit lap `stored` is later than lap `lap`.
+#[inline]
+fn lap_newer(stored: u64, lap: u64) -> bool {
+    let d = (stored as u16).wrapping_sub(lap as u16) as i16;
+    d > 0
+}
+
+/// One partition of a table: the ranges in key order.
+pub(crate) struct RangeMap {
+    pub lists: Vec<Arc<RangeList>>,
+    /// The first 8 bytes of each range's start, big-endian and zero-padded
+    /// (the binary search compares these words and reads a start only on
+    /// a tie: one cache line per step instead of three dependent misses).
+    prefix: Vec<u64>,
+}
+
+/// The first 8 bytes of `k` as a big-endian word (zero-padded).
+#[inline]
+fn prefix_word(k: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = k.len().min(8);
+    b[..n].copy_from_slice(&k[..n]);
+    u64::from_be_bytes(b)
+}
+
+impl RangeMap {
+    fn new(lists: Vec<Arc<RangeList>>) -> RangeMap {
+        let prefix = lists.iter().map(|l| prefix_word(&l.start)).collect();
+        RangeMap { lists, prefix }
+    }
+
+    /// The range holding `key`.
+    #[inline]
+    pub fn find(&self, key: &[u8]) -> usize {
+        let kp = prefix_word(key);
+        // The first range's start is empty, so at least one start is <= key.
+        let (mut lo, mut n) = (0usize, self.prefix.len());
+        while n > 0 {
+            let half = n / 2;
+            let mid = lo + half;
+            let p = self.prefix[mid];
+            let le = p < kp || (p == kp && &self.lists[mid].start[..] <= key);
+            if le {
+                lo = mid + 1;
+                n -= half + 1;
+            } else {
+                n = half;
+            }
+        }
+        lo - 1
+    }
+
+    /// The index of the first range that can hold keys within `lo`.
+    pub fn first_for(&self, lo: Bound<&[u8]>) -> usize {
+        match lo {
+            Bound::Unbounded => 0,
+            Bound::Included(k) | Bound::Excluded(k) => self.find(k),
+        }
+    }
+
+    /// The index of the last range that can hold keys within `hi`.
+    pub fn last_for(&self, hi: Bound<&[u8]>) -> usize {
+        match hi {
+            Bound::Unbounded => self.lists.len() - 1,
+            Bound::Included(k) => self.find(k),
+            Bound::Excluded(k) => {
+                let i = self.find(k);
+                // `[start, k)` with k == start holds nothing of range i.
+                if i > 0 && &self.lists[i].start[..] == k {
+                    i - 1
+                } else {
+                    i
+                }
+            }
+        }
+    }
+}
+
+/// A table's current partition.
+pub(crate) struct TableRanges {
+    map: AtomicPtr<RangeMap>,
+    /// Serializes splits of this table.
+    split: Mutex<()>,
+    /// Some range asked for a split.
+    pending: AtomicBool,
+    /// Target records per range.
+    target: i64,
+    slots: usize,
+}
+
+// SAFETY: the map pointer is only replaced under `split` and freed through
+// the memory epoch; everything else is atomics or immutable.
+unsafe impl Send for TableRanges {}
+// SAFETY: as above.
+unsafe impl Sync for TableRanges {}
+
+impl TableRanges {
+    /// Partition `table` as it is now into ranges of `target` records.
+    pub fn partition(table: &Table, target: usize, slots: usize, g: &Guard<'_>) -> TableRanges {
+        let target = target.max(1);
+        let mut lists = Vec::new();
+        let mut start: Box<[u8]> = Box::from(&[][..]);
+        let mut n = 0usize;
+        table.index.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            g,
+            Unobserved,
+            |k, _| {
+                if n == target {
+                    let next: Box<[u8]> = k.into();
+                    let s = std::mem::replace(&mut start, next.clone());
+                    lists.push(Arc::new(RangeList::new(s, Some(next), n as i64, slots)));
+                    n = 0;
+                }
+                n += 1;
+                true
+            },
+        );
+        lists.push(Arc::new(RangeList::new(start, None, n as i64, slots)));
+        TableRanges {
+            map: AtomicPtr::new(Box::into_raw(Box::new(RangeMap::new(lists)))),
+            split: Mutex::new(()),
+            pending: AtomicBool::new(false),
+            target: target as i64,
+            slots,
+        }
+    }
+
+    /// The current map, for as long as `g` pins the epoch.
+    #[inline]
+    pub fn map<'g>(&self, _g: &'g Guard<'_>) -> &'g RangeMap {
+        // SAFETY: replaced maps are retired through the memory epoch, which
+        // `_g` pins; the current one lives until the table's ranges drop.
+        unsafe { &*self.map.load(Ordering::SeqCst) }
+    }
+
+    /// Target records per range.
+    #[inline]
+    pub fn target(&self) -> i64 {
+        self.target
+    }
+
+    /// A range asked for a split.
+    #[inline]
+    pub fn want_split(&self) {
+        self.pending.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a range asked for a split.
+    #[inline]
+    pub fn split_pending(&self) -> bool {
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Split every range that asked for it. Called between transactions.
+    pub fn split_wanted(&self, table: &Table, g: &Guard<'_>) {
+        let Some(_lock) = self.split.try_lock() else {
+            return;
+        };
+        self.pending.store(false, Ordering::Relaxed);
+        // Re-read under the lock: another worker may have split already.
+        let map = self.map(g);
+        let mut lists = Vec::with_capacity(map.lists.len() + 4);
+        let mut sealed = Vec::new();
+        for l in &map.lists {
+            if !l.split_wanted.load(Ordering::Relaxed) || l.sealed() {
+                lists.push(l.clone());
+                continue;
+            }
+            // Walk the range and cut it every `target` records.
+            let lo = Bound::Included(&l.start[..]);
+            let hi = match &l.end {
+                Some(e) => Bound::Excluded(&e[..]),
+                None => Bound::Unbounded,
+            };
+            let mut starts: Vec<Box<[u8]>> = vec![l.start.clone()];
+            let mut counts = vec![0i64];
+            table.index.scan(lo, hi, false, g, Unobserved, |k, _| {
+                if *counts.last().expect("one") == self.target {
+                    starts.push(k.into());
+                    counts.push(0);
+                }
+                *counts.last_mut().expect("one") += 1;
+                true
+            });
+            if starts.len() == 1 {
+                // Its inserts were deleted again: nothing to cut; forget the
+                // count that asked.
+                l.count.store(counts[0], Ordering::Relaxed);
+                l.split_wanted.store(false, Ordering::Relaxed);
+                lists.push(l.clone());
+                continue;
+            }
+            for i in 0..starts.len() {
+                let end = match starts.get(i + 1) {
+                    Some(s) => Some(s.clone()),
+                    None => l.end.clone(),
+                };
+                lists.push(Arc::new(RangeList::new(
+                    starts[i].clone(),
+                    end,
+                    counts[i],
+                    self.slots,
+                )));
+            }
+            sealed.push(l.clone());
+        }
+        if sealed.is_empty() {
+            return;
+        }
+        // Seal first, then publish: a writer that registered in an old list
+        // and finds it unsealed registered before every validator that
+        // could miss it checked the seal (see the module docs).
+        for l in &sealed {
+            l.sealed.store(true, Ordering::SeqCst);
+        }
+        let new = Box::into_raw(Box::new(RangeMap::new(lists)));
+        let old = self.map.swap(new, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        // SAFETY: `old` is unreachable for threads that load the map from
+        // now on; pinned readers keep it through the epoch.
+        unsafe { g.retire_box(old) };
+    }
+}
+
+impl Drop for TableRanges {
+    fn drop(&mut self) {
+        // SAFETY: the last owner; nothing can reach the map any more.
+        drop(unsafe { Box::from_raw(*self.map.get_mut()) });
+    }
+}
