@@ -711,6 +711,11 @@ pub struct YcsbArgs {
     /// [default: 0].
     #[arg(long = "long-read-ratio", value_name = "R", value_parser = parse_ratio, allow_negative_numbers = true)]
     pub long_read_ratio: Option<f64>,
+    /// Fraction of transactions that are bulk: --ops-per-txn - 1 read/write
+    /// operations and one scan of exactly --scan-length rows (Cai et al.'s
+    /// hybrid YCSB: --ops-per-txn 5 --bulk-ratio 0.1) [default: 0].
+    #[arg(long = "bulk-ratio", value_name = "R", value_parser = parse_ratio, allow_negative_numbers = true)]
+    pub bulk_ratio: Option<f64>,
     /// Records per long read-only transaction [default: 10000].
     #[arg(long = "long-read-size", value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=tessera_workloads::ycsb::MAX_LONG_READ as u64))]
@@ -745,6 +750,7 @@ impl YcsbArgs {
             read_latest: self.read_latest,
             long_read_ratio: self.long_read_ratio,
             long_read_size: self.long_read_size,
+            bulk_ratio: self.bulk_ratio,
             commit_point: self.commit_point,
             normal_sigma: self.normal_sigma,
         };

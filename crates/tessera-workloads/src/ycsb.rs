@@ -330,6 +330,11 @@ pub struct YcsbConfig {
     pub long_read_ratio: f64,
     /// Records one long read-only transaction reads.
     pub long_read_size: usize,
+    /// Fraction of transactions that are *bulk* (Cai et al.'s hybrid YCSB,
+    /// section 3.5): `ops_per_txn - 1` read/write operations as a `ycsb`
+    /// transaction has, then one scan of exactly `scan_length` rows from a
+    /// start drawn like a record. The book's mix: 10% bulk, 5 operations.
+    pub bulk_ratio: f64,
     /// PWV's commit-point sweep (thesis Fig. 6.4): an explicit abort
     /// statement after this many operations, so that the pieces before it
     /// are abortable (their writes hidden until the commit point). The
@@ -363,6 +368,7 @@ impl Default for YcsbConfig {
             read_latest: false,
             long_read_ratio: 0.0,
             long_read_size: 10_000,
+            bulk_ratio: 0.0,
             commit_point: None,
             normal_sigma: None,
         }
@@ -397,6 +403,8 @@ pub struct YcsbOverrides {
     pub long_read_ratio: Option<f64>,
     /// Records per long read-only transaction.
     pub long_read_size: Option<usize>,
+    /// Fraction of bulk transactions (see [`YcsbConfig::bulk_ratio`]).
+    pub bulk_ratio: Option<f64>,
     /// Where the abort statement is (see [`YcsbConfig::commit_point`]).
     pub commit_point: Option<usize>,
     /// See [`YcsbConfig::normal_sigma`].
@@ -469,6 +477,9 @@ impl YcsbConfig {
         if let Some(v) = o.long_read_size {
             c.long_read_size = v;
         }
+        if let Some(v) = o.bulk_ratio {
+            c.bulk_ratio = v;
+        }
         if let Some(v) = o.commit_point {
             c.commit_point = Some(v);
         }
@@ -521,6 +532,7 @@ impl YcsbConfig {
             ("--scan-ratio", self.scan_ratio),
             ("--insert-ratio", self.insert_ratio),
             ("--long-read-ratio", self.long_read_ratio),
+            ("--bulk-ratio", self.bulk_ratio),
         ] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("{flag} must be in [0, 1], got {v}"));
@@ -538,11 +550,12 @@ impl YcsbConfig {
                 self.long_read_size
             ));
         }
-        let txns = self.scan_ratio + self.insert_ratio + self.long_read_ratio;
+        let txns = self.scan_ratio + self.insert_ratio + self.long_read_ratio + self.bulk_ratio;
         if txns > 1.0 + 1e-9 {
             return Err(format!(
-                "--scan-ratio ({}) + --insert-ratio ({}) + --long-read-ratio ({}) add up to {txns} > 1",
-                self.scan_ratio, self.insert_ratio, self.long_read_ratio
+                "--scan-ratio ({}) + --insert-ratio ({}) + --long-read-ratio ({}) + --bulk-ratio ({}) \
+                 add up to {txns} > 1",
+                self.scan_ratio, self.insert_ratio, self.long_read_ratio, self.bulk_ratio
             ));
         }
         let sum = self.read_ratio + self.scan_ratio + self.insert_ratio;
@@ -564,6 +577,7 @@ enum Kind {
     Scan,
     Insert,
     LongRead,
+    Bulk,
 }
 
 impl Kind {
@@ -573,6 +587,7 @@ impl Kind {
             Kind::Scan => "scan",
             Kind::Insert => "insert",
             Kind::LongRead => "long_read",
+            Kind::Bulk => "bulk",
         }
     }
 }
@@ -1013,7 +1028,8 @@ impl Ycsb {
         let mut kinds = Vec::new();
         let mut acc = 0.0;
         for (k, p) in [
-            (Kind::Ycsb, rw),
+            (Kind::Ycsb, clean(rw - cfg.bulk_ratio)),
+            (Kind::Bulk, cfg.bulk_ratio),
             (Kind::Scan, cfg.scan_ratio),
             (Kind::Insert, cfg.insert_ratio),
             (Kind::LongRead, cfg.long_read_ratio),
@@ -1167,9 +1183,10 @@ impl Workload for Ycsb {
             self.kinds.iter().position(|&(_, end)| p < end).unwrap_or(0)
         };
         match self.kinds[ty].0 {
-            Kind::Ycsb => {
+            k @ (Kind::Ycsb | Kind::Bulk) => {
+                let bulk = k == Kind::Bulk;
                 let mut first = None;
-                for _ in 0..c.ops_per_txn {
+                for _ in 0..c.ops_per_txn - usize::from(bulk) {
                     let read = st.rng.gen::<f64>() < self.read_in_rw;
                     let r = match (c.normal_sigma, first) {
                         (Some(sigma), Some(f)) => self.near(st, f, sigma),
@@ -1178,6 +1195,10 @@ impl Workload for Ycsb {
                     };
                     first.get_or_insert(r);
                     st.ops.push(if read { Op::Read(r) } else { Op::Update(r) });
+                }
+                if bulk {
+                    let start = self.zipf.sample(&mut st.rng);
+                    st.ops.push(Op::Scan(start, c.scan_length));
                 }
                 // A fresh value for blind updates: vary its first 8 bytes.
                 st.stamp = st.rng.gen::<u64>();
@@ -1248,6 +1269,7 @@ impl Workload for Ycsb {
             "read_latest": c.read_latest,
             "scan_length": c.scan_length,
             "long_read_ratio": c.long_read_ratio,
+            "bulk_ratio": c.bulk_ratio,
             "long_read_size": c.long_read_size,
             "commit_point": c.commit_point,
             "normal_sigma": c.normal_sigma,

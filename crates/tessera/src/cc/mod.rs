@@ -67,7 +67,7 @@ macro_rules! single_version_protocol {
             #[inline]
             fn begin(tx: &mut $crate::cc::Tx<'_, $ty>) {
                 tx.st.sets.clear();
-                tx.st.ranges.begin();
+                tx.st.ranges.begin(tx.g.epoch());
             }
             #[inline]
             fn get<'t>(tx: &'t mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8]) -> $crate::error::TxResult<Option<&'t [u8]>> {

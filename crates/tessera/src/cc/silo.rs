@@ -185,10 +185,10 @@ pub(crate) fn get_many<M: Mode>(
             sets.rbuf.clear();
             // SAFETY: found through the index while pinned.
             let rec_ref = unsafe { &*rec };
+            // ROCC: a dirty record goes through `get_slice`, which aborts.
             let dirty = M::DIRTY_ABORT && rec_ref.tid_word() & LOCK != 0;
-            if let (false, (ReadOutcome::Ok(tid), skip)) =
-                (dirty, rec_ref.read_slice(start, end, &mut sets.rbuf))
-            {
+            let read = (!dirty).then(|| rec_ref.read_slice(start, end, &mut sets.rbuf));
+            if let Some((ReadOutcome::Ok(tid), skip)) = read {
                 sets.reads.push(ReadEntry { rec, tid });
                 direct = Some((tid & ABSENT == 0).then_some(skip));
             }
@@ -677,7 +677,9 @@ where
         };
         match outcome {
             // Unlinked under us: its removal changed the leaf version, so
-            // node-set validation will abort this transaction.
+            // node-set validation will abort this transaction (under ROCC
+            // the deleter registered in the range, so the predicate's
+            // validation does).
             ReadOutcome::NotLatest => true,
             ReadOutcome::Ok(tid) => {
                 if !M::RANGE_PREDICATES {
@@ -773,6 +775,12 @@ fn validate_and_install<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
         return Ok(());
     }
 
+    if M::RANGE_PREDICATES {
+        // ROCC: the written tables' ranges, before any lock is held (a
+        // table's first use walks it).
+        M::before_lock(tx);
+    }
+    let sets = &mut tx.st.sets;
     // Phase 1: lock the write set in a global order (record addresses).
     sets.sort_writes();
     let mut max_seen = 0u64;
@@ -995,6 +1003,8 @@ pub(crate) trait Mode: super::CcProtocol<Local = super::SvLocal, Rec = Record> {
     {
         unreachable!("only protocols with range predicates scan through the hook")
     }
+    /// Before the write set is locked.
+    fn before_lock(_tx: &mut STx<'_, Self>) {}
     /// After the write set is locked, before the serialization point.
     fn after_lock(_tx: &mut STx<'_, Self>) {}
     /// Validation beyond the read and node sets.

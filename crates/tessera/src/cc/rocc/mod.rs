@@ -42,7 +42,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use self::ranges::{RangeList, Slot, TableRanges, WriterEntry, ABORTED};
 use super::silo::{
@@ -69,7 +69,7 @@ pub(crate) struct RoccShared {
     slots: usize,
     /// Writer entries of workers that went away (freed at close: a slot
     /// may still point at them).
-    spare: parking_lot::Mutex<Vec<usize>>,
+    spare: Mutex<Vec<(u64, usize)>>,
 }
 
 impl SvShared for RoccShared {
@@ -80,7 +80,7 @@ impl SvShared for RoccShared {
             tables: RwLock::new(Vec::new()),
             range_size: s.rocc.range_size as usize,
             slots: s.rocc.slots as usize,
-            spare: parking_lot::Mutex::new(Vec::new()),
+            spare: Mutex::new(Vec::new()),
         }
     }
     fn orphans(&self) -> &OrphanUnlinks {
@@ -95,7 +95,7 @@ impl SvShared for RoccShared {
     }
     fn close(&mut self) {
         self.orphans.0.get_mut().clear();
-        for p in self.spare.get_mut().drain(..) {
+        for (_, p) in self.spare.get_mut().drain(..) {
             // SAFETY: made by `Box::into_raw` in `RoccLocal::entry`; no
             // worker and no transaction is left to reach it.
             drop(unsafe { Box::from_raw(p as *mut WriterEntry) });
@@ -165,6 +165,9 @@ pub(crate) struct RoccLocal {
     pool: VecDeque<(u64, usize)>,
     /// Lists registered in by the commit in progress.
     registered: Vec<usize>,
+    /// For each of `registered`: its table's ranges, the records the
+    /// commit adds there, the position claimed.
+    claims: Vec<(usize, i64, u64)>,
     /// A scan's stop key (a buffer kept across scans).
     stop_key: Vec<u8>,
 }
@@ -177,16 +180,41 @@ unsafe impl Send for RoccLocal {}
 impl RoccLocal {
     /// Start of a transaction attempt.
     #[inline]
-    pub(crate) fn begin(&mut self) {
+    pub(crate) fn begin(&mut self, epoch: u64) {
         if !self.preds.is_empty() {
             self.preds.clear();
             self.pbuf.clear();
+        }
+        if self.entry != 0 {
+            // A commit unwound after registering: flag its entry and retire
+            // it (now, later than it was published).
+            // SAFETY: our registered entry.
+            unsafe { &*(self.entry as *const WriterEntry) }
+                .cts
+                .fetch_or(ABORTED, Ordering::Release);
+            self.pool.push_back((epoch, self.entry));
+            self.entry = 0;
         }
     }
 
     /// A writer entry to fill: a retired one the memory epoch no longer
     /// protects, or a new one.
-    fn entry(&mut self, g: &Guard<'_>) -> *mut WriterEntry {
+    fn entry(&mut self, g: &Guard<'_>, spare: &Mutex<Vec<(u64, usize)>>) -> *mut WriterEntry {
+        if self
+            .pool
+            .front()
+            .is_none_or(|&(e, _)| !g.epochs().reclaimable(e))
+        {
+            // An entry left by a worker that went away, if one is free.
+            if let Some(mut sp) = spare.try_lock() {
+                if let Some(&(e, p)) = sp.last() {
+                    if g.epochs().reclaimable(e) {
+                        sp.pop();
+                        self.pool.push_front((e, p));
+                    }
+                }
+            }
+        }
         if let Some(&(e, p)) = self.pool.front() {
             if g.epochs().reclaimable(e) {
                 self.pool.pop_front();
@@ -249,15 +277,14 @@ fn table_ranges_slow<'t>(
         let r = match found {
             Some(r) => r,
             None => {
+                // Walk the table without holding the lock; if another worker
+                // got there first, its partition wins.
+                let mine = Arc::new(TableRanges::partition(table, sh.range_size, sh.slots, g));
                 let mut all = sh.tables.write();
                 if all.len() <= i {
                     all.resize(i + 1, None);
                 }
-                all[i]
-                    .get_or_insert_with(|| {
-                        Arc::new(TableRanges::partition(table, sh.range_size, sh.slots, g))
-                    })
-                    .clone()
+                all[i].get_or_insert(mine).clone()
             }
         };
         local.tables[i] = Some(r);
@@ -387,7 +414,7 @@ fn min_hi<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
 /// writer once in every range it writes, then take the commit stamp.
 pub(crate) fn register(tx: &mut STx<'_, Rocc>) {
     let g = tx.g;
-    let entry = tx.st.ranges.entry(g);
+    let entry = tx.st.ranges.entry(g, &tx.sh.spare);
     {
         // SAFETY: not registered anywhere yet: ours alone.
         let e = unsafe { &mut *entry };
@@ -400,6 +427,10 @@ pub(crate) fn register(tx: &mut STx<'_, Rocc>) {
     let sets = &tx.st.sets;
     local.entry = entry as usize;
     local.registered.clear();
+    local.claims.clear();
+    // Three passes, so that the misses of several ranges overlap: find the
+    // ranges (prefetching their heads), claim a position in each
+    // (prefetching its slot), publish.
     for w in &sets.writes {
         let table = &tx.core.tables[w.table.0 as usize];
         let inserted = match (
@@ -410,33 +441,80 @@ pub(crate) fn register(tx: &mut STx<'_, Rocc>) {
             (_, true) => 1,
             _ => 0,
         };
-        let key = sets.stashed(w.key);
+        let tr = table_ranges(local, tx.sh, table, g) as *const TableRanges;
+        // SAFETY: the table cache holds an `Arc` of it.
+        let tr = unsafe { &*tr };
+        let map = tr.map(g);
+        let l: &RangeList = &map.lists[map.find(sets.stashed(w.key))];
+        let addr = l as *const RangeList as usize;
+        match local.registered.iter().position(|&a| a == addr) {
+            Some(i) => local.claims[i].1 += inserted,
+            None => {
+                l.prefetch_head();
+                local.registered.push(addr);
+                local
+                    .claims
+                    .push((tr as *const TableRanges as usize, inserted, 0));
+            }
+        }
+    }
+    for (i, &addr) in local.registered.iter().enumerate() {
+        // SAFETY: a list of a map read under `g`: retired maps (and the
+        // lists only they hold) outlive the guard.
+        local.claims[i].2 = unsafe { &*(addr as *const RangeList) }.claim();
+    }
+    let mut sealed = false;
+    for (i, &addr) in local.registered.iter().enumerate() {
+        // SAFETY: as above.
+        let l = unsafe { &*(addr as *const RangeList) };
+        let (tr, inserted, q) = local.claims[i];
+        l.publish(q, entry);
+        // SAFETY: the table cache holds an `Arc` of it.
+        let tr = unsafe { &*(tr as *const TableRanges) };
+        if l.count(inserted, tr.target()) {
+            tr.want_split();
+        }
+        sealed |= l.sealed();
+    }
+    if sealed {
+        register_after_split(tx, entry);
+    }
+    let cts = tx.sh.cts.fetch_add(1, Ordering::SeqCst) + 1;
+    // SAFETY: published; the stamp word is atomic.
+    unsafe { &*entry }.cts.store(cts, Ordering::Release);
+}
+
+/// Some list this commit registered in was sealed by a split: register in
+/// the new map's lists as well (once the new map is published).
+#[cold]
+fn register_after_split(tx: &mut STx<'_, Rocc>, entry: *const WriterEntry) {
+    let g = tx.g;
+    let local = &mut tx.st.ranges;
+    let sets = &tx.st.sets;
+    for w in &sets.writes {
+        let table = &tx.core.tables[w.table.0 as usize];
         let tr = table_ranges(local, tx.sh, table, g) as *const TableRanges;
         // SAFETY: the table cache holds an `Arc` of it.
         let tr = unsafe { &*tr };
         loop {
             let map = tr.map(g);
-            let l: &RangeList = &map.lists[map.find(key)];
+            let l: &RangeList = &map.lists[map.find(sets.stashed(w.key))];
             let addr = l as *const RangeList as usize;
             if !local.registered.contains(&addr) {
-                if l.register(entry, inserted, tr.target()) {
-                    tr.want_split();
-                }
+                // Its records were counted in the sealed list.
+                l.register(entry, 0, tr.target());
                 local.registered.push(addr);
             }
             if !l.sealed() {
                 break;
             }
-            // Split under us: register in the new map as well (its list
-            // for this key is a new one).
+            // Sealed, the new map not published yet: wait for it (the
+            // splitter publishes right after sealing).
             while std::ptr::eq(tr.map(g), map) {
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
         }
     }
-    let cts = tx.sh.cts.fetch_add(1, Ordering::SeqCst) + 1;
-    // SAFETY: published; the stamp word is atomic.
-    unsafe { &*entry }.cts.store(cts, Ordering::Release);
 }
 
 /// Validate the predicate set (Algorithm 3.1 lines 11-15) against the
@@ -453,6 +531,9 @@ pub(crate) fn validate(tx: &mut STx<'_, Rocc>, bound: u64) -> Result<(), Conflic
             return Err(ConflictReason::RangeSplit);
         }
         let head = l.version();
+        if !l.holds_from(p.ts, head) {
+            return Err(ConflictReason::RangeOverflow);
+        }
         let (lo, hi) = (p.lo.get(&local.pbuf), p.hi.get(&local.pbuf));
         let whole = l.covered_by(lo, hi);
         for q in p.ts..head {
@@ -530,7 +611,18 @@ fn maintain(local: &mut RoccLocal, tables: &[Arc<Table>], g: &Guard<'_>) {
 
 /// The worker goes away: its entries may still be in lists.
 fn retire(sh: &RoccShared, local: &mut RoccLocal) {
-    sh.spare.lock().extend(local.pool.drain(..).map(|(_, p)| p));
+    let mut spare = sh.spare.lock();
+    spare.extend(local.pool.drain(..));
+    if local.entry != 0 {
+        // A commit unwound after registering (see `RoccLocal::begin`):
+        // flag the entry; it is reused only once the memory epoch passes
+        // the current one.
+        // SAFETY: our registered entry.
+        let e = unsafe { &*(local.entry as *const WriterEntry) };
+        e.cts.fetch_or(ABORTED, Ordering::Release);
+        spare.push((u64::MAX - 2, local.entry));
+        local.entry = 0;
+    }
 }
 
 impl Mode for Rocc {
@@ -552,6 +644,13 @@ impl Mode for Rocc {
         F: FnMut(&[u8], &[u8]) -> bool,
     {
         scan(tx, table, lo, hi, opts, f)
+    }
+    #[inline]
+    fn before_lock(tx: &mut STx<'_, Self>) {
+        let local = &mut tx.st.ranges;
+        for w in &tx.st.sets.writes {
+            table_ranges(local, tx.sh, &tx.core.tables[w.table.0 as usize], tx.g);
+        }
     }
     #[inline]
     fn after_lock(tx: &mut STx<'_, Self>) {

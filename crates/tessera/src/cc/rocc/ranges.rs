@@ -114,6 +114,9 @@ pub(crate) enum Slot<'g> {
 }
 
 const PTR_BITS: u32 = 48;
+/// How many times a validator yields waiting for a claimed position's
+/// registrant to publish before it aborts instead.
+const AT_YIELDS: u32 = 100_000;
 const PTR_MASK: u64 = (1 << PTR_BITS) - 1;
 
 /// One logical range: `[start, end)` and its circular list of writers.
@@ -181,14 +184,45 @@ impl RangeList {
             }
     }
 
-    /// Register `w` (Algorithm 3.1 line 3): one position, then the tagged
-    /// address into its slot. Counts the records the writer adds.
-    /// Returns true if this registration asked for a split.
+    /// Register `w` (Algorithm 3.1 line 3): [`RangeList::claim`], then
+    /// [`RangeList::publish`]. Returns true if it asked for a split.
     pub fn register(&self, w: *const WriterEntry, inserted: i64, target: i64) -> bool {
+        let q = self.claim();
+        self.publish(q, w);
+        self.count(inserted, target)
+    }
+
+    /// Hint the CPU to fetch the registration head (a commit registering
+    /// in several ranges overlaps their misses).
+    #[inline(always)]
+    pub fn prefetch_head(&self) {
+        crate::storage::prefetch_bytes(&self.head as *const AtomicU64 as *const u8, 8);
+    }
+
+    /// Take the next registration position, and prefetch its slot.
+    #[inline]
+    pub fn claim(&self) -> u64 {
         let q = self.head.fetch_add(1, Ordering::SeqCst);
         let n = self.slots.len() as u64;
+        crate::storage::prefetch_bytes(
+            &self.slots[(q % n) as usize] as *const AtomicU64 as *const u8,
+            8,
+        );
+        q
+    }
+
+    /// Store `w`, tagged with `q`'s lap, into position `q`'s slot (unless
+    /// a later lap is already there).
+    #[inline]
+    pub fn publish(&self, q: u64, w: *const WriterEntry) {
+        let n = self.slots.len() as u64;
+        debug_assert_eq!(w as u64 & !PTR_MASK, 0, "a user-space address fits 48 bits");
         let word = tag(q / n) | (w as u64 & PTR_MASK);
         let slot = &self.slots[(q % n) as usize];
+        if self.head.load(Ordering::Relaxed) > q + n {
+            // Lapped while preempted: a newer word may be there already.
+            return;
+        }
         let mut cur = slot.load(Ordering::Relaxed);
         loop {
             // A later lap got here first (this registration raced a whole
@@ -202,9 +236,17 @@ impl RangeList {
                 Err(c) => cur = c,
             }
         }
+    }
+
+    /// Count the records a registered writer adds (negative: removes);
+    /// true if the range now asks for a split.
+    #[inline]
+    pub fn count(&self, inserted: i64, target: i64) -> bool {
         if inserted != 0 {
             let c = self.count.fetch_add(inserted, Ordering::Relaxed) + inserted;
-            if c > 2 * target && !self.split_wanted.load(Ordering::Relaxed) {
+            if c > 2 * target {
+                // Asked again by every registration past the bound, so a
+                // request the splitter's reset raced with is not lost.
                 self.split_wanted.store(true, Ordering::Relaxed);
                 return true;
             }
@@ -222,31 +264,54 @@ impl RangeList {
         let mut spins = 0u32;
         loop {
             let cur = slot.load(Ordering::Acquire);
-            if cur != 0 {
-                let lap = cur >> PTR_BITS;
-                if lap == tag(q / n) >> PTR_BITS {
-                    let p = (cur & PTR_MASK) as *const WriterEntry;
-                    // SAFETY: the writer registered at `q` after the caller
-                    // constructed its predicate, so after the caller pinned
-                    // `_g`; it retires its entry through its own guard,
-                    // which was pinned while the caller's was, so the
-                    // memory epoch keeps the entry until `_g` is gone (see
-                    // `RoccLocal::recycle`). The slot's release store
-                    // published the entry's keys.
-                    return Slot::Writer(unsafe { &*p });
-                }
-                if lap_newer(lap, q / n) {
-                    return Slot::Overwritten;
-                }
+            // The head is the authority on laps (16 tag bits wrap): once a
+            // position a lap later has been claimed, `q` is lost. Read
+            // after the slot, so a word read before that claim is `q`'s
+            // or an older lap's, never a newer one.
+            if self.head.load(Ordering::SeqCst) > q + n {
+                return Slot::Overwritten;
             }
+            if cur != 0 && cur >> PTR_BITS == tag(q / n) >> PTR_BITS {
+                let p = (cur & PTR_MASK) as *const WriterEntry;
+                // SAFETY: the writer registered at `q` after the caller
+                // constructed its predicate, so after the caller pinned
+                // `_g`; it retires its entry through its own guard, which
+                // was pinned while the caller's was, so the memory epoch
+                // keeps the entry until `_g` is gone (see
+                // `RoccLocal::entry`). The slot's release store published
+                // the entry's keys.
+                return Slot::Writer(unsafe { &*p });
+            }
+            // Claimed, not published yet (a few instructions, unless the
+            // registrant was preempted). Past a bound, give up the way an
+            // overwritten position does: an abort is always safe.
             spins += 1;
             if spins > 64 {
+                if spins > 64 + AT_YIELDS {
+                    return Slot::Overwritten;
+                }
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
             }
         }
     }
+
+    /// Whether positions from `from` on are still all in the array.
+    #[inline]
+    pub fn holds_from(&self, from: u64, head: u64) -> bool {
+        head - from <= self.slots.len() as u64
+    }
+}
+
+/// Whether the record at index value `v` holds a committed row (not a
+/// deleted one, nor one a running insert has not committed yet): what the
+/// range counts are counts of.
+fn present(v: u64) -> bool {
+    // SAFETY: an index value is a record head of ROCC's layout (Silo's
+    // `Record`), reached while the caller's guard pins the epoch.
+    let rec = unsafe { &*(v as *const crate::storage::Record) };
+    rec.tid_word() & crate::storage::tid::ABSENT == 0
 }
 
 /// The tag of lap `lap`, in the slot word's top bits.
@@ -364,7 +429,11 @@ impl TableRanges {
             false,
             g,
             Unobserved,
-            |k, _| {
+            |k, v| {
+                if !present(v) {
+                    // Being inserted: its writer counts it when it registers.
+                    return true;
+                }
                 if n == target {
                     let next: Box<[u8]> = k.into();
                     let s = std::mem::replace(&mut start, next.clone());
@@ -434,7 +503,10 @@ impl TableRanges {
             };
             let mut starts: Vec<Box<[u8]>> = vec![l.start.clone()];
             let mut counts = vec![0i64];
-            table.index.scan(lo, hi, false, g, Unobserved, |k, _| {
+            table.index.scan(lo, hi, false, g, Unobserved, |k, v| {
+                if !present(v) {
+                    return true;
+                }
                 if *counts.last().expect("one") == self.target {
                     starts.push(k.into());
                     counts.push(0);
