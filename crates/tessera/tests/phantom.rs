@@ -7,7 +7,7 @@
 //! so a newly listed one gets them automatically. Today all of them use
 //! Silo's node set: `silo`, `ssn` (checked after its exclusion-window
 //! test) and the 2PL protocols (validated at commit while every lock is
-//! held), hence the `NodeValidation` expectations, except `rocc`, whose
+//! held), hence the `NodeValidation` expectations, except `rocc` and `gwv`, whose
 //! scans are validated per logical range (`RangeValidation`, see
 //! [`scan_phantom`]); a protocol protecting ranges by other means (range or
 //! next-key locks) would need its own.
@@ -50,7 +50,7 @@ fn protocols(pred: impl Fn(Capabilities) -> bool) -> Vec<Protocol> {
 /// its range predicates, every other phantom-safe protocol through Silo's
 /// node set.
 fn scan_phantom(p: Protocol) -> ConflictReason {
-    if p == Protocol::Rocc {
+    if matches!(p, Protocol::Rocc | Protocol::Gwv) {
         ConflictReason::RangeValidation
     } else {
         ConflictReason::NodeValidation

@@ -890,6 +890,10 @@ protocols! {
     /// operations, scans validated per logical key range against the
     /// writers registered there. Serializable.
     Rocc => rocc::Rocc, "rocc", ["range-occ"], SV;
+    /// GWV, global write-set validation (HyPer's scan validation, the
+    /// baseline of Cai et al. chapter 3): ROCC's machinery with one list of
+    /// committed writers for the whole database. Serializable.
+    Gwv => rocc::Gwv, "gwv", [], SV;
     /// ERMIA's snapshot isolation (Kim et al., SIGMOD 2016, section 3.6.1):
     /// multi-versioned records, first-updater-wins. Not serializable (write
     /// skew is possible).

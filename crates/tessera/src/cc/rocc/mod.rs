@@ -56,8 +56,16 @@ use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxResult};
 use crate::txn::ScanOptions;
 
-/// ROCC (`--cc rocc`).
-pub(crate) struct Rocc;
+/// The range-validated OCCs: ROCC (`--cc rocc`, a list per logical range)
+/// and GWV (`--cc gwv`, `GLOBAL`: one list for the whole database, HyPer's
+/// global write-set validation as the book's baseline: every scan is one
+/// predicate over its bounds, checked against every writer that committed
+/// during it, with no whole-range shortcut).
+pub(crate) struct RangeOcc<const GLOBAL: bool>;
+/// ROCC.
+pub(crate) type Rocc = RangeOcc<false>;
+/// GWV.
+pub(crate) type Gwv = RangeOcc<true>;
 
 /// The database-wide state: the commit-stamp counter and each table's
 /// ranges (made on the table's first use under ROCC).
@@ -65,6 +73,8 @@ pub(crate) struct RoccShared {
     orphans: OrphanUnlinks,
     cts: AtomicU64,
     tables: RwLock<Vec<Option<Arc<TableRanges>>>>,
+    /// GWV's one list.
+    global: std::sync::OnceLock<Arc<RangeList>>,
     range_size: usize,
     slots: usize,
     /// Writer entries of workers that went away (freed at close: a slot
@@ -78,6 +88,7 @@ impl SvShared for RoccShared {
             orphans: OrphanUnlinks::default(),
             cts: AtomicU64::new(0),
             tables: RwLock::new(Vec::new()),
+            global: std::sync::OnceLock::new(),
             range_size: s.rocc.range_size as usize,
             slots: s.rocc.slots as usize,
             spare: Mutex::new(Vec::new()),
@@ -249,6 +260,7 @@ impl Drop for RoccLocal {
 /// The ranges of `table`, partitioning it on its first use.
 #[inline]
 fn table_ranges<'t>(
+    global: bool,
     local: &'t mut RoccLocal,
     sh: &RoccShared,
     table: &Table,
@@ -258,11 +270,12 @@ fn table_ranges<'t>(
     if matches!(local.tables.get(i), Some(Some(_))) {
         return local.tables[i].as_deref().expect("cached");
     }
-    table_ranges_slow(local, sh, table, g)
+    table_ranges_slow(global, local, sh, table, g)
 }
 
 #[cold]
 fn table_ranges_slow<'t>(
+    global: bool,
     local: &'t mut RoccLocal,
     sh: &RoccShared,
     table: &Table,
@@ -279,7 +292,12 @@ fn table_ranges_slow<'t>(
             None => {
                 // Walk the table without holding the lock; if another worker
                 // got there first, its partition wins.
-                let mine = Arc::new(TableRanges::partition(table, sh.range_size, sh.slots, g));
+                let mine = Arc::new(if global {
+                    let list = sh.global.get_or_init(|| RangeList::whole(sh.slots));
+                    TableRanges::single(list.clone(), sh.slots)
+                } else {
+                    TableRanges::partition(table, sh.range_size, sh.slots, g)
+                });
                 let mut all = sh.tables.write();
                 if all.len() <= i {
                     all.resize(i + 1, None);
@@ -293,8 +311,8 @@ fn table_ranges_slow<'t>(
 }
 
 /// `Txn::scan` under ROCC: range by range, a predicate per range touched.
-pub(crate) fn scan<F>(
-    tx: &mut STx<'_, Rocc>,
+pub(crate) fn scan<P: RangeProto, F>(
+    tx: &mut STx<'_, P>,
     table: &Table,
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
@@ -305,7 +323,7 @@ where
     F: FnMut(&[u8], &[u8]) -> bool,
 {
     let g = tx.g;
-    let ranges = table_ranges(&mut tx.st.ranges, tx.sh, table, g) as *const TableRanges;
+    let ranges = table_ranges(P::GLOBAL, &mut tx.st.ranges, tx.sh, table, g) as *const TableRanges;
     // SAFETY: the table cache holds an `Arc` of it for the worker's life.
     let map = unsafe { &*ranges }.map(g);
     let (first, last) = (map.first_for(lo), map.last_for(hi));
@@ -335,7 +353,7 @@ where
             limit: None,
             ..opts
         };
-        let r = scan_rows::<_, Rocc>(tx, table, sub_lo, sub_hi, sub_opts, |k, v| {
+        let r = scan_rows::<_, P>(tx, table, sub_lo, sub_hi, sub_opts, |k, v| {
             let go = f(k, v);
             count += 1;
             if !go || count >= limit {
@@ -412,7 +430,7 @@ fn min_hi<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
 
 /// Algorithm 3.1 lines 1-5, after the write set is locked: register the
 /// writer once in every range it writes, then take the commit stamp.
-pub(crate) fn register(tx: &mut STx<'_, Rocc>) {
+pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
     let g = tx.g;
     let entry = tx.st.ranges.entry(g, &tx.sh.spare);
     {
@@ -441,7 +459,7 @@ pub(crate) fn register(tx: &mut STx<'_, Rocc>) {
             (_, true) => 1,
             _ => 0,
         };
-        let tr = table_ranges(local, tx.sh, table, g) as *const TableRanges;
+        let tr = table_ranges(P::GLOBAL, local, tx.sh, table, g) as *const TableRanges;
         // SAFETY: the table cache holds an `Arc` of it.
         let tr = unsafe { &*tr };
         let map = tr.map(g);
@@ -487,13 +505,13 @@ pub(crate) fn register(tx: &mut STx<'_, Rocc>) {
 /// Some list this commit registered in was sealed by a split: register in
 /// the new map's lists as well (once the new map is published).
 #[cold]
-fn register_after_split(tx: &mut STx<'_, Rocc>, entry: *const WriterEntry) {
+fn register_after_split<P: RangeProto>(tx: &mut STx<'_, P>, entry: *const WriterEntry) {
     let g = tx.g;
     let local = &mut tx.st.ranges;
     let sets = &tx.st.sets;
     for w in &sets.writes {
         let table = &tx.core.tables[w.table.0 as usize];
-        let tr = table_ranges(local, tx.sh, table, g) as *const TableRanges;
+        let tr = table_ranges(P::GLOBAL, local, tx.sh, table, g) as *const TableRanges;
         // SAFETY: the table cache holds an `Arc` of it.
         let tr = unsafe { &*tr };
         loop {
@@ -519,7 +537,10 @@ fn register_after_split(tx: &mut STx<'_, Rocc>, entry: *const WriterEntry) {
 
 /// Validate the predicate set (Algorithm 3.1 lines 11-15) against the
 /// writers with a stamp below `bound`.
-pub(crate) fn validate(tx: &mut STx<'_, Rocc>, bound: u64) -> Result<(), ConflictReason> {
+pub(crate) fn validate<P: RangeProto>(
+    tx: &mut STx<'_, P>,
+    bound: u64,
+) -> Result<(), ConflictReason> {
     let g = tx.g;
     let own = tx.st.ranges.entry;
     let local = &tx.st.ranges;
@@ -535,7 +556,8 @@ pub(crate) fn validate(tx: &mut STx<'_, Rocc>, bound: u64) -> Result<(), Conflic
             return Err(ConflictReason::RangeOverflow);
         }
         let (lo, hi) = (p.lo.get(&local.pbuf), p.hi.get(&local.pbuf));
-        let whole = l.covered_by(lo, hi);
+        // GWV's one list holds every table's writers: no shortcut.
+        let whole = !P::GLOBAL && l.covered_by(lo, hi);
         for q in p.ts..head {
             let w = match l.at(q, g) {
                 Slot::Overwritten => return Err(ConflictReason::RangeOverflow),
@@ -570,7 +592,7 @@ pub(crate) fn validate(tx: &mut STx<'_, Rocc>, bound: u64) -> Result<(), Conflic
 
 /// The commit stamp of the commit in progress (registered), or, for a
 /// read-only transaction, the bound of the stamps drawn so far.
-pub(crate) fn bound(tx: &STx<'_, Rocc>) -> u64 {
+pub(crate) fn bound<P: RangeProto>(tx: &STx<'_, P>) -> u64 {
     match tx.st.ranges.entry {
         0 => tx.sh.cts.load(Ordering::SeqCst) + 1,
         e => {
@@ -584,7 +606,7 @@ pub(crate) fn bound(tx: &STx<'_, Rocc>) -> u64 {
 
 /// The commit in progress ended: flag the entry if it failed, and retire it
 /// through the memory epoch.
-pub(crate) fn finish(tx: &mut STx<'_, Rocc>, committed: bool) {
+pub(crate) fn finish<P: RangeProto>(tx: &mut STx<'_, P>, committed: bool) {
     let local = &mut tx.st.ranges;
     if local.entry == 0 {
         return;
@@ -625,53 +647,80 @@ fn retire(sh: &RoccShared, local: &mut RoccLocal) {
     }
 }
 
-impl Mode for Rocc {
-    const VALIDATES: bool = true;
-    const KEEP_KEYS: bool = true;
-    const DIRTY_ABORT: bool = true;
-    const RANGE_PREDICATES: bool = true;
-
-    #[inline]
-    fn scan_hook<F>(
-        tx: &mut STx<'_, Self>,
-        table: &Table,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        opts: ScanOptions,
-        f: F,
-    ) -> TxResult<usize>
-    where
-        F: FnMut(&[u8], &[u8]) -> bool,
-    {
-        scan(tx, table, lo, hi, opts, f)
-    }
-    #[inline]
-    fn before_lock(tx: &mut STx<'_, Self>) {
-        let local = &mut tx.st.ranges;
-        for w in &tx.st.sets.writes {
-            table_ranges(local, tx.sh, &tx.core.tables[w.table.0 as usize], tx.g);
-        }
-    }
-    #[inline]
-    fn after_lock(tx: &mut STx<'_, Self>) {
-        register(tx)
-    }
-    #[inline]
-    fn validate_more(tx: &mut STx<'_, Self>) -> Result<(), ConflictReason> {
-        if tx.st.ranges.preds.is_empty() {
-            return Ok(());
-        }
-        let b = bound(tx);
-        validate(tx, b)
-    }
-    #[inline]
-    fn has_predicates(tx: &STx<'_, Self>) -> bool {
-        !tx.st.ranges.preds.is_empty()
-    }
-    #[inline]
-    fn finish(tx: &mut STx<'_, Self>, committed: bool) {
-        finish(tx, committed)
-    }
+/// What ROCC's code needs of its two protocols.
+pub(crate) trait RangeProto: Mode + super::CcProtocol<Shared = RoccShared> {
+    /// One list for the whole database (GWV) instead of one per range.
+    const GLOBAL: bool;
 }
 
+impl RangeProto for Rocc {
+    const GLOBAL: bool = false;
+}
+
+impl RangeProto for Gwv {
+    const GLOBAL: bool = true;
+}
+
+macro_rules! range_mode {
+    ($ty:ty) => {
+        impl Mode for $ty {
+            const VALIDATES: bool = true;
+            const KEEP_KEYS: bool = true;
+            const DIRTY_ABORT: bool = true;
+            const RANGE_PREDICATES: bool = true;
+
+            #[inline]
+            fn scan_hook<F>(
+                tx: &mut STx<'_, Self>,
+                table: &Table,
+                lo: Bound<&[u8]>,
+                hi: Bound<&[u8]>,
+                opts: ScanOptions,
+                f: F,
+            ) -> TxResult<usize>
+            where
+                F: FnMut(&[u8], &[u8]) -> bool,
+            {
+                scan(tx, table, lo, hi, opts, f)
+            }
+            #[inline]
+            fn before_lock(tx: &mut STx<'_, Self>) {
+                let local = &mut tx.st.ranges;
+                for w in &tx.st.sets.writes {
+                    table_ranges(
+                        <$ty as RangeProto>::GLOBAL,
+                        local,
+                        tx.sh,
+                        &tx.core.tables[w.table.0 as usize],
+                        tx.g,
+                    );
+                }
+            }
+            #[inline]
+            fn after_lock(tx: &mut STx<'_, Self>) {
+                register(tx)
+            }
+            #[inline]
+            fn validate_more(tx: &mut STx<'_, Self>) -> Result<(), ConflictReason> {
+                if tx.st.ranges.preds.is_empty() {
+                    return Ok(());
+                }
+                let b = bound(tx);
+                validate(tx, b)
+            }
+            #[inline]
+            fn has_predicates(tx: &STx<'_, Self>) -> bool {
+                !tx.st.ranges.preds.is_empty()
+            }
+            #[inline]
+            fn finish(tx: &mut STx<'_, Self>, committed: bool) {
+                finish(tx, committed)
+            }
+        }
+    };
+}
+range_mode!(Rocc);
+range_mode!(Gwv);
+
 super::single_version_protocol!(Rocc, RoccShared);
+super::single_version_protocol!(Gwv, RoccShared);

@@ -150,6 +150,11 @@ impl RangeList {
         }
     }
 
+    /// One range over every key (GWV's global list).
+    pub fn whole(slots: usize) -> Arc<RangeList> {
+        Arc::new(RangeList::new(Box::from(&[][..]), None, 0, slots))
+    }
+
     /// The range version a predicate records before its scan (the book's
     /// `p.ts`): the next registration position.
     #[inline]
@@ -450,6 +455,18 @@ impl TableRanges {
             split: Mutex::new(()),
             pending: AtomicBool::new(false),
             target: target as i64,
+            slots,
+        }
+    }
+
+    /// A partition of one range that never splits (GWV's global list,
+    /// shared by every table).
+    pub fn single(list: Arc<RangeList>, slots: usize) -> TableRanges {
+        TableRanges {
+            map: AtomicPtr::new(Box::into_raw(Box::new(RangeMap::new(vec![list])))),
+            split: Mutex::new(()),
+            pending: AtomicBool::new(false),
+            target: i64::MAX / 4,
             slots,
         }
     }
