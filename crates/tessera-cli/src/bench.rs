@@ -337,6 +337,16 @@ pub struct Common {
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..), allow_negative_numbers = true)]
     pub txns: Option<u64>,
+    /// rocc: target records per logical range [default: 610, the book's
+    /// 16,384 ranges over 10M keys].
+    #[arg(long = "rocc-range-size", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    pub rocc_range_size: Option<u32>,
+    /// rocc and gwv: slots of each circular writer list [default: 5000,
+    /// the book's].
+    #[arg(long = "rocc-slots", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    pub rocc_slots: Option<u32>,
     /// Epoch interval in milliseconds (Silo uses 40).
     #[arg(long = "epoch-ms", value_name = "MS", default_value_t = 40,
           value_parser = clap::value_parser!(u64).range(1..=10_000), allow_negative_numbers = true)]
@@ -1260,14 +1270,17 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
     let d = &c.durability;
     d.check().map_err(Failure::usage)?;
     let prefault_secs = prefault(c)?;
-    let db = Database::open(
-        d.apply(
-            Options::in_memory()
-                .protocol(cc)
-                .workers(load_threads)
-                .epoch_interval(Duration::from_millis(c.epoch_ms)),
-        ),
-    )
+    let mut opts = Options::in_memory()
+        .protocol(cc)
+        .workers(load_threads)
+        .epoch_interval(Duration::from_millis(c.epoch_ms));
+    if let Some(n) = c.rocc_range_size {
+        opts = opts.rocc_range_size(n);
+    }
+    if let Some(n) = c.rocc_slots {
+        opts = opts.rocc_slots(n);
+    }
+    let db = Database::open(d.apply(opts))
     .map_err(|e| {
         let what = match &d.data_dir {
             Some(dir) => format!("cannot open --data-dir {}: ", dir.display()),
@@ -1302,6 +1315,10 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
         }),
         _ => serde_json::json!({ "epoch_ms": c.epoch_ms }),
     };
+    if matches!(cc, Protocol::Rocc | Protocol::Gwv) {
+        report.engine["rocc_range_size"] = c.rocc_range_size.unwrap_or(610).into();
+        report.engine["rocc_slots"] = c.rocc_slots.unwrap_or(5000).into();
+    }
     if let Some(secs) = prefault_secs {
         report.engine["prefault_bytes"] = c.prefault.into();
         report.engine["prefault_seconds"] = secs.into();
