@@ -356,25 +356,26 @@ impl RangeMap {
         RangeMap { lists, prefix }
     }
 
-    /// The range holding `key`.
+    /// The range holding `key`: the last whose start is <= `key`. A
+    /// branch-free search on the prefix words (the commit's hot spot was
+    /// this search's mispredicted branches), then a walk back over the
+    /// ranges whose start shares the key's prefix word and lies above it.
     #[inline]
     pub fn find(&self, key: &[u8]) -> usize {
         let kp = prefix_word(key);
-        // The first range's start is empty, so at least one start is <= key.
-        let (mut lo, mut n) = (0usize, self.prefix.len());
-        while n > 0 {
+        let p = &self.prefix[..];
+        // The first range's start is empty (prefix 0), so some start is <=.
+        let (mut base, mut n) = (0usize, p.len());
+        while n > 1 {
             let half = n / 2;
-            let mid = lo + half;
-            let p = self.prefix[mid];
-            let le = p < kp || (p == kp && &self.lists[mid].start[..] <= key);
-            if le {
-                lo = mid + 1;
-                n -= half + 1;
-            } else {
-                n = half;
-            }
+            let mid = base + half;
+            base = if p[mid] <= kp { mid } else { base };
+            n -= half;
         }
-        lo - 1
+        while base > 0 && p[base] == kp && &self.lists[base].start[..] > key {
+            base -= 1;
+        }
+        base
     }
 
     /// The index of the first range that can hold keys within `lo`.
@@ -575,5 +576,100 @@ impl Drop for TableRanges {
     fn drop(&mut self) {
         // SAFETY: the last owner; nothing can reach the map any more.
         drop(unsafe { Box::from_raw(*self.map.get_mut()) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    fn map_of(starts: &[Vec<u8>]) -> RangeMap {
+        let lists = starts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let end = starts.get(i + 1).map(|e| e.clone().into_boxed_slice());
+                Arc::new(RangeList::new(s.clone().into_boxed_slice(), end, 0, 4))
+            })
+            .collect();
+        RangeMap::new(lists)
+    }
+
+    /// `find` is the last range whose start is <= the key, also among
+    /// starts that share their first 8 bytes (the tie walk) and keys
+    /// shorter than a word.
+    #[test]
+    fn find_matches_a_linear_search() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        for round in 0..200 {
+            let mut starts: Vec<Vec<u8>> = (0..rng.gen_range(1..60))
+                .map(|_| {
+                    // Mostly one shared 8-byte prefix, so ties are common.
+                    let mut k = if round % 2 == 0 { b"prefix00".to_vec() } else { vec![] };
+                    for _ in 0..rng.gen_range(0..4) {
+                        k.push(rng.gen_range(0..4));
+                    }
+                    k
+                })
+                .collect();
+            starts.push(Vec::new());
+            starts.sort();
+            starts.dedup();
+            let m = map_of(&starts);
+            for _ in 0..200 {
+                let mut key = if rng.gen_bool(0.7) { b"prefix00".to_vec() } else { vec![] };
+                for _ in 0..rng.gen_range(0..5) {
+                    key.push(rng.gen_range(0..5));
+                }
+                let want = starts.iter().rposition(|s| &s[..] <= &key[..]).unwrap();
+                assert_eq!(m.find(&key), want, "{starts:?} {key:?}");
+            }
+        }
+    }
+
+    /// A scope covers a range exactly when every key of the range is in it.
+    #[test]
+    fn covered_by_is_exact() {
+        let l = RangeList::new(Box::from(&b"b"[..]), Some(Box::from(&b"d"[..])), 0, 4);
+        assert!(l.covered_by(Bound::Included(b"b"), Bound::Excluded(b"d")));
+        assert!(l.covered_by(Bound::Unbounded, Bound::Unbounded));
+        assert!(l.covered_by(Bound::Excluded(b"a"), Bound::Included(b"c\xff\xff")) == false);
+        // "c\0" is the successor of "c": keys below "d" are not all <= "c".
+        assert!(!l.covered_by(Bound::Included(b"b"), Bound::Included(b"c")));
+        assert!(!l.covered_by(Bound::Excluded(b"b"), Bound::Unbounded));
+        assert!(l.covered_by(Bound::Excluded(b"a"), Bound::Unbounded));
+        let tight = RangeList::new(Box::from(&b"b"[..]), Some(Box::from(&b"c\0"[..])), 0, 4);
+        assert!(tight.covered_by(Bound::Included(b"b"), Bound::Included(b"c")));
+    }
+
+    /// A position a lap behind the head is overwritten, never read as
+    /// another writer's; a published position reads back its writer.
+    #[test]
+    fn overwritten_positions_are_reported() {
+        let epochs = crate::epoch::Epochs::new(2, 1);
+        let local = epochs.register().unwrap();
+        let g = local.pin();
+        let l = RangeList::new(Box::from(&[][..]), None, 0, 2);
+        let w: Vec<Box<WriterEntry>> = (0..4)
+            .map(|_| {
+                Box::new(WriterEntry {
+                    cts: AtomicU64::new(1),
+                    keys: Vec::new(),
+                })
+            })
+            .collect();
+        for e in &w[..2] {
+            l.register(&**e, 0, 10);
+        }
+        assert!(matches!(l.at(1, &g), Slot::Writer(e) if std::ptr::eq(e, &*w[1])));
+        for e in &w[2..] {
+            l.register(&**e, 0, 10);
+        }
+        assert!(matches!(l.at(0, &g), Slot::Overwritten));
+        assert!(matches!(l.at(3, &g), Slot::Writer(e) if std::ptr::eq(e, &*w[3])));
+        assert!(!l.holds_from(0, l.version()));
+        assert!(l.holds_from(2, l.version()));
     }
 }
