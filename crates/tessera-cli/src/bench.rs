@@ -1280,8 +1280,7 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
     if let Some(n) = c.rocc_slots {
         opts = opts.rocc_slots(n);
     }
-    let db = Database::open(d.apply(opts))
-    .map_err(|e| {
+    let db = Database::open(d.apply(opts)).map_err(|e| {
         let what = match &d.data_dir {
             Some(dir) => format!("cannot open --data-dir {}: ", dir.display()),
             None => "cannot open the database: ".to_string(),

@@ -623,7 +623,11 @@ mod tests {
             let mut starts: Vec<Vec<u8>> = (0..rng.gen_range(1..60))
                 .map(|_| {
                     // Mostly one shared 8-byte prefix, so ties are common.
-                    let mut k = if round % 2 == 0 { b"prefix00".to_vec() } else { vec![] };
+                    let mut k = if round % 2 == 0 {
+                        b"prefix00".to_vec()
+                    } else {
+                        vec![]
+                    };
                     for _ in 0..rng.gen_range(0..4) {
                         k.push(rng.gen_range(0..4));
                     }
@@ -635,11 +639,15 @@ mod tests {
             starts.dedup();
             let m = map_of(&starts);
             for _ in 0..200 {
-                let mut key = if rng.gen_bool(0.7) { b"prefix00".to_vec() } else { vec![] };
+                let mut key = if rng.gen_bool(0.7) {
+                    b"prefix00".to_vec()
+                } else {
+                    vec![]
+                };
                 for _ in 0..rng.gen_range(0..5) {
                     key.push(rng.gen_range(0..5));
                 }
-                let want = starts.iter().rposition(|s| &s[..] <= &key[..]).unwrap();
+                let want = starts.iter().rposition(|s| s[..] <= key[..]).unwrap();
                 assert_eq!(m.find(&key), want, "{starts:?} {key:?}");
             }
         }
@@ -651,7 +659,7 @@ mod tests {
         let l = RangeList::new(Box::from(&b"b"[..]), Some(Box::from(&b"d"[..])), 0, 4);
         assert!(l.covered_by(Bound::Included(b"b"), Bound::Excluded(b"d")));
         assert!(l.covered_by(Bound::Unbounded, Bound::Unbounded));
-        assert!(l.covered_by(Bound::Excluded(b"a"), Bound::Included(b"c\xff\xff")) == false);
+        assert!(!l.covered_by(Bound::Excluded(b"a"), Bound::Included(b"c\xff\xff")));
         // "c\0" is the successor of "c": keys below "d" are not all <= "c".
         assert!(!l.covered_by(Bound::Included(b"b"), Bound::Included(b"c")));
         assert!(!l.covered_by(Bound::Excluded(b"b"), Bound::Unbounded));
