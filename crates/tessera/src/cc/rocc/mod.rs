@@ -240,9 +240,10 @@ impl RoccLocal {
                 return w;
             }
         }
+        // Keys of a few writes fit without growing the buffer.
         Box::into_raw(Box::new(WriterEntry {
             cts: AtomicU64::new(0),
-            keys: Vec::new(),
+            keys: Vec::with_capacity(256),
         }))
     }
 }
