@@ -275,10 +275,13 @@ fn parse_ratio(s: &str) -> Result<f64, String> {
 
 fn parse_theta(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| "not a number".to_string())?;
-    if (0.0..1.0).contains(&v) {
+    if (0.0..=tessera_workloads::ycsb::MAX_THETA).contains(&v) {
         Ok(v)
     } else {
-        Err("must be in [0, 1) (0 is uniform; YCSB uses 0.99)".into())
+        Err(format!(
+            "must be in [0, {}] (0 is uniform; YCSB uses 0.99, Cai et al. up to 1.04)",
+            tessera_workloads::ycsb::MAX_THETA
+        ))
     }
 }
 

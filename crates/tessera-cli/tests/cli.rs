@@ -192,7 +192,7 @@ fn bad_arguments_exit_non_zero_naming_the_flag() {
     for (args, flag) in [
         (&["--threads", "0"][..], "--threads"),
         (&["--read-ratio", "1.5"], "--read-ratio"),
-        (&["--theta", "1"], "--theta"),
+        (&["--theta", "10.5"], "--theta"),
         (&["--theta", "-0.1"], "--theta"),
         (&["--cc", "bogus"], "--cc"),
         (&["--records", "0"], "--records"),

@@ -140,6 +140,9 @@ pub fn zeta(n: u64, theta: f64) -> f64 {
     zeta_exact(1, m, theta) + tail
 }
 
+/// The largest Zipf skew accepted.
+pub const MAX_THETA: f64 = 10.0;
+
 /// Zipfian generator over `0..n`, item 0 the most popular: Gray et al.'s
 /// method as in YCSB's `ZipfianGenerator`, with zeta and every other
 /// constant precomputed, so a draw is one uniform `f64`, two comparisons
@@ -148,6 +151,11 @@ pub fn zeta(n: u64, theta: f64) -> f64 {
 ///
 /// P(item 0) = 1 / zeta(n, theta), P(item 1) = 2^-theta / zeta(n, theta);
 /// the rest follow the continuous approximation of the zipfian law.
+///
+/// Gray's formula needs `theta < 1` (its exponent `1 / (1 - theta)`); a
+/// skew of 1 or more (Cai et al. run 1.04) draws by rejection-inversion
+/// instead (Hörmann and Derflinger, 1996), which is exact for any
+/// exponent: P(item i) = (i + 1)^-theta / zeta(n, theta).
 #[derive(Clone, Debug)]
 pub struct Zipf {
     n: u64,
@@ -161,19 +169,117 @@ pub struct Zipf {
     p0: f64,
     /// `u` below this (and not below `p0`) draws item 1.
     p01: f64,
+    /// `theta >= 1`: the rejection-inversion sampler.
+    inversion: Option<RejectionInversion>,
+}
+
+/// Rejection-inversion for the Zipf law over `1..=n` with exponent `s`
+/// (Hörmann and Derflinger, "Rejection-inversion to generate variates
+/// from monotone discrete distributions", 1996): invert the integral `H`
+/// of the hat `h(x) = x^-s` on a uniform draw between `H(1.5) - 1` and
+/// `H(n + 0.5)`, round, and accept unless the draw fell in the part of the
+/// hat above the bar of the rounded value (rare: a handful of percent).
+#[derive(Clone, Debug)]
+struct RejectionInversion {
+    s: f64,
+    n: f64,
+    h_x1: f64,
+    h_n: f64,
+    /// Values this close below their rounding point are always accepted.
+    squeeze: f64,
+}
+
+impl RejectionInversion {
+    fn new(n: u64, s: f64) -> RejectionInversion {
+        let mut r = RejectionInversion {
+            s,
+            n: n as f64,
+            h_x1: 0.0,
+            h_n: 0.0,
+            squeeze: 0.0,
+        };
+        r.h_x1 = r.big_h(1.5) - 1.0;
+        r.h_n = r.big_h(n as f64 + 0.5);
+        r.squeeze = 2.0 - r.big_h_inv(r.big_h(2.5) - r.h(2.0));
+        r
+    }
+
+    /// The hat, `x^-s`.
+    fn h(&self, x: f64) -> f64 {
+        (-self.s * x.ln()).exp()
+    }
+
+    /// `H(x) = (x^(1-s) - 1) / (1 - s)`, or `ln x` at `s = 1`, computed as
+    /// `ln x * f((1 - s) ln x)` with `f(t) = (e^t - 1) / t`.
+    fn big_h(&self, x: f64) -> f64 {
+        let l = x.ln();
+        l * expm1_over((1.0 - self.s) * l)
+    }
+
+    /// The inverse of `H`: `exp(y * g((1 - s) y))` with
+    /// `g(t) = ln(1 + t) / t`.
+    fn big_h_inv(&self, y: f64) -> f64 {
+        let t = (y * (1.0 - self.s)).max(-1.0);
+        (y * ln1p_over(t)).exp()
+    }
+
+    /// A value in `1..=n`.
+    fn sample<R: Rng>(&self, rng: &mut R) -> u64 {
+        loop {
+            let u = self.h_n + rng.gen::<f64>() * (self.h_x1 - self.h_n);
+            let x = self.big_h_inv(u);
+            let k = x.round().clamp(1.0, self.n);
+            if k - x <= self.squeeze || u >= self.big_h(k + 0.5) - self.h(k) {
+                return k as u64;
+            }
+        }
+    }
+}
+
+/// `(e^t - 1) / t`, 1 at 0, accurate near 0.
+fn expm1_over(t: f64) -> f64 {
+    if t.abs() > 1e-8 {
+        t.exp_m1() / t
+    } else {
+        1.0 + t * 0.5 * (1.0 + t / 3.0)
+    }
+}
+
+/// `ln(1 + t) / t`, 1 at 0, accurate near 0.
+fn ln1p_over(t: f64) -> f64 {
+    if t.abs() > 1e-8 {
+        t.ln_1p() / t
+    } else {
+        1.0 - t * (0.5 - t / 3.0)
+    }
 }
 
 impl Zipf {
-    /// A generator for `n >= 1` items with skew `theta` in `[0, 1)`.
+    /// A generator for `n >= 1` items with skew `theta` in
+    /// `[0, MAX_THETA]`.
     ///
     /// # Panics
-    /// If `n` is 0 or `theta` is outside `[0, 1)`.
+    /// If `n` is 0 or `theta` is outside `[0, MAX_THETA]`.
     pub fn new(n: u64, theta: f64) -> Zipf {
         assert!(n > 0, "Zipf needs at least one item");
         assert!(
-            (0.0..1.0).contains(&theta),
-            "Zipf theta must be in [0, 1), got {theta}"
+            (0.0..=MAX_THETA).contains(&theta),
+            "Zipf theta must be in [0, {MAX_THETA}], got {theta}"
         );
+        if theta >= 1.0 {
+            return Zipf {
+                n,
+                theta,
+                nf: n as f64,
+                alpha: 0.0,
+                zetan: zeta(n, theta),
+                eta: 0.0,
+                one_minus_eta: 0.0,
+                p0: 0.0,
+                p01: 0.0,
+                inversion: Some(RejectionInversion::new(n, theta)),
+            };
+        }
         let zetan = if theta == 0.0 {
             n as f64
         } else {
@@ -196,6 +302,7 @@ impl Zipf {
             one_minus_eta: 1.0 - eta,
             p0: 1.0 / zetan,
             p01: (1.0 + 0.5f64.powf(theta)) / zetan,
+            inversion: None,
         }
     }
 
@@ -222,6 +329,9 @@ impl Zipf {
             // instead of `gen_range`'s rejection loop. The bias, under
             // n / 2^64 per value, is far below anything a run can see.
             return ((rng.next_u64() as u128 * self.n as u128) >> 64) as u64;
+        }
+        if let Some(r) = &self.inversion {
+            return r.sample(rng) - 1;
         }
         let u: f64 = rng.gen();
         if u < self.p0 {
@@ -538,8 +648,11 @@ impl YcsbConfig {
                 return Err(format!("{flag} must be in [0, 1], got {v}"));
             }
         }
-        if !(0.0..1.0).contains(&self.theta) {
-            return Err(format!("--theta must be in [0, 1), got {}", self.theta));
+        if !(0.0..=MAX_THETA).contains(&self.theta) {
+            return Err(format!(
+                "--theta must be in [0, {MAX_THETA}], got {}",
+                self.theta
+            ));
         }
         if self.scan_length == 0 {
             return Err("--scan-length must be at least 1".into());
@@ -1370,6 +1483,43 @@ mod tests {
         }
         assert_eq!(zeta(1, 0.99), 1.0);
         assert!((zeta(2, 0.5) - (1.0 + 1.0 / 2f64.sqrt())).abs() < 1e-15);
+    }
+
+    /// A skew of 1 or more (rejection-inversion) draws each item with its
+    /// exact Zipf probability, (i + 1)^-theta / zeta(n, theta): a
+    /// chi-square test per exponent, and every draw in range.
+    #[test]
+    fn zipf_at_and_above_one_is_exact() {
+        for (theta, seed) in [(1.0, 1u64), (1.04, 2), (1.5, 3), (3.0, 4)] {
+            let n = 50u64;
+            let z = Zipf::new(n, theta);
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let draws = 400_000u32;
+            let mut counts = vec![0u32; n as usize];
+            for _ in 0..draws {
+                counts[z.sample(&mut rng) as usize] += 1;
+            }
+            let zn = zeta_exact(1, n, theta);
+            let mut chi2 = 0.0;
+            let mut cells = 0;
+            for (i, &c) in counts.iter().enumerate() {
+                let e = f64::from(draws) * ((i + 1) as f64).powf(-theta) / zn;
+                if e >= 5.0 {
+                    chi2 += (f64::from(c) - e).powi(2) / e;
+                    cells += 1;
+                }
+            }
+            // 49 degrees of freedom at most: the 99.99th percentile is
+            // under 100.
+            assert!(
+                chi2 < 100.0,
+                "theta {theta}: chi2 {chi2} over {cells} cells"
+            );
+        }
+        let z = Zipf::new(10_000_000, 1.04);
+        let mut rng = SmallRng::seed_from_u64(9);
+        assert!((0..10_000).all(|_| z.sample(&mut rng) < 10_000_000));
+        assert_eq!(Zipf::new(1, 2.0).sample(&mut rng), 0);
     }
 
     #[test]
