@@ -505,6 +505,14 @@ fn inspect_into(dir: &Path, v: &mut Value) -> Result<(), Error> {
             "file": f.display().to_string(), "offset": at, "why": why,
         })),
     });
+    // The requests a system failure expunged (thesis section 6.4.7):
+    // recovery replays them as no-ops that abort. A damaged list is
+    // refused, as recovery refuses it.
+    let expunged = tessera::det::expunge::read(dir)?;
+    v["expunged"] = json!(expunged
+        .iter()
+        .map(|(ts, why)| json!({ "request": ts, "reason": why }))
+        .collect::<Vec<_>>());
     // Recovery's own check of how the checkpoint and the log join.
     let ck = tessera::det::checkpoint::read_latest(dir)?;
     let (from, _) = tessera::det::checkpoint::join(dir, &log, ck.as_ref())?;
@@ -574,6 +582,20 @@ fn inspect_text(v: &Value) -> String {
                 )
             }
         );
+    }
+    let expunged = v["expunged"].as_array().map_or(&[][..], |a| &a[..]);
+    if !expunged.is_empty() {
+        s += &format!(
+            "expunged requests (a system failure; replayed as aborts): {}\n",
+            expunged.len()
+        );
+        for e in expunged {
+            s += &format!(
+                "  request {}: {}\n",
+                e["request"],
+                e["reason"].as_str().unwrap_or("?")
+            );
+        }
     }
     if let Some(verdict) = v["verdict"].as_str() {
         s += &format!("verdict: {verdict}\n");

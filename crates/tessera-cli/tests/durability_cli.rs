@@ -697,6 +697,61 @@ fn dry_run_changes_nothing_and_a_recovery_mode_accepts_a_loss_knowingly() {
 /// after it; `check det` finds the state equal to a serial replay; a dry
 /// run changes nothing; `check tpcc` says it is not a TPC-C database; a
 /// `--cc` other than the directory's own is refused.
+/// `inspect` lists the requests a system failure expunged (the thesis's
+/// section 6.4.7), in JSON and in text, and refuses a damaged list as
+/// recovery does, naming the file.
+#[test]
+fn inspect_lists_expunged_requests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("det");
+    det_bench_into(
+        &d,
+        &[
+            "bench",
+            "smallbank",
+            "--cc",
+            "bohm",
+            "--customers",
+            "200",
+            "--spin-us",
+            "0",
+            "--seconds",
+            "0.5",
+            "--warmup",
+            "0",
+        ],
+        "0.2",
+    );
+    let i = ok_json(&["inspect", "--data-dir", dir_str(&d), "--json"]);
+    assert_eq!(i["expunged"], serde_json::json!([]), "{i}");
+    tessera::det::expunge::add(&d, 7, "overflow in a piece after the commit point").unwrap();
+    let i = ok_json(&["inspect", "--data-dir", dir_str(&d), "--json"]);
+    assert_eq!(i["expunged"][0]["request"], 7, "{i}");
+    assert_eq!(
+        i["expunged"][0]["reason"],
+        "overflow in a piece after the commit point"
+    );
+    let o = tessera(&["inspect", "--data-dir", dir_str(&d)]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.contains("expunged requests") && text.contains("request 7: overflow"),
+        "{text}"
+    );
+    let f = d.join(tessera::det::expunge::EXPUNGE_FILE);
+    let mut b = std::fs::read(&f).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    std::fs::write(&f, &b).unwrap();
+    let e = fails_with(
+        &["inspect", "--data-dir", dir_str(&d), "--json"],
+        1,
+        "damaged",
+        "tessera.expunged",
+    );
+    assert!(e.contains("tessera.expunged"), "{e}");
+}
+
 #[test]
 fn deterministic_bench_recover_and_check() {
     for cc in ["bohm", "2pl-ordered"] {
