@@ -138,7 +138,7 @@ mod tests {
         for (flag, value) in [
             ("--threads", "0"),
             ("--read-ratio", "1.5"),
-            ("--theta", "1"),
+            ("--theta", "10.5"),
             ("--theta", "-0.5"),
             ("--cc", "bogus"),
             ("--records", "0"),
