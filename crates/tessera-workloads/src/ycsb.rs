@@ -1712,7 +1712,7 @@ mod tests {
         })
         .contains("--read-ratio"));
         assert!(bad(YcsbOverrides {
-            theta: Some(1.0),
+            theta: Some(10.5),
             ..Default::default()
         })
         .contains("--theta"));
