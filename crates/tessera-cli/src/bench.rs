@@ -1318,8 +1318,9 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
         _ => serde_json::json!({ "epoch_ms": c.epoch_ms }),
     };
     if matches!(cc, Protocol::Rocc | Protocol::Gwv) {
-        report.engine["rocc_range_size"] = c.rocc_range_size.unwrap_or(610).into();
-        report.engine["rocc_slots"] = c.rocc_slots.unwrap_or(5000).into();
+        report.engine["rocc_range_size"] =
+            c.rocc_range_size.unwrap_or(tessera::ROCC_RANGE_SIZE).into();
+        report.engine["rocc_slots"] = c.rocc_slots.unwrap_or(tessera::ROCC_SLOTS).into();
     }
     if let Some(secs) = prefault_secs {
         report.engine["prefault_bytes"] = c.prefault.into();

@@ -40,11 +40,16 @@ pub(crate) struct RoccConfig {
     pub slots: u32,
 }
 
+/// ROCC's default records per logical range (`Options::rocc_range_size`).
+pub const ROCC_RANGE_SIZE: u32 = 610;
+/// ROCC's default slots per writer list (`Options::rocc_slots`).
+pub const ROCC_SLOTS: u32 = 5000;
+
 impl Default for RoccConfig {
     fn default() -> Self {
         RoccConfig {
-            range_size: 610,
-            slots: 5000,
+            range_size: ROCC_RANGE_SIZE,
+            slots: ROCC_SLOTS,
         }
     }
 }

@@ -67,7 +67,7 @@ macro_rules! single_version_protocol {
             #[inline]
             fn begin(tx: &mut $crate::cc::Tx<'_, $ty>) {
                 tx.st.sets.clear();
-                tx.st.ranges.begin(tx.g.epoch());
+                <$sh as $crate::cc::SvShared>::begin(&mut tx.st.ranges, tx.g);
             }
             #[inline]
             fn get<'t>(tx: &'t mut $crate::cc::Tx<'_, $ty>, table: &$crate::catalog::Table, key: &[u8]) -> $crate::error::TxResult<Option<&'t [u8]>> {
@@ -983,6 +983,10 @@ pub(crate) struct OrphanUnlinks(pub Mutex<Vec<PendingUnlink>>);
 pub(crate) trait SvShared: Send + Sync + 'static {
     fn new(s: &Settings) -> Self;
     fn orphans(&self) -> &OrphanUnlinks;
+    /// A transaction attempt begins (ROCC clears its predicates); nothing
+    /// for the others, so Silo's begin stays what it was.
+    #[inline(always)]
+    fn begin(_ranges: &mut rocc::RoccLocal, _g: &Guard<'_>) {}
     /// Between transactions, pinned, before the unlinks.
     #[inline(always)]
     fn maintain(&self, _core: &mut WorkerCore, _st: &mut SvLocal, _g: &Guard<'_>) {}

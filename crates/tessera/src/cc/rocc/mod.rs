@@ -98,6 +98,10 @@ impl SvShared for RoccShared {
         &self.orphans
     }
     #[inline]
+    fn begin(ranges: &mut RoccLocal, g: &Guard<'_>) {
+        ranges.begin(g.epoch())
+    }
+    #[inline]
     fn maintain(&self, core: &mut WorkerCore, st: &mut SvLocal, g: &Guard<'_>) {
         maintain(&mut st.ranges, &core.tables, g)
     }
