@@ -350,6 +350,11 @@ pub struct Common {
     #[arg(long = "rocc-slots", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub rocc_slots: Option<u32>,
+    /// silo: how scans are validated against phantoms: `nodeset` (Silo's
+    /// node set, the default) or `reread` (each scan run again at commit);
+    /// both re-read the scanned rows' TIDs (Cai et al.'s LRV).
+    #[arg(long = "scan-validation", value_name = "MODE")]
+    pub scan_validation: Option<tessera::ScanValidation>,
     /// Epoch interval in milliseconds (Silo uses 40).
     #[arg(long = "epoch-ms", value_name = "MS", default_value_t = 40,
           value_parser = clap::value_parser!(u64).range(1..=10_000), allow_negative_numbers = true)]
@@ -1283,6 +1288,14 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
     if let Some(n) = c.rocc_slots {
         opts = opts.rocc_slots(n);
     }
+    if let Some(v) = c.scan_validation {
+        if cc != Protocol::Silo {
+            return Err(Failure::usage(format!(
+                "--scan-validation applies to --cc silo only (--cc {cc} validates its scans its own way)"
+            )));
+        }
+        opts = opts.scan_validation(v);
+    }
     let db = Database::open(d.apply(opts)).map_err(|e| {
         let what = match &d.data_dir {
             Some(dir) => format!("cannot open --data-dir {}: ", dir.display()),
@@ -1321,6 +1334,9 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
         report.engine["rocc_range_size"] =
             c.rocc_range_size.unwrap_or(tessera::ROCC_RANGE_SIZE).into();
         report.engine["rocc_slots"] = c.rocc_slots.unwrap_or(tessera::ROCC_SLOTS).into();
+    }
+    if cc == Protocol::Silo {
+        report.engine["scan_validation"] = c.scan_validation.unwrap_or_default().name().into();
     }
     if let Some(secs) = prefault_secs {
         report.engine["prefault_bytes"] = c.prefault.into();

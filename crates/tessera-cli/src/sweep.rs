@@ -15,7 +15,6 @@ use clap::Args;
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::ProtocolParser;
 use crate::failure::Failure;
 use tessera::Protocol;
 
@@ -45,10 +44,13 @@ pub struct SweepArgs {
     #[arg(long, value_name = "WORKLOAD", required_unless_present = "replot",
           value_parser = ["ycsb", "tpcc", "tpcc-hybrid", "smallbank", "cart"])]
     pub workload: Option<String>,
-    /// Protocols, comma-separated (bohm and 2pl-ordered too, for ycsb and smallbank).
+    /// Protocols, comma-separated (bohm and 2pl-ordered too, for ycsb and
+    /// smallbank). A protocol may carry flags of its own, joined by `+`:
+    /// `silo+scan-validation=reread` is a line of silo runs with
+    /// `--scan-validation reread`.
     #[arg(long = "cc", value_name = "P1,P2,...", value_delimiter = ',',
-          required_unless_present = "replot", value_parser = ProtocolParser)]
-    pub cc: Vec<Protocol>,
+          required_unless_present = "replot", value_parser = parse_line)]
+    pub cc: Vec<Line>,
     /// The varied knob and its values: NAME=V1,V2,...
     #[arg(long, value_name = "NAME=V1,V2,...", required_unless_present = "replot", value_parser = parse_vary)]
     pub vary: Option<(String, Vec<String>)>,
@@ -98,9 +100,80 @@ fn parse_vary(s: &str) -> Result<(String, Vec<String>), String> {
     Ok((name, vals))
 }
 
+/// One line of a sweep: a protocol, and the bench flags only its runs get
+/// (`silo+scan-validation=reread`; a flag without `=V` is a switch).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    pub cc: Protocol,
+    flags: Vec<(String, Option<String>)>,
+    label: String,
+}
+
+impl Line {
+    /// The line's name in the plot, the CSV and the JSON (as written).
+    fn name(&self) -> &str {
+        &self.label
+    }
+
+    /// The line's own flags, as bench arguments.
+    fn args(&self) -> impl Iterator<Item = String> + '_ {
+        self.flags
+            .iter()
+            .flat_map(|(k, v)| std::iter::once(format!("--{k}")).chain(v.iter().cloned()))
+    }
+
+    fn names_flag(&self, flag: &str) -> bool {
+        self.flags.iter().any(|(k, _)| k == flag)
+    }
+}
+
+impl std::fmt::Display for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
+fn parse_line(s: &str) -> Result<Line, String> {
+    let mut parts = s.trim().split('+');
+    let name = parts.next().unwrap_or_default().trim();
+    let cc: Protocol = name.parse().map_err(|_| {
+        format!(
+            "unknown protocol {name:?} (one of: {})",
+            Protocol::ALL.map(|p| p.name()).join(", ")
+        )
+    })?;
+    let mut flags = Vec::new();
+    let mut label = cc.name().to_string();
+    for part in parts {
+        let (k, v) = match part.split_once('=') {
+            Some((k, v)) => (
+                k.trim().trim_start_matches("--"),
+                Some(v.trim().to_string()),
+            ),
+            None => (part.trim().trim_start_matches("--"), None),
+        };
+        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(format!(
+                "bad flag {part:?} in {s:?}: expected NAME=VALUE or NAME"
+            ));
+        }
+        if k == "cc" {
+            return Err(format!("{s:?}: a line is one protocol"));
+        }
+        label.push('+');
+        label.push_str(k);
+        if let Some(v) = &v {
+            label.push('=');
+            label.push_str(v);
+        }
+        flags.push((k.to_string(), v));
+    }
+    Ok(Line { cc, flags, label })
+}
+
 /// One finished run.
 struct Run {
-    cc: Protocol,
+    cc: Line,
     value: String,
     round: u32,
     /// The report (`None`: the run failed).
@@ -189,6 +262,11 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
     let (Some(workload), Some((knob, values))) = (&a.workload, &a.vary) else {
         return Err(Failure::usage("--workload, --cc and --vary are required"));
     };
+    if let Some(l) = a.cc.iter().find(|l| l.names_flag(knob)) {
+        return Err(Failure::usage(format!(
+            "--{knob} is the varied knob; {l} cannot set it too"
+        )));
+    }
     for bad in ["--cc", "--json", "--quiet", "-q", &format!("--{knob}")] {
         if a.rest
             .iter()
@@ -215,17 +293,18 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
             // The protocol order rotates each round, so drift within a
             // round does not always fall on the same protocols.
             let n = a.cc.len();
-            for cc in (0..n).map(|k| a.cc[(k + round as usize - 1) % n]) {
+            for cc in (0..n).map(|k| a.cc[(k + round as usize - 1) % n].clone()) {
                 let mut args: Vec<String> = vec![
                     "bench".into(),
                     workload.clone(),
                     "--cc".into(),
-                    cc.name().into(),
+                    cc.cc.name().into(),
                     format!("--{knob}"),
                     v.clone(),
                 ];
+                args.extend(cc.args());
                 args.extend(a.rest.iter().cloned());
-                if let (true, Some(extra)) = (cc.caps().deterministic, &a.det_args) {
+                if let (true, Some(extra)) = (cc.cc.caps().deterministic, &a.det_args) {
                     args.extend(extra.split_whitespace().map(String::from));
                 }
                 args.extend(["--json".into(), "--quiet".into()]);
@@ -239,8 +318,9 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
                     args,
                 };
                 eprintln!(
-                    "[{}/{total}] round {round}, {knob}={v}, {cc}: {} ({:.0} s)",
+                    "[{}/{total}] round {round}, {knob}={v}, {}: {} ({:.0} s)",
                     runs.len() + 1,
+                    run.cc,
                     match (&run.error, run.num("throughput_txn_per_s")) {
                         (Some(e), _) => format!("FAILED: {e}"),
                         (None, Some(t)) => format!(
@@ -279,18 +359,18 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
 type Point = (String, Option<f64>, Option<f64>);
 
 /// Per protocol, its points in the order of the values.
-type Medians = Vec<(Protocol, Vec<Point>)>;
+type Medians = Vec<(Line, Vec<Point>)>;
 
 fn medians(a: &SweepArgs, values: &[String], runs: &[Run]) -> Medians {
     a.cc.iter()
-        .map(|&cc| {
+        .map(|cc| {
             let pts = values
                 .iter()
                 .map(|v| {
                     let of = |key: &str| {
                         median(
                             runs.iter()
-                                .filter(|r| r.cc == cc && &r.value == v && r.error.is_none())
+                                .filter(|r| &r.cc == cc && &r.value == v && r.error.is_none())
                                 .filter_map(|r| r.num(key))
                                 .collect(),
                         )
@@ -298,7 +378,7 @@ fn medians(a: &SweepArgs, values: &[String], runs: &[Run]) -> Medians {
                     (v.clone(), of("throughput_txn_per_s"), of("abort_rate"))
                 })
                 .collect();
-            (cc, pts)
+            (cc.clone(), pts)
         })
         .collect()
 }
@@ -331,9 +411,9 @@ fn replot(a: &SweepArgs) -> Result<(), Failure> {
     let knob = doc["knob"].as_str().ok_or_else(|| bad("no knob"))?;
     let mut meds: Medians = Vec::new();
     for m in doc["medians"].as_array().ok_or_else(|| bad("no medians"))? {
-        let cc: Protocol = m["protocol"]
+        let cc = m["protocol"]
             .as_str()
-            .and_then(|s| s.parse().ok())
+            .and_then(|s| parse_line(s).ok())
             .ok_or_else(|| bad("a median without a known protocol"))?;
         let pts = m["points"]
             .as_array()
@@ -463,7 +543,7 @@ fn plot(
     path: &Path,
     title: &str,
     knob: &str,
-    meds: &[(Protocol, Vec<Point>)],
+    meds: &[(Line, Vec<Point>)],
 ) -> Result<(), Box<dyn std::error::Error>> {
     let values: Vec<String> = meds
         .first()
@@ -589,6 +669,30 @@ fn plot(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_parse_with_their_flags() {
+        let l = parse_line("silo+scan-validation=reread").unwrap();
+        assert_eq!(l.cc, Protocol::Silo);
+        assert_eq!(l.name(), "silo+scan-validation=reread");
+        assert_eq!(
+            l.args().collect::<Vec<_>>(),
+            ["--scan-validation", "reread"]
+        );
+        let l = parse_line("rocc+--rocc-slots=64+no-backoff").unwrap();
+        assert_eq!(
+            l.args().collect::<Vec<_>>(),
+            ["--rocc-slots", "64", "--no-backoff"]
+        );
+        assert_eq!(l.name(), "rocc+rocc-slots=64+no-backoff");
+        // The label parses back to the same line (replot reads it).
+        assert_eq!(parse_line(l.name()).unwrap(), l);
+        assert_eq!(parse_line("gwv").unwrap().args().count(), 0);
+        assert!(parse_line("nope").is_err());
+        assert!(parse_line("silo+").is_err());
+        assert!(parse_line("silo+cc=rocc").is_err());
+        assert!(parse_line("silo+a b=1").is_err());
+    }
 
     #[test]
     fn vary_parses_and_rejects() {

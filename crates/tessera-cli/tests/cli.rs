@@ -93,6 +93,36 @@ fn ycsb_json_on_silo() {
     check_report(&v, "silo");
 }
 
+/// `--scan-validation reread` runs Silo with its scans repeated at commit
+/// (the report says which form ran); other protocols refuse the flag.
+#[test]
+fn silo_scan_validation_modes() {
+    let scans = ["--cc", "silo", "--bulk-ratio", "0.2", "--scan-length", "20"];
+    for mode in ["reread", "nodeset"] {
+        let mut args = scans.to_vec();
+        args.extend(["--scan-validation", mode]);
+        let v = tiny_json("1", &args);
+        assert_eq!(v["protocol"], "silo");
+        assert!(v["committed"].as_u64().unwrap() > 0);
+        assert_eq!(v["engine"]["scan_validation"], mode);
+    }
+    let v = tiny_json("1", &["--cc", "silo"]);
+    assert_eq!(v["engine"]["scan_validation"], "nodeset");
+    let o = tessera(&[
+        "bench",
+        "ycsb",
+        "--cc",
+        "rocc",
+        "--scan-validation",
+        "reread",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--cc silo only"), "{}", stderr(&o));
+    let o = tessera(&["bench", "ycsb", "--scan-validation", "sometimes"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nodeset or reread"), "{}", stderr(&o));
+}
+
 #[test]
 fn ycsb_json_on_nocc() {
     let v = tiny_json("1", &["--cc", "nocc"]);

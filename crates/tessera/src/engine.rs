@@ -27,6 +27,50 @@ pub(crate) struct Settings {
     pub read_only: bool,
     /// ROCC's logical ranges.
     pub rocc: RoccConfig,
+    /// How Silo validates its scans (`Options::scan_validation`).
+    pub scan_validation: ScanValidation,
+}
+
+/// How Silo validates a scan against phantoms (`Options::scan_validation`;
+/// `--scan-validation` on the command line). Both are what Cai et al.
+/// (chapter 3) call LRV, local read-set validation: the scanned rows enter
+/// the read set and their TIDs are re-read at commit, so the cost grows
+/// with the rows scanned. They differ in how an insert or delete within the
+/// scanned range is caught.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ScanValidation {
+    /// Silo's node set (section 4.6): the version of every index leaf the
+    /// scan passed is checked at commit; a leaf whose keys changed fails.
+    /// Cheap, and coarse: a change anywhere in the leaf aborts.
+    #[default]
+    NodeSet,
+    /// The scan is run again at commit, after the write set is locked, and
+    /// must find the same present rows in the same order (Hekaton's repeated
+    /// scan). Exact at the range's edges, and as dear as the scan itself.
+    Reread,
+}
+
+impl ScanValidation {
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScanValidation::NodeSet => "nodeset",
+            ScanValidation::Reread => "reread",
+        }
+    }
+}
+
+impl std::str::FromStr for ScanValidation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "nodeset" | "node-set" => Ok(ScanValidation::NodeSet),
+            "reread" | "re-read" | "rescan" => Ok(ScanValidation::Reread),
+            _ => Err(format!(
+                "unknown scan validation {s:?}: expected nodeset or reread"
+            )),
+        }
+    }
 }
 
 /// ROCC's knobs (`Options::rocc_range_size`, `Options::rocc_slots`).

@@ -48,11 +48,14 @@ pub enum ConflictReason {
     RangeOverflow,
     /// ROCC: a scanned range was split while the transaction ran.
     RangeSplit,
+    /// Silo with `ScanValidation::Reread`: a scan run again at commit did
+    /// not find the rows it found before (a phantom, or a row deleted).
+    ScanReread,
 }
 
 impl ConflictReason {
     /// All reasons, in a stable order (for reports).
-    pub const ALL: [ConflictReason; 13] = [
+    pub const ALL: [ConflictReason; 14] = [
         ConflictReason::ReadValidation,
         ConflictReason::NodeValidation,
         ConflictReason::Stale,
@@ -66,6 +69,7 @@ impl ConflictReason {
         ConflictReason::RangeValidation,
         ConflictReason::RangeOverflow,
         ConflictReason::RangeSplit,
+        ConflictReason::ScanReread,
     ];
 
     /// Short machine-readable name.
@@ -84,6 +88,7 @@ impl ConflictReason {
             ConflictReason::RangeValidation => "range_validation",
             ConflictReason::RangeOverflow => "range_overflow",
             ConflictReason::RangeSplit => "range_split",
+            ConflictReason::ScanReread => "scan_reread",
         }
     }
 

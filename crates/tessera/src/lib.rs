@@ -65,7 +65,7 @@ pub mod txn;
 pub use catalog::TableId;
 pub use cc::{Capabilities, Protocol};
 pub use db::{Database, Options, Worker, WorkerStats};
-pub use engine::{ROCC_RANGE_SIZE, ROCC_SLOTS};
+pub use engine::{ScanValidation, ROCC_RANGE_SIZE, ROCC_SLOTS};
 pub use error::{ConflictReason, Error, IoError, TxError, TxResult};
 pub use log::checkpoint::CheckpointInfo;
 pub use log::recovery::{Loss, RecoveryMode, RecoveryReport};

@@ -29,7 +29,10 @@
 use std::ops::Bound;
 use std::sync::{Arc, Barrier};
 
-use tessera::{Capabilities, ConflictReason, Database, Options, Protocol, ScanOptions, TxError};
+use tessera::{
+    Capabilities, ConflictReason, Database, Options, Protocol, ScanOptions, ScanValidation,
+    TxError, Txn,
+};
 
 fn k(i: u64) -> [u8; 8] {
     i.to_be_bytes()
@@ -839,8 +842,11 @@ impl Drop for BreakOnPanic<'_> {
 /// tries to commit once. A serializable protocol admits at most one insert
 /// per round. Returns the number of rounds with more than one.
 fn lockstep_scan_insert_race(p: Protocol, threads: usize, rounds: u64) -> u64 {
+    lockstep_race_on(&db_with(p), threads, rounds)
+}
+
+fn lockstep_race_on(db: &Database, threads: usize, rounds: u64) -> u64 {
     use rand::{Rng, SeedableRng};
-    let db = db_with(p);
     let t = db.create_table("t").unwrap();
     let gate = Gate::new(threads);
     std::thread::scope(|s| {
@@ -913,6 +919,13 @@ fn lockstep_scan_insert_race_phantom_safe_admits_at_most_one() {
             "{p}: {bad} of 300 rounds committed more than one insert"
         );
     }
+}
+
+/// The same race with Silo's scans validated by a repeated scan.
+#[test]
+fn lockstep_scan_insert_race_reread_admits_at_most_one() {
+    let bad = lockstep_race_on(&reread_db(), 4, 300);
+    assert_eq!(bad, 0, "{bad} of 300 rounds committed more than one insert");
 }
 
 /// Negative control: snapshot isolation lets several inserts in (the
@@ -1014,4 +1027,186 @@ fn insert_after_scanner_committed(p: Protocol, by_scan: bool, in_flight: bool) -
              both inserts committed: A={ra:?} B={rb:?}"
         )
     })
+}
+
+// ---------------------------------------------------------------------------
+// Silo's second scan validation, `ScanValidation::Reread`: each scan is run
+// again at commit and must find the same present rows (no node set).
+
+fn reread_db() -> Database {
+    Database::open(
+        Options::in_memory()
+            .protocol(Protocol::Silo)
+            .scan_validation(ScanValidation::Reread),
+    )
+    .unwrap()
+}
+
+fn nodeset_db() -> Database {
+    Database::open(
+        Options::in_memory()
+            .protocol(Protocol::Silo)
+            .scan_validation(ScanValidation::NodeSet),
+    )
+    .unwrap()
+}
+
+/// Rows 0, 2, ..., 398 (all in a few leaves).
+fn even_rows(db: &Database) -> (tessera::TableId, tessera::Worker, tessera::Worker) {
+    let t = db.create_table("t").unwrap();
+    let mut a = db.worker().unwrap();
+    let b = db.worker().unwrap();
+    a.run(|tx| {
+        for i in 0..200 {
+            tx.put(t, &k(i * 2), b"x")?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    (t, a, b)
+}
+
+/// What the scanner of `[100, 110]` gets when, between its scan and its
+/// commit, another transaction runs `other` and commits; `write` makes the
+/// scanner a writer, `reverse` scans backwards, `limit` stops the scan.
+fn reread_scan_with(
+    db: &Database,
+    other: impl Fn(&mut Txn<'_>, tessera::TableId) -> Result<(), TxError>,
+    (write, reverse, limit): (bool, bool, Option<usize>),
+) -> Result<usize, TxError> {
+    let (t, mut a, mut b) = even_rows(db);
+    let mut opts = ScanOptions::new();
+    if reverse {
+        opts = opts.reverse();
+    }
+    if let Some(n) = limit {
+        opts = opts.limit(n);
+    }
+    a.try_run(|tx| {
+        let n = tx.scan(
+            t,
+            Bound::Included(&k(100)),
+            Bound::Included(&k(110)),
+            opts,
+            |_, _| true,
+        )?;
+        b.try_run(|tx2| other(tx2, t))
+            .unwrap_or_else(|e| panic!("the other transaction must commit: {e:?}"));
+        if write {
+            tx.put(t, &k(100_000), b"w")?;
+        }
+        Ok(n)
+    })
+}
+
+#[test]
+fn reread_scan_catches_inserts_into_the_range() {
+    for write in [false, true] {
+        for reverse in [false, true] {
+            let r = reread_scan_with(
+                &reread_db(),
+                |tx, t| tx.insert(t, &k(105), b"phantom").map(|_| ()),
+                (write, reverse, None),
+            );
+            assert!(
+                matches!(r, Err(TxError::Conflict(ConflictReason::ScanReread))),
+                "write={write} reverse={reverse}: {r:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn reread_scan_catches_deletes_from_the_range() {
+    for write in [false, true] {
+        let r = reread_scan_with(
+            &reread_db(),
+            |tx, t| tx.delete(t, &k(104)).map(|_| ()),
+            (write, false, None),
+        );
+        // The deleted row's TID is in the read set, which is checked first.
+        assert!(
+            matches!(
+                r,
+                Err(TxError::Conflict(
+                    ConflictReason::ReadValidation | ConflictReason::ScanReread
+                ))
+            ),
+            "write={write}: {r:?}"
+        );
+    }
+}
+
+/// The repeated scan is exact at the range's edges, where the node set is
+/// not: an insert next to the range, in the same leaf, aborts the scanner
+/// under the node set only.
+#[test]
+fn reread_scan_is_exact_at_the_edges() {
+    let outside = |tx: &mut Txn<'_>, t| tx.insert(t, &k(111), b"next door").map(|_| ());
+    let r = reread_scan_with(&reread_db(), outside, (true, false, None));
+    assert_eq!(r.ok(), Some(6), "reread: the insert is outside the range");
+    let r = reread_scan_with(&nodeset_db(), outside, (true, false, None));
+    assert!(
+        matches!(r, Err(TxError::Conflict(ConflictReason::NodeValidation))),
+        "nodeset: the leaf changed: {r:?}"
+    );
+}
+
+/// A limited scan is repeated up to the last row it returned.
+#[test]
+fn reread_limited_scan_protects_only_what_it_returned() {
+    for reverse in [false, true] {
+        // Forward, limit 2 stops at 102; backward at 108.
+        let (inside, beyond) = if reverse { (109, 103) } else { (101, 107) };
+        let r = reread_scan_with(
+            &reread_db(),
+            move |tx, t| tx.insert(t, &k(beyond), b"beyond").map(|_| ()),
+            (true, reverse, Some(2)),
+        );
+        assert_eq!(r.ok(), Some(2), "reverse={reverse}: beyond the last row");
+        let r = reread_scan_with(
+            &reread_db(),
+            move |tx, t| tx.insert(t, &k(inside), b"inside").map(|_| ()),
+            (true, reverse, Some(2)),
+        );
+        assert!(
+            matches!(r, Err(TxError::Conflict(ConflictReason::ScanReread))),
+            "reverse={reverse}: inside the returned rows: {r:?}"
+        );
+    }
+}
+
+/// The scanner's own writes into its range are not phantoms.
+#[test]
+fn reread_scan_ignores_its_own_writes() {
+    let db = reread_db();
+    let (t, mut a, _) = even_rows(&db);
+    let n = a
+        .try_run(|tx| {
+            let n = tx.scan(
+                t,
+                Bound::Included(&k(100)),
+                Bound::Included(&k(110)),
+                ScanOptions::new(),
+                |_, _| true,
+            )?;
+            tx.insert(t, &k(103), b"mine")?;
+            tx.put(t, &k(104), b"changed")?;
+            tx.delete(t, &k(106))?;
+            Ok(n)
+        })
+        .unwrap();
+    assert_eq!(n, 6);
+    let rows = a
+        .run(|tx| {
+            tx.scan_collect(
+                t,
+                Bound::Included(&k(100)),
+                Bound::Included(&k(110)),
+                ScanOptions::new(),
+            )
+            .map(|v| v.len())
+        })
+        .unwrap();
+    assert_eq!(rows, 6);
 }

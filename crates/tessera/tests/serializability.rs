@@ -21,7 +21,7 @@ use std::sync::Mutex;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tessera::{Capabilities, Database, Options, Protocol, ScanOptions, TableId};
+use tessera::{Capabilities, Database, Options, Protocol, ScanOptions, ScanValidation, TableId};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -387,7 +387,8 @@ fn list_append_histories_are_serializable() {
 /// to a scanned row) and still committed shows up as a cycle. ROCC runs
 /// twice more, with ranges of one and two records (a scan then spans
 /// several ranges, and splits happen during the run) and with lists of
-/// one slot (positions are overwritten and must abort, not be missed).
+/// one slot (positions are overwritten and must abort, not be missed);
+/// Silo runs once more with its scans validated by a repeated scan.
 #[test]
 fn scan_list_append_histories_are_serializable() {
     let mut runs: Vec<(String, Options)> = protocols(|c| c.serializable && c.phantom_safe)
@@ -403,6 +404,12 @@ fn scan_list_append_histories_are_serializable() {
                 .rocc_slots(slots),
         ));
     }
+    runs.push((
+        "silo (scan validation reread)".into(),
+        Options::in_memory()
+            .protocol(Protocol::Silo)
+            .scan_validation(ScanValidation::Reread),
+    ));
     for (name, opts) in runs {
         for prefill in [false, true] {
             for keys in [8, 32] {

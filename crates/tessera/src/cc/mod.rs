@@ -1211,6 +1211,84 @@ pub(crate) struct TxnSets {
     /// set being rebuilt in order.
     order: Vec<u64>,
     sorted: Vec<WriteEntry>,
+    /// Silo with `ScanValidation::Reread`: the scans to run again at commit
+    /// and what they found (see `silo::rescan_validates`).
+    pub rescans: Rescans,
+}
+
+/// The scans of a Silo transaction under `ScanValidation::Reread`: each
+/// one's bounds, and the records that were present in it, in scan order.
+#[derive(Default)]
+pub(crate) struct Rescans {
+    pub scans: Vec<Rescan>,
+    /// The present records of every scan, one run after another.
+    pub recs: Vec<*const crate::storage::Record>,
+    /// The bounds' keys.
+    pub keys: Vec<u8>,
+}
+
+/// One scan to repeat: its table, its bounds (keys in `Rescans::keys`),
+/// its direction, and its run of `Rescans::recs`.
+#[derive(Clone, Copy)]
+pub(crate) struct Rescan {
+    pub table: crate::catalog::TableId,
+    pub lo: RescanBound,
+    pub hi: RescanBound,
+    pub reverse: bool,
+    pub recs: (u32, u32),
+}
+
+/// A scan bound kept by [`Rescans`]: unbounded, or a key (offset and length
+/// in `Rescans::keys`) included or excluded.
+#[derive(Clone, Copy)]
+pub(crate) enum RescanBound {
+    Unbounded,
+    Included(u32, u32),
+    Excluded(u32, u32),
+}
+
+impl Rescans {
+    pub fn clear(&mut self) {
+        self.scans.clear();
+        self.recs.clear();
+        self.keys.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.scans.is_empty()
+    }
+
+    /// Keep `b`'s key.
+    pub fn bound(&mut self, b: std::ops::Bound<&[u8]>) -> RescanBound {
+        use std::ops::Bound;
+        let mut keep = |k: &[u8]| {
+            let at = self.keys.len() as u32;
+            self.keys.extend_from_slice(k);
+            (at, k.len() as u32)
+        };
+        match b {
+            Bound::Unbounded => RescanBound::Unbounded,
+            Bound::Included(k) => {
+                let (a, n) = keep(k);
+                RescanBound::Included(a, n)
+            }
+            Bound::Excluded(k) => {
+                let (a, n) = keep(k);
+                RescanBound::Excluded(a, n)
+            }
+        }
+    }
+
+    /// `b` as a bound again.
+    pub fn get(&self, b: RescanBound) -> std::ops::Bound<&[u8]> {
+        use std::ops::Bound;
+        let key = |a: u32, n: u32| &self.keys[a as usize..(a + n) as usize];
+        match b {
+            RescanBound::Unbounded => Bound::Unbounded,
+            RescanBound::Included(a, n) => Bound::Included(key(a, n)),
+            RescanBound::Excluded(a, n) => Bound::Excluded(key(a, n)),
+        }
+    }
 }
 
 /// Records that `Txn::prefetch` found through one batched index descent
@@ -1531,6 +1609,7 @@ impl TxnSets {
         self.last.forget();
         self.hint.clear();
         self.prefetched.clear();
+        self.rescans.clear();
     }
 
     /// Sort the write set by record address (the global lock order of

@@ -18,15 +18,23 @@
 //!
 //! A read-only transaction writes no shared memory at commit: it only
 //! validates (and, like Silo, never reads `E` because it needs no TID).
+//!
+//! *Scan validation* (`Options::scan_validation`): the node set above, or,
+//! with `ScanValidation::Reread`, each scan run again at step 3 and required
+//! to find the same present rows (the two forms of what Cai et al. call
+//! LRV; see [`rescan_validates`]).
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use super::Tx;
 use super::{
     own_insert_fixup, remove_if_uncommitted, unlink, NodeEntry, PatchList, PendingUnlink,
-    ReadEntry, TxnSets, WriteEntry, WriteKind, BLIND, STALE_RETRIES,
+    ReadEntry, Rescan, RescanBound, Rescans, TxnSets, WriteEntry, WriteKind, BLIND, STALE_RETRIES,
 };
 use crate::catalog::Table;
+use crate::engine::ScanValidation;
+use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup, Unobserved};
@@ -626,6 +634,9 @@ where
 {
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut count = 0usize;
+    let reread = M::VALIDATES
+        && !M::RANGE_PREDICATES
+        && tx.db.opts.scan_validation == ScanValidation::Reread;
     let TxnSets {
         reads,
         writes,
@@ -634,6 +645,7 @@ where
         rbuf,
         windex,
         last,
+        rescans,
         ..
     } = &mut tx.st.sets;
     last.scan_begins();
@@ -699,6 +711,42 @@ where
         table
             .index
             .scan(lo, hi, opts.reverse, tx.g, Unobserved, row);
+    } else if reread {
+        // LRV by a repeated scan: no node set; keep the bounds and the
+        // present records, to be found again at commit.
+        let mut row = row;
+        let first = rescans.recs.len() as u32;
+        let mut stop: Option<(u32, u32)> = None;
+        let Rescans { recs, keys, .. } = &mut *rescans;
+        table
+            .index
+            .scan(lo, hi, opts.reverse, tx.g, Unobserved, |k, v| {
+                let go = row(k, v);
+                let rec = v as *const Record;
+                // SAFETY: reached through the index while pinned.
+                if present(unsafe { &*rec }.tid_word()) {
+                    recs.push(rec);
+                }
+                if !go {
+                    stop = Some((keys.len() as u32, k.len() as u32));
+                    keys.extend_from_slice(k);
+                }
+                go
+            });
+        // A scan that stopped early is repeated up to its last row.
+        let (lo, hi) = match stop {
+            None => (rescans.bound(lo), rescans.bound(hi)),
+            Some((a, n)) if opts.reverse => (RescanBound::Included(a, n), rescans.bound(hi)),
+            Some((a, n)) => (rescans.bound(lo), RescanBound::Included(a, n)),
+        };
+        let end = rescans.recs.len() as u32;
+        rescans.scans.push(Rescan {
+            table: table.id,
+            lo,
+            hi,
+            reverse: opts.reverse,
+            recs: (first, end),
+        });
     } else {
         table
             .index
@@ -708,6 +756,56 @@ where
         return conflict(ConflictReason::DirtyRead);
     }
     Ok(count)
+}
+
+/// A record whose TID word says it holds a committed row (under
+/// `ScanValidation::Reread`, the rows a repeated scan must find again).
+#[inline]
+fn present(tid: u64) -> bool {
+    tid & (ABSENT | LATEST) == LATEST
+}
+
+/// `ScanValidation::Reread`: run every scan of the transaction again and
+/// check that it finds the same present records in the same order. Called
+/// after the write set is locked and the epoch read (the serialization
+/// point), as the node set is checked. The scanned rows' TIDs are in the
+/// read set, so a row changed in place fails there; here fail the keys
+/// inserted into the range and committed (a record that was not there, or
+/// a record present now that was absent), the rows deleted and unlinked,
+/// and any row that another transaction holds locked to install (as a
+/// locked read-set record fails). The transaction's own writes do not
+/// count: their records are locked by it and still hold the committed
+/// state the first scan saw.
+fn rescan_validates(sets: &TxnSets, tables: &[Arc<Table>], g: &Guard<'_>) -> bool {
+    let mine = |rec: *const Record| {
+        sets.writes
+            .binary_search_by_key(&(rec as usize), |w| w.rec as usize)
+            .is_ok()
+    };
+    let rs = &sets.rescans;
+    for s in &rs.scans {
+        let want = &rs.recs[s.recs.0 as usize..s.recs.1 as usize];
+        let mut found = 0usize;
+        let mut same = true;
+        let table = &tables[s.table.0 as usize];
+        let (lo, hi) = (rs.get(s.lo), rs.get(s.hi));
+        table.index.scan(lo, hi, s.reverse, g, Unobserved, |_, v| {
+            let rec = v as *const Record;
+            // SAFETY: reached through the index while pinned.
+            let tid = unsafe { &*rec }.tid_word();
+            if tid & LOCK != 0 && !mine(rec) {
+                same = false;
+            } else if present(tid) {
+                same = want.get(found) == Some(&rec);
+                found += 1;
+            }
+            same
+        });
+        if !same || found != want.len() {
+            return false;
+        }
+    }
+    true
 }
 
 /// Release the locks of the first `n` (sorted) write-set entries.
@@ -754,7 +852,7 @@ fn validate_and_install<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
         // A key found missing may have been deleted (and unlinked) in an
         // epoch that is not durable yet: then the current epoch, which every
         // such delete's epoch is at or below, bounds it.
-        tx.core.log.ack = if sets.nodes.is_empty() {
+        tx.core.log.ack = if sets.nodes.is_empty() && sets.rescans.is_empty() {
             epoch_of(seen)
         } else {
             tx.db.epochs.global()
@@ -764,6 +862,9 @@ fn validate_and_install<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
                 if n.leaf.version() != n.version {
                     return conflict(ConflictReason::NodeValidation);
                 }
+            }
+            if !sets.rescans.is_empty() && !rescan_validates(sets, &tx.core.tables, tx.g) {
+                return conflict(ConflictReason::ScanReread);
             }
         }
         if M::RANGE_PREDICATES && M::has_predicates(tx) {
@@ -846,6 +947,12 @@ fn validate_and_install<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
                 failed = Some(ConflictReason::NodeValidation);
                 break;
             }
+        }
+        if failed.is_none()
+            && !sets.rescans.is_empty()
+            && !rescan_validates(sets, &tx.core.tables, tx.g)
+        {
+            failed = Some(ConflictReason::ScanReread);
         }
     }
     if failed.is_none() && M::RANGE_PREDICATES {

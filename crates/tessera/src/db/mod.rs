@@ -243,6 +243,7 @@ impl Database {
             snapshots: opts.snapshots,
             read_only: opts.read_only,
             rocc: opts.rocc,
+            scan_validation: opts.scan_validation,
         };
         // Recovery rebuilds records through the protocol's layout hooks.
         let cc = opts.protocol.new_shared(&settings);

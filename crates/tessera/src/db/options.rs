@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::cc::bohm::{BohmConfig, DetProtocol};
 use crate::cc::Protocol;
 use crate::det::{Procedures, SequencerConfig};
-use crate::engine::RoccConfig;
+use crate::engine::{RoccConfig, ScanValidation};
 use crate::error::Error;
 use crate::log::recovery::RecoveryMode;
 use crate::log::Durability;
@@ -29,6 +29,7 @@ pub struct Options {
     pub(crate) read_only: bool,
     pub(crate) det: DetOptions,
     pub(crate) rocc: RoccConfig,
+    pub(crate) scan_validation: ScanValidation,
 }
 
 /// The deterministic protocols' knobs (`Options::cc_threads` and the rest).
@@ -87,6 +88,7 @@ impl Options {
                 procedures: None,
             },
             rocc: RoccConfig::default(),
+            scan_validation: ScanValidation::NodeSet,
         }
     }
 
@@ -198,6 +200,16 @@ impl Options {
     /// reused aborts (`ConflictReason::RangeOverflow`).
     pub fn rocc_slots(mut self, n: u32) -> Options {
         self.rocc.slots = n.max(1);
+        self
+    }
+
+    /// Silo: how scans are validated against phantoms (default
+    /// [`ScanValidation::NodeSet`], Silo's own). [`ScanValidation::Reread`]
+    /// runs each scan again at commit, the baseline Cai et al. call LRV in
+    /// the form that re-reads the scanned range. The other protocols have
+    /// their own scan validation and ignore this.
+    pub fn scan_validation(mut self, v: ScanValidation) -> Options {
+        self.scan_validation = v;
         self
     }
 
