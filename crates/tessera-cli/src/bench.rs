@@ -14,6 +14,7 @@ use tessera_workloads::cart::{Cart, CartCheck, CartConfig};
 use tessera_workloads::driver::{self, Report, RunConfig, Workload};
 use tessera_workloads::smallbank::{SmallBank, SmallBankConfig};
 use tessera_workloads::tpcc::hybrid::{HybridConfig, TpccHybrid, DEFAULT_Q2_SIZE_PCT};
+use tessera_workloads::tpcc::toppayer::{TopPayerConfig, TpccTopPayer, DEFAULT_SCAN};
 use tessera_workloads::tpcc::{
     check_consistency, ConsistencyJson, Tpcc, TpccConfig, TpccReport, MAX_WAREHOUSES,
 };
@@ -38,6 +39,11 @@ pub enum BenchCmd {
     /// low STOCK rows of one region's suppliers in every warehouse.
     #[command(name = "tpcc-hybrid", after_long_help = TPCC_HYBRID_HELP)]
     TpccHybrid(TpccHybridArgs),
+    /// Cai et al.'s modified TPC-C: TPC-C plus the bulk top payer, which
+    /// scans --top-payer-scan customers of a local district for the largest
+    /// C_YTD_PAYMENT and rewards that customer with a Payment.
+    #[command(name = "tpcc-toppayer", after_long_help = TPCC_TOPPAYER_HELP)]
+    TpccTopPayer(TpccTopPayerArgs),
     /// SmallBank as the BOHM evaluation runs it: five transactions on 1-3
     /// rows of SAVINGS and CHECKING; --customers sets the contention (50
     /// high, 100,000 low); money conservation is checked after the run.
@@ -186,6 +192,30 @@ inconsistent.";
 
 fn parse_hybrid_mix(s: &str) -> Result<[u32; 6], String> {
     HybridConfig::parse_mix(s)
+}
+
+const TPCC_TOPPAYER_HELP: &str = "\
+The modified TPC-C of Cai, Guo and Zhou (chapter 3, section 3.5.1), built to
+give TPC-C long scans that conflict with its ordinary traffic. The top payer
+picks a uniform district of its terminal's warehouse and a uniform range of
+--top-payer-scan consecutive customer ids in it (default 600), finds the
+customer with the largest C_YTD_PAYMENT (the smallest id among equals), and
+rewards them with a Payment of $10: W_YTD, D_YTD, the customer's balance and
+payment columns, and a HISTORY row. It is reported as `top_payer`.
+
+Mix: --mix P,NO,TP,OS,D,SL gives the percentages of Payment, NewOrder, top
+payer, OrderStatus, Delivery and StockLevel (default 40,40,10,4,4,2, the
+book's); they must add up to 100. Everything else (scale, terminals, remote
+percentages, the consistency check and the exit status) is as for
+`bench tpcc`: the reward is a Payment, so the consistency conditions hold.
+Interactive protocols only (the payee is known only after the scan).
+
+See docs/TPCC.md (the top-payer TPC-C) for what the book specifies and the
+choices made here. Exit status 2 for bad arguments, 1 if the run fails or
+the database is inconsistent.";
+
+fn parse_toppayer_mix(s: &str) -> Result<[u32; 6], String> {
+    TopPayerConfig::parse_mix(s)
 }
 
 const YCSB_HELP: &str = "\
@@ -635,6 +665,48 @@ impl TpccHybridArgs {
     }
 }
 
+/// `tessera bench tpcc-toppayer`: the TPC-C knobs, a six-way mix and the
+/// length of the top payer's scan.
+#[derive(Args, Debug)]
+pub struct TpccTopPayerArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Warehouses (the scale factor) [default: --threads].
+    #[arg(long, value_name = "W",
+          value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..=MAX_WAREHOUSES as u64), allow_negative_numbers = true)]
+    pub warehouses: Option<u32>,
+    /// Percentages of Payment, NewOrder, top payer, OrderStatus, Delivery
+    /// and StockLevel, adding up to 100.
+    #[arg(long, value_name = "P,NO,TP,OS,D,SL", default_value = "40,40,10,4,4,2", value_parser = parse_toppayer_mix, allow_negative_numbers = true)]
+    pub mix: [u32; 6],
+    /// Customers one top payer scans (1..=3000, a district's).
+    #[arg(long = "top-payer-scan", value_name = "N", default_value_t = DEFAULT_SCAN,
+          value_parser = clap::value_parser!(u32).range(1..=3000), allow_negative_numbers = true)]
+    pub top_payer_scan: u32,
+    #[command(flatten)]
+    pub knobs: TpccKnobs,
+}
+
+impl TpccTopPayerArgs {
+    /// The modified TPC-C's configuration (warehouses default to the
+    /// thread count).
+    pub fn toppayer_config(&self) -> TopPayerConfig {
+        let warehouses = self
+            .warehouses
+            .unwrap_or_else(|| self.common.threads.min(MAX_WAREHOUSES as usize) as u32);
+        TopPayerConfig {
+            // The TPC-C mix is not used; keep TPC-C's default.
+            tpcc: self.knobs.config(
+                Some(warehouses),
+                self.common.threads,
+                TpccConfig::new(1).mix,
+            ),
+            mix: self.mix,
+            scan: self.top_payer_scan,
+        }
+    }
+}
+
 /// YCSB presets for the command line.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PresetArg {
@@ -841,6 +913,7 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
         }
         BenchCmd::Tpcc(a) => tpcc(&a),
         BenchCmd::TpccHybrid(a) => tpcc_hybrid(&a),
+        BenchCmd::TpccTopPayer(a) => tpcc_toppayer(&a),
         BenchCmd::Smallbank(a) => smallbank(&a),
         BenchCmd::Cart(a) => cart(&a),
     }
@@ -1167,7 +1240,32 @@ fn tpcc_hybrid(a: &TpccHybridArgs) -> ExitCode {
     run_and_check(&wl, wl.tpcc_config(), c)
 }
 
-/// Load and run a TPC-C workload (plain or hybrid), check the TPC-C
+/// `tessera bench tpcc-toppayer`: as `tpcc`, with the top payer added.
+fn tpcc_toppayer(a: &TpccTopPayerArgs) -> ExitCode {
+    let wl = match TpccTopPayer::new(a.toppayer_config()) {
+        Ok(w) => w,
+        Err(e) => return fail(&a.common, Failure::usage(e)),
+    };
+    let c = &a.common;
+    if !c.quiet {
+        let cfg = wl.config_ref();
+        eprintln!(
+            "tpcc-toppayer on {}: {} thread(s), {} warehouse(s), mix {} \
+             (payment/new_order/top_payer/order_status/delivery/stock_level), \
+             top payer scans {} customers, remote items {}%, remote payments {}%",
+            c.cc,
+            c.threads,
+            cfg.tpcc.warehouses,
+            cfg.mix.map(|x| x.to_string()).join("/"),
+            cfg.scan,
+            cfg.tpcc.remote_item_pct,
+            cfg.tpcc.remote_payment_pct,
+        );
+    }
+    run_and_check(&wl, wl.tpcc_config(), c)
+}
+
+/// Load and run a TPC-C workload (plain, hybrid or top payer), check the TPC-C
 /// consistency conditions on the result, print the report with them, and
 /// return the exit status. An inconsistent database fails the run; with
 /// `--json` the report then carries the error object.

@@ -40,9 +40,10 @@ the exit status is then 1. The protocol order rotates each round.";
 #[derive(Args, Debug)]
 #[command(after_long_help = SWEEP_HELP)]
 pub struct SweepArgs {
-    /// The benchmark: ycsb, tpcc, tpcc-hybrid, smallbank or cart.
+    /// The benchmark: ycsb, tpcc, tpcc-hybrid, tpcc-toppayer, smallbank or
+    /// cart.
     #[arg(long, value_name = "WORKLOAD", required_unless_present = "replot",
-          value_parser = ["ycsb", "tpcc", "tpcc-hybrid", "smallbank", "cart"])]
+          value_parser = ["ycsb", "tpcc", "tpcc-hybrid", "tpcc-toppayer", "smallbank", "cart"])]
     pub workload: Option<String>,
     /// Protocols, comma-separated (bohm and 2pl-ordered too, for ycsb and
     /// smallbank). A protocol may carry flags of its own, joined by `+`:

@@ -1,6 +1,7 @@
 //! `tessera bench tpcc-hybrid` end to end: the JSON report (six types with
 //! `q2_star`, the Q2* size in the config, the consistency object) and usage
-//! errors.
+//! errors; and `tessera bench tpcc-toppayer` (Cai et al.'s modified TPC-C)
+//! the same way.
 
 use std::process::{Command, Output};
 
@@ -123,4 +124,69 @@ fn bad_tpcc_hybrid_arguments_exit_2_with_a_clear_message() {
         assert!(e.contains(expect), "{args:?}: {e}");
         assert!(o.stdout.is_empty());
     }
+}
+
+/// `bench tpcc-toppayer`: six types in the book's order with `top_payer`,
+/// the scan length in the config, consistency checked; bad knobs refused.
+#[test]
+fn tpcc_toppayer_json_and_usage_errors() {
+    let args = [
+        "bench",
+        "tpcc-toppayer",
+        "--threads",
+        "2",
+        "--warehouses",
+        "1",
+        "--top-payer-scan",
+        "100",
+        "--seconds",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+        "--quiet",
+    ];
+    let o = tessera(&args);
+    assert!(o.status.success(), "{args:?} failed: {}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON object ({e}): {out}"));
+    assert_eq!(v["workload"], "tpcc-toppayer");
+    let at: Vec<usize> = [
+        "payment",
+        "new_order",
+        "top_payer",
+        "order_status",
+        "delivery",
+        "stock_level",
+    ]
+    .iter()
+    .map(|t| {
+        out.find(&format!("\"{t}\": {{"))
+            .unwrap_or_else(|| panic!("no {t} in {out}"))
+    })
+    .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{at:?}");
+    assert!(
+        v["transactions"]["top_payer"]["committed"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(v["config"]["top_payer_scan"], 100);
+    assert_eq!(v["config"]["mix_pct"]["top_payer"], 10);
+    assert_eq!(v["consistency"]["passed"], true);
+
+    for (flag, value, says) in [
+        ("--mix", "40,40,10,4,4", "six"),
+        ("--mix", "40,40,10,4,4,3", "add up to 100"),
+        ("--top-payer-scan", "3001", "3001"),
+        ("--top-payer-scan", "0", "0"),
+    ] {
+        let o = tessera(&["bench", "tpcc-toppayer", flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+        assert!(stderr(&o).contains(says), "{flag} {value}: {}", stderr(&o));
+    }
+    let o = tessera(&["bench", "tpcc-toppayer", "--cc", "bohm"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }

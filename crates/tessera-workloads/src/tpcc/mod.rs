@@ -12,7 +12,9 @@
 //!   (clauses 2.4-2.8);
 //! * [`consistency`]: consistency conditions 3.3.2.1-3.3.2.12;
 //! * [`hybrid`]: TPC-C-hybrid (ERMIA's TPC-C plus TPC-CH Q2\*): the SUPPLIER,
-//!   NATION and REGION tables, the Q2\* transaction and its workload.
+//!   NATION and REGION tables, the Q2\* transaction and its workload;
+//! * [`toppayer`]: Cai et al.'s modified TPC-C, with the bulk top-payer
+//!   reward (a CUSTOMER range scan and a Payment).
 //!
 //! [`Tpcc`] ties them to the shared driver ([`crate::driver::Workload`]).
 //! Each driver thread is a terminal with a home warehouse: thread `i` uses
@@ -26,6 +28,7 @@ pub mod hybrid;
 pub mod load;
 pub mod random;
 pub mod schema;
+pub mod toppayer;
 pub mod txns;
 
 use std::sync::atomic::{AtomicU32, Ordering};
