@@ -161,6 +161,14 @@ fn parse_line(s: &str) -> Result<Line, String> {
         if k == "cc" {
             return Err(format!("{s:?}: a line is one protocol"));
         }
+        if matches!(k, "json" | "quiet" | "q") {
+            return Err(format!("{s:?}: --{k} is set by the sweep"));
+        }
+        if v.as_deref().is_some_and(|v| {
+            v.is_empty() || v.contains(|c: char| c.is_whitespace() || c == ',' || c == '"')
+        }) {
+            return Err(format!("bad value in {part:?} of {s:?}"));
+        }
         label.push('+');
         label.push_str(k);
         if let Some(v) = &v {
@@ -693,6 +701,8 @@ mod tests {
         assert!(parse_line("silo+").is_err());
         assert!(parse_line("silo+cc=rocc").is_err());
         assert!(parse_line("silo+a b=1").is_err());
+        assert!(parse_line("silo+json").is_err());
+        assert!(parse_line("silo+scan-validation=").is_err());
     }
 
     #[test]

@@ -1210,3 +1210,38 @@ fn reread_scan_ignores_its_own_writes() {
         .unwrap();
     assert_eq!(rows, 6);
 }
+
+/// A scan stopped by its visitor (not a limit), over excluded bounds: the
+/// repeated scan covers `(100, last row]` and nothing beyond.
+#[test]
+fn reread_scan_stopped_by_its_visitor_over_excluded_bounds() {
+    for (key, aborts) in [(101, true), (103, true), (105, false), (109, false)] {
+        let db = reread_db();
+        let (t, mut a, mut b) = even_rows(&db);
+        let r = a.try_run(|tx| {
+            let mut seen = 0;
+            tx.scan(
+                t,
+                Bound::Excluded(&k(100)),
+                Bound::Excluded(&k(110)),
+                ScanOptions::new(),
+                |_, _| {
+                    seen += 1;
+                    seen < 2 // stop at the second row, 104
+                },
+            )?;
+            b.try_run(|tx2| tx2.insert(t, &k(key), b"new").map(|_| ()))
+                .unwrap_or_else(|e| panic!("the insert must commit: {e:?}"));
+            tx.put(t, &k(100_000), b"w")?;
+            Ok(seen)
+        });
+        if aborts {
+            assert!(
+                matches!(r, Err(TxError::Conflict(ConflictReason::ScanReread))),
+                "insert of {key}: {r:?}"
+            );
+        } else {
+            assert_eq!(r.ok(), Some(2), "insert of {key} is beyond the last row");
+        }
+    }
+}

@@ -774,8 +774,10 @@ fn present(tid: u64) -> bool {
 /// a record present now that was absent), the rows deleted and unlinked,
 /// and any row that another transaction holds locked to install (as a
 /// locked read-set record fails). The transaction's own writes do not
-/// count: their records are locked by it and still hold the committed
-/// state the first scan saw.
+/// count as locks: their records are locked by it, and are judged by their
+/// committed state as at the first scan. That state can change in between
+/// only under a blind write (`put` into a record someone else then
+/// committed into), and then the scan aborts: conservative, never unsafe.
 fn rescan_validates(sets: &TxnSets, tables: &[Arc<Table>], g: &Guard<'_>) -> bool {
     let mine = |rec: *const Record| {
         sets.writes
