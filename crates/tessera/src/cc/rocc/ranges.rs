@@ -135,10 +135,20 @@ pub(crate) struct RangeList {
     /// A split has been asked for.
     split_wanted: AtomicBool,
     slots: Box<[AtomicU64]>,
+    /// Where the slot array goes when the list is dropped (a table's
+    /// lists; GWV's one list has none).
+    pool: Option<Arc<SlotPool>>,
 }
 
 impl RangeList {
-    fn new(start: Box<[u8]>, end: Option<Box<[u8]>>, records: i64, slots: usize) -> RangeList {
+    fn new(
+        start: Box<[u8]>,
+        end: Option<Box<[u8]>>,
+        records: i64,
+        slots: usize,
+        pool: Option<&Arc<SlotPool>>,
+    ) -> RangeList {
+        let n = slots.max(1);
         RangeList {
             start,
             end,
@@ -146,13 +156,17 @@ impl RangeList {
             sealed: AtomicBool::new(false),
             count: AtomicI64::new(records),
             split_wanted: AtomicBool::new(false),
-            slots: zeroed_slots(slots.max(1)),
+            slots: match pool {
+                Some(p) => p.take(n),
+                None => zeroed_slots(n),
+            },
+            pool: pool.cloned(),
         }
     }
 
     /// One range over every key (GWV's global list).
     pub fn whole(slots: usize) -> Arc<RangeList> {
-        Arc::new(RangeList::new(Box::from(&[][..]), None, 0, slots))
+        Arc::new(RangeList::new(Box::from(&[][..]), None, 0, slots, None))
     }
 
     /// The range version a predicate records before its scan (the book's
@@ -335,6 +349,62 @@ fn zeroed_slots(n: usize) -> Box<[AtomicU64]> {
     unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) }
 }
 
+/// The slot arrays of a table's dropped lists, zeroed again, for its next
+/// lists. A split replaces a range's list with new ones; the old list is
+/// dropped once the memory epoch has retired the map that held it (no
+/// validator or writer can reach it then). Under appends (TPC-C's orders
+/// and order lines) a table's last range splits every few hundred inserts,
+/// and allocating each new 40 KB array put the kernel's page zeroing at 7%
+/// of a ROCC TPC-C run; a dropped array needs only its used slots zeroed
+/// (positions below its head), in the dropping thread.
+#[derive(Default)]
+pub(crate) struct SlotPool(Mutex<Vec<Box<[AtomicU64]>>>);
+
+/// The most slot arrays a table keeps for reuse.
+const POOL_MAX: usize = 64;
+
+impl SlotPool {
+    /// A zeroed array of `n` slots: a dropped list's, or a fresh one.
+    fn take(&self, n: usize) -> Box<[AtomicU64]> {
+        let reused = {
+            let mut free = self.0.lock();
+            free.iter()
+                .rposition(|s| s.len() == n)
+                .map(|i| free.swap_remove(i))
+        };
+        reused.unwrap_or_else(|| zeroed_slots(n))
+    }
+
+    /// Keep `s` (zeroed) for a later list, unless enough are kept.
+    fn give(&self, s: Box<[AtomicU64]>) {
+        let mut free = self.0.lock();
+        if free.len() < POOL_MAX {
+            free.push(s);
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().len()
+    }
+}
+
+impl Drop for RangeList {
+    fn drop(&mut self) {
+        let Some(pool) = self.pool.take() else {
+            return;
+        };
+        let mut slots = std::mem::take(&mut self.slots);
+        // Every registration took a position below the head and stored only
+        // into that position's slot.
+        let used = (*self.head.get_mut()).min(slots.len() as u64) as usize;
+        for s in &mut slots[..used] {
+            *s.get_mut() = 0;
+        }
+        pool.give(slots);
+    }
+}
+
 /// The tag of lap `lap`, in the slot word's top bits.
 #[inline]
 fn tag(lap: u64) -> u64 {
@@ -430,6 +500,8 @@ pub(crate) struct TableRanges {
     /// Target records per range.
     target: i64,
     slots: usize,
+    /// Slot arrays of this table's dropped lists.
+    pool: Arc<SlotPool>,
 }
 
 // SAFETY: the map pointer is only replaced under `split` and freed through
@@ -442,6 +514,7 @@ impl TableRanges {
     /// Partition `table` as it is now into ranges of `target` records.
     pub fn partition(table: &Table, target: usize, slots: usize, g: &Guard<'_>) -> TableRanges {
         let target = target.max(1);
+        let pool = Arc::new(SlotPool::default());
         let mut lists = Vec::new();
         let mut start: Box<[u8]> = Box::from(&[][..]);
         let mut n = 0usize;
@@ -459,20 +532,33 @@ impl TableRanges {
                 if n == target {
                     let next: Box<[u8]> = k.into();
                     let s = std::mem::replace(&mut start, next.clone());
-                    lists.push(Arc::new(RangeList::new(s, Some(next), n as i64, slots)));
+                    lists.push(Arc::new(RangeList::new(
+                        s,
+                        Some(next),
+                        n as i64,
+                        slots,
+                        Some(&pool),
+                    )));
                     n = 0;
                 }
                 n += 1;
                 true
             },
         );
-        lists.push(Arc::new(RangeList::new(start, None, n as i64, slots)));
+        lists.push(Arc::new(RangeList::new(
+            start,
+            None,
+            n as i64,
+            slots,
+            Some(&pool),
+        )));
         TableRanges {
             map: AtomicPtr::new(Box::into_raw(Box::new(RangeMap::new(lists)))),
             split: Mutex::new(()),
             pending: AtomicBool::new(false),
             target: target as i64,
             slots,
+            pool,
         }
     }
 
@@ -485,6 +571,7 @@ impl TableRanges {
             pending: AtomicBool::new(false),
             target: i64::MAX / 4,
             slots,
+            pool: Arc::default(),
         }
     }
 
@@ -566,6 +653,7 @@ impl TableRanges {
                     end,
                     counts[i],
                     self.slots,
+                    Some(&self.pool),
                 )));
             }
             sealed.push(l.clone());
@@ -607,7 +695,13 @@ mod tests {
             .enumerate()
             .map(|(i, s)| {
                 let end = starts.get(i + 1).map(|e| e.clone().into_boxed_slice());
-                Arc::new(RangeList::new(s.clone().into_boxed_slice(), end, 0, 4))
+                Arc::new(RangeList::new(
+                    s.clone().into_boxed_slice(),
+                    end,
+                    0,
+                    4,
+                    None,
+                ))
             })
             .collect();
         RangeMap::new(lists)
@@ -656,7 +750,7 @@ mod tests {
     /// A scope covers a range exactly when every key of the range is in it.
     #[test]
     fn covered_by_is_exact() {
-        let l = RangeList::new(Box::from(&b"b"[..]), Some(Box::from(&b"d"[..])), 0, 4);
+        let l = RangeList::new(Box::from(&b"b"[..]), Some(Box::from(&b"d"[..])), 0, 4, None);
         assert!(l.covered_by(Bound::Included(b"b"), Bound::Excluded(b"d")));
         assert!(l.covered_by(Bound::Unbounded, Bound::Unbounded));
         assert!(!l.covered_by(Bound::Excluded(b"a"), Bound::Included(b"c\xff\xff")));
@@ -664,7 +758,13 @@ mod tests {
         assert!(!l.covered_by(Bound::Included(b"b"), Bound::Included(b"c")));
         assert!(!l.covered_by(Bound::Excluded(b"b"), Bound::Unbounded));
         assert!(l.covered_by(Bound::Excluded(b"a"), Bound::Unbounded));
-        let tight = RangeList::new(Box::from(&b"b"[..]), Some(Box::from(&b"c\0"[..])), 0, 4);
+        let tight = RangeList::new(
+            Box::from(&b"b"[..]),
+            Some(Box::from(&b"c\0"[..])),
+            0,
+            4,
+            None,
+        );
         assert!(tight.covered_by(Bound::Included(b"b"), Bound::Included(b"c")));
     }
 
@@ -675,7 +775,7 @@ mod tests {
         let epochs = crate::epoch::Epochs::new(2, 1);
         let local = epochs.register().unwrap();
         let g = local.pin();
-        let l = RangeList::new(Box::from(&[][..]), None, 0, 2);
+        let l = RangeList::new(Box::from(&[][..]), None, 0, 2, None);
         let w: Vec<Box<WriterEntry>> = (0..4)
             .map(|_| {
                 Box::new(WriterEntry {
@@ -695,5 +795,40 @@ mod tests {
         assert!(matches!(l.at(3, &g), Slot::Writer(e) if std::ptr::eq(e, &*w[3])));
         assert!(!l.holds_from(0, l.version()));
         assert!(l.holds_from(2, l.version()));
+    }
+
+    /// A dropped list's slot array goes back to its table's pool zeroed
+    /// (only its used positions needed it), and the next list of that size
+    /// takes it instead of a fresh allocation; a full pool keeps no more.
+    #[test]
+    fn dropped_lists_give_their_slots_back_zeroed() {
+        let w = WriterEntry {
+            cts: AtomicU64::new(1),
+            keys: Vec::new(),
+        };
+        let pool = Arc::new(SlotPool::default());
+        for registrations in [0u64, 3, 8, 21] {
+            let l = RangeList::new(Box::from(&[][..]), None, 0, 8, Some(&pool));
+            assert_eq!(pool.len(), 0, "the new list took the pooled array");
+            for _ in 0..registrations {
+                l.register(&w, 0, 1000);
+            }
+            let addr = l.slots.as_ptr() as usize;
+            drop(l);
+            assert_eq!(pool.len(), 1);
+            let again = RangeList::new(Box::from(&[][..]), None, 0, 8, Some(&pool));
+            assert_eq!(again.slots.as_ptr() as usize, addr, "reused");
+            assert!(again.slots.iter().all(|s| s.load(Ordering::Relaxed) == 0));
+            drop(again);
+        }
+        // Another size is not served from the pool.
+        let other = RangeList::new(Box::from(&[][..]), None, 0, 4, Some(&pool));
+        assert_eq!(other.slots.len(), 4);
+        assert_eq!(pool.len(), 1);
+        drop(other);
+        for _ in 0..POOL_MAX + 3 {
+            pool.give(zeroed_slots(8));
+        }
+        assert_eq!(pool.len(), POOL_MAX);
     }
 }
