@@ -595,6 +595,13 @@ pub struct TpccKnobs {
 }
 
 impl TpccKnobs {
+    /// The TPC-C part of a six-type variant (hybrid, top payer): these
+    /// knobs, warehouses defaulting to the thread count, and TPC-C's own
+    /// mix, which the variant does not use (it draws the type itself).
+    fn six_type_config(&self, warehouses: Option<u32>, threads: usize) -> TpccConfig {
+        self.config(warehouses, threads, TpccConfig::new(1).mix)
+    }
+
     /// The TPC-C configuration with these knobs; warehouses default to the
     /// thread count.
     fn config(&self, warehouses: Option<u32>, threads: usize, mix: [u32; 5]) -> TpccConfig {
@@ -648,16 +655,12 @@ impl TpccHybridArgs {
     /// The TPC-C-hybrid configuration (warehouses default to the thread
     /// count).
     pub fn hybrid_config(&self) -> HybridConfig {
-        let warehouses = self
-            .warehouses
-            .unwrap_or_else(|| self.common.threads.min(MAX_WAREHOUSES as usize) as u32);
+        let tpcc = self
+            .knobs
+            .six_type_config(self.warehouses, self.common.threads);
+        let warehouses = tpcc.warehouses;
         HybridConfig {
-            // The TPC-C mix is not used by the hybrid; keep TPC-C's default.
-            tpcc: self.knobs.config(
-                Some(warehouses),
-                self.common.threads,
-                TpccConfig::new(1).mix,
-            ),
+            tpcc,
             mix: self.mix,
             q2_size_pct: self.q2_size,
             ..HybridConfig::new(warehouses)
@@ -691,16 +694,10 @@ impl TpccTopPayerArgs {
     /// The modified TPC-C's configuration (warehouses default to the
     /// thread count).
     pub fn toppayer_config(&self) -> TopPayerConfig {
-        let warehouses = self
-            .warehouses
-            .unwrap_or_else(|| self.common.threads.min(MAX_WAREHOUSES as usize) as u32);
         TopPayerConfig {
-            // The TPC-C mix is not used; keep TPC-C's default.
-            tpcc: self.knobs.config(
-                Some(warehouses),
-                self.common.threads,
-                TpccConfig::new(1).mix,
-            ),
+            tpcc: self
+                .knobs
+                .six_type_config(self.warehouses, self.common.threads),
             mix: self.mix,
             scan: self.top_payer_scan,
         }

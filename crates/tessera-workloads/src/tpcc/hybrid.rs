@@ -154,22 +154,7 @@ impl HybridConfig {
     /// Parse a mix: six comma-separated percentages (NewOrder, Payment, Q2\*,
     /// OrderStatus, Delivery, StockLevel) adding up to 100.
     pub fn parse_mix(s: &str) -> Result<[u32; 6], String> {
-        let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-        if parts.len() != 6 {
-            return Err(format!(
-                "expected six comma-separated percentages (new_order,payment,q2_star,\
-                 order_status,delivery,stock_level), got {} value(s) in '{s}'",
-                parts.len()
-            ));
-        }
-        let mut mix = [0u32; 6];
-        for (m, p) in mix.iter_mut().zip(&parts) {
-            *m = p
-                .parse()
-                .map_err(|_| format!("'{p}' is not a whole percentage in '{s}'"))?;
-        }
-        TpccConfig::check_mix(&mix)?;
-        Ok(mix)
+        super::parse_percentages(s, &HybridTxn::ALL.map(HybridTxn::name))
     }
 
     /// Suppliers one Q2\* scans.
@@ -554,12 +539,7 @@ impl TpccHybrid {
     pub fn new(cfg: HybridConfig) -> Result<TpccHybrid, String> {
         cfg.validate()?;
         let tpcc = Tpcc::new(cfg.tpcc_part())?;
-        let mut cum = [0u32; 6];
-        let mut acc = 0;
-        for (c, m) in cum.iter_mut().zip(cfg.mix) {
-            acc += m;
-            *c = acc;
-        }
+        let cum = super::cumulative(cfg.mix);
         Ok(TpccHybrid {
             supply: SupplyMap::new(cfg.tpcc.warehouses),
             names: HybridTxn::ALL.map(HybridTxn::name),

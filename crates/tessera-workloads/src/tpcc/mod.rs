@@ -147,22 +147,7 @@ impl TpccConfig {
     /// Parse a mix: five comma-separated percentages (NewOrder, Payment,
     /// OrderStatus, Delivery, StockLevel) adding up to 100.
     pub fn parse_mix(s: &str) -> Result<[u32; 5], String> {
-        let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-        if parts.len() != 5 {
-            return Err(format!(
-                "expected five comma-separated percentages (new_order,payment,order_status,\
-                 delivery,stock_level), got {} value(s) in '{s}'",
-                parts.len()
-            ));
-        }
-        let mut mix = [0u32; 5];
-        for (m, p) in mix.iter_mut().zip(&parts) {
-            *m = p
-                .parse()
-                .map_err(|_| format!("'{p}' is not a whole percentage in '{s}'"))?;
-        }
-        Self::check_mix(&mix)?;
-        Ok(mix)
+        parse_percentages(s, &TxnType::ALL.map(TxnType::name))
     }
 
     /// A mix of any length (TPC-C-hybrid has six types) must add up to 100.
@@ -201,6 +186,48 @@ impl TpccConfig {
         }
         Ok(())
     }
+}
+
+/// Parse a mix of `N` transaction types named `names`: `N` comma-separated
+/// whole percentages adding up to 100 (the `--mix` of `bench tpcc` and of
+/// its six-type variants).
+pub(crate) fn parse_percentages<const N: usize>(
+    s: &str,
+    names: &[&str; N],
+) -> Result<[u32; N], String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() != N {
+        let count = match N {
+            5 => "five".to_string(),
+            6 => "six".to_string(),
+            n => n.to_string(),
+        };
+        return Err(format!(
+            "expected {count} comma-separated percentages ({}), got {} value(s) in '{s}'",
+            names.join(","),
+            parts.len()
+        ));
+    }
+    let mut mix = [0u32; N];
+    for (m, p) in mix.iter_mut().zip(&parts) {
+        *m = p
+            .parse()
+            .map_err(|_| format!("'{p}' is not a whole percentage in '{s}'"))?;
+    }
+    TpccConfig::check_mix(&mix)?;
+    Ok(mix)
+}
+
+/// The running sums of a mix: type `i` is drawn for `x < cum[i]`, `x`
+/// uniform in `0..100`.
+pub(crate) fn cumulative<const N: usize>(mix: [u32; N]) -> [u32; N] {
+    let mut cum = [0u32; N];
+    let mut acc = 0;
+    for (c, m) in cum.iter_mut().zip(mix) {
+        acc += m;
+        *c = acc;
+    }
+    cum
 }
 
 /// The JSON of `tessera bench tpcc --json`: the driver's report with a
@@ -366,12 +393,7 @@ impl Tpcc {
     /// The workload for these knobs (validated).
     pub fn new(cfg: TpccConfig) -> Result<Tpcc, String> {
         cfg.validate()?;
-        let mut cum = [0u32; 5];
-        let mut acc = 0;
-        for (c, m) in cum.iter_mut().zip(cfg.mix) {
-            acc += m;
-            *c = acc;
-        }
+        let cum = cumulative(cfg.mix);
         // The constants come from the seed, so a run reproduces; the load's
         // C_LAST and the run's obey the delta rule.
         let mut rng = SmallRng::seed_from_u64(cfg.seed ^ 0xC0C0_C0C0);

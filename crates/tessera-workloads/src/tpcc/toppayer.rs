@@ -111,22 +111,7 @@ impl TopPayerConfig {
     /// Parse a mix: six comma-separated percentages (Payment, NewOrder, top
     /// payer, OrderStatus, Delivery, StockLevel) adding up to 100.
     pub fn parse_mix(s: &str) -> Result<[u32; 6], String> {
-        let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-        if parts.len() != 6 {
-            return Err(format!(
-                "expected six comma-separated percentages (payment,new_order,top_payer,\
-                 order_status,delivery,stock_level), got {} value(s) in '{s}'",
-                parts.len()
-            ));
-        }
-        let mut mix = [0u32; 6];
-        for (m, p) in mix.iter_mut().zip(&parts) {
-            *m = p
-                .parse()
-                .map_err(|_| format!("'{p}' is not a whole percentage in '{s}'"))?;
-        }
-        TpccConfig::check_mix(&mix)?;
-        Ok(mix)
+        super::parse_percentages(s, &TopPayerTxn::ALL.map(TopPayerTxn::name))
     }
 
     /// Check the knobs; the message names the offending option.
@@ -282,12 +267,7 @@ impl TpccTopPayer {
     pub fn new(cfg: TopPayerConfig) -> Result<TpccTopPayer, String> {
         cfg.validate()?;
         let tpcc = Tpcc::new(cfg.tpcc_part())?;
-        let mut cum = [0u32; 6];
-        let mut acc = 0;
-        for (c, m) in cum.iter_mut().zip(cfg.mix) {
-            acc += m;
-            *c = acc;
-        }
+        let cum = super::cumulative(cfg.mix);
         Ok(TpccTopPayer {
             names: TopPayerTxn::ALL.map(TopPayerTxn::name),
             cum,
