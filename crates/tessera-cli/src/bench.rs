@@ -44,6 +44,9 @@ pub enum BenchCmd {
     /// C_YTD_PAYMENT and rewards that customer with a Payment.
     #[command(name = "tpcc-toppayer", after_long_help = TPCC_TOPPAYER_HELP)]
     TpccTopPayer(TpccTopPayerArgs),
+    /// Cai et al.'s version-layout microbenchmark (chapter 2): pure N2O,
+    /// pure O2N, HyPer's and EMS side by side; --jumps prints Table 2.1.
+    Versions(crate::versions::VersionsArgs),
     /// SmallBank as the BOHM evaluation runs it: five transactions on 1-3
     /// rows of SAVINGS and CHECKING; --customers sets the contention (50
     /// high, 100,000 low); money conservation is checked after the run.
@@ -911,6 +914,7 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
         BenchCmd::Tpcc(a) => tpcc(&a),
         BenchCmd::TpccHybrid(a) => tpcc_hybrid(&a),
         BenchCmd::TpccTopPayer(a) => tpcc_toppayer(&a),
+        BenchCmd::Versions(a) => crate::versions::main(&a),
         BenchCmd::Smallbank(a) => smallbank(&a),
         BenchCmd::Cart(a) => cart(&a),
     }

@@ -25,6 +25,7 @@ mod det_tools;
 mod failure;
 mod sweep;
 mod tools;
+mod versions;
 
 #[global_allocator]
 static GLOBAL: alloc::Mimalloc = alloc::Mimalloc;

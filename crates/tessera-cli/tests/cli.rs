@@ -1023,3 +1023,52 @@ fn offered_rate_runs_open_loop_with_a_timeline() {
         assert!(stderr(&o).contains("--burst"), "{bad}: {}", stderr(&o));
     }
 }
+
+/// `bench versions`: Table 2.1 as JSON, a short run of every layout, and
+/// the usage errors.
+#[test]
+fn versions_benchmark_json_and_errors() {
+    let o = tessera(&["bench", "versions", "--jumps", "4", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ems = &v["jumps"][3];
+    assert_eq!(ems["layout"], "ems");
+    assert_eq!(
+        (ems["current_updating"].as_u64(), ems["oldest"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert_eq!(v["jumps"][0]["oldest"], 4, "n2o walks to the oldest");
+    for work in ["read-only", "read-updating", "write-only"] {
+        let o = tessera(&[
+            "bench",
+            "versions",
+            "--objects",
+            "2000",
+            "--seconds",
+            "0.2",
+            "--threads",
+            "2",
+            "--work",
+            work,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{work}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["work"], work);
+        let rows = v["layouts"].as_array().unwrap();
+        assert_eq!(rows.len(), 4);
+        for r in rows {
+            assert!(r["ops_per_sec"].as_f64().unwrap() > 0.0, "{work}: {r}");
+        }
+    }
+    for (flag, value) in [
+        ("--layout", "btree"),
+        ("--work", "read-mostly"),
+        ("--objects", "0"),
+    ] {
+        let o = tessera(&["bench", "versions", flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+    }
+    let o = tessera(&["bench", "versions", "--seconds", "-1"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -57,6 +57,7 @@ mod engine;
 pub mod epoch;
 pub mod error;
 pub mod index;
+pub mod layouts;
 pub mod log;
 pub mod request;
 pub mod storage;

@@ -22,6 +22,7 @@
 //! with one CAS), allocated per record instead of in a dense per-table array;
 //! see docs/ARCHITECTURE.md.
 
+pub(crate) mod ems;
 pub mod mvcc;
 pub mod tid;
 
@@ -313,6 +314,13 @@ impl Version {
     #[inline]
     pub fn prev(&self) -> *mut Version {
         self.prev.load(Ordering::Acquire)
+    }
+
+    /// Point `prev` at `p` (EMS's oldest-first list links each version to
+    /// the next newer one through it).
+    #[inline]
+    pub(crate) fn set_prev(&self, p: *mut Version) {
+        self.prev.store(p, Ordering::Release);
     }
 
     /// Copy the value into `out` (appending). Word loads are Relaxed: the

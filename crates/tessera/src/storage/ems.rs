@@ -1,0 +1,570 @@
+//! EMS, the efficient multi-version storage of Cai, Guo and Zhou (chapter
+//! 2): an object header that embeds the **two newest committed versions**
+//! (regions A and B) beside a 64-bit lock word, and keeps older versions in
+//! an **oldest-first** (O2N) list. A reader finds the current version in
+//! the header even while a writer updates the object (Table 2.1: zero jumps
+//! for the current version, updating or not; one for the oldest).
+//!
+//! *Lock word* (section 2.3.1): `[write-bit | primary-bit | tid (62)]`.
+//! The primary region holds the newest committed version, the secondary
+//! the one before it. [`EmsObject::acquire`] is one CAS `(0,p,*) ->
+//! (1,p,tid)`; the two releases are named for what they do, because the
+//! book's `release(true/false)` means commit in section 2.3.1 and Fig. 2.3
+//! and abort in Algorithm 2.1 and section 2.3.4 (erratum 1 of the digest):
+//! [`EmsObject::release_commit`] flips the primary bit,
+//! [`EmsObject::release_abort`] keeps it.
+//!
+//! *Write* (Algorithm 2.1, as corrected): acquire; if the primary was
+//! committed after the writer's start stamp, release and abort
+//! (first-committer-wins, the lost update); otherwise make the secondary
+//! private: if it holds a version some running transaction may still need,
+//! append it to the list **first**, then mark the region invalid (cts
+//! ∞); then write the new value there. The book's test is inverted twice
+//! (errata 2 and 3): a secondary stamped `s` under a primary stamped `p`
+//! is *needed* iff some active start stamp lies in `[s, p)`; here,
+//! conservatively, it is expired iff `p` is at or below the oldest active
+//! start stamp (the caller's watermark), and with no watermark (garbage
+//! collection off, as in the book's throughput runs) it is always kept.
+//!
+//! *Read* (Algorithm 2.2, as corrected): the holder of the write lock reads
+//! its own secondary; anyone else takes the newer of the two regions whose
+//! stamp is valid and at most its start stamp, else the newest list node
+//! stamped at most its start stamp (the book's loop advances on the wrong
+//! comparison and has no "nothing visible" case: erratum 4). A region is
+//! read seqlock-style (the digest's race): its stamp, then its value, then
+//! its stamp again; a writer invalidates the stamp before it replaces the
+//! value, and stamps only grow, so an unchanged stamp means the value read
+//! belongs to it.
+//!
+//! *Commit* (section 2.3.4): set the secondary's stamp, then
+//! `release_commit`. *Abort*: `release_abort`; the secondary stays invalid
+//! and needs no undo.
+//!
+//! Values are [`Version`]s (the book's "value word" is a pointer): a
+//! region holds one, and a version appended to the list is the same
+//! allocation, linked through its `prev` pointer, which here points to the
+//! next *newer* node. Versions that a reader may still hold are freed
+//! through the memory epoch.
+
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+use super::mvcc::{free_mv_version, new_mv_version};
+use super::Version;
+use crate::epoch::Guard;
+
+/// A region's commit stamp while it holds no visible version (the book's
+/// ∞).
+pub const INVALID: u64 = u64::MAX;
+
+const WRITE_BIT: u64 = 1 << 63;
+const PRIMARY_BIT: u64 = 1 << 62;
+const TID_MASK: u64 = PRIMARY_BIT - 1;
+
+/// One of the header's two embedded versions.
+struct Region {
+    /// Its commit stamp, or [`INVALID`].
+    cts: AtomicU64,
+    /// Its value (null only before the first write into it).
+    value: AtomicPtr<Version>,
+}
+
+impl Region {
+    fn empty() -> Region {
+        Region {
+            cts: AtomicU64::new(INVALID),
+            value: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+}
+
+/// Why a write failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmsConflict {
+    /// Another transaction holds the object's write lock (the book retries
+    /// the write; an engine on this object aborts at once, as ERMIA's
+    /// first-updater-wins does).
+    Locked,
+    /// The newest version was committed after the writer started
+    /// (first-committer-wins).
+    LostUpdate,
+}
+
+/// What a read found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmsRead {
+    /// The version's commit stamp (0 for the reader's own write).
+    pub cts: u64,
+    /// Whether it is a deletion.
+    pub tombstone: bool,
+    /// List nodes dereferenced to reach it (Table 2.1's jumps: 0 for a
+    /// region).
+    pub jumps: u32,
+}
+
+/// An EMS object header (Fig. 2.2).
+pub struct EmsObject {
+    lock: AtomicU64,
+    regions: [Region; 2],
+    /// The oldest listed version; each node's `prev` is the next newer.
+    list: AtomicPtr<Version>,
+}
+
+// SAFETY: the raw version pointers are shared under the protocol above
+// (written by the lock holder, read seqlock-style, freed through the epoch).
+unsafe impl Send for EmsObject {}
+// SAFETY: as above.
+unsafe impl Sync for EmsObject {}
+
+impl EmsObject {
+    /// An object whose one committed version is `val` (`None`: a
+    /// deletion), stamped `cts`, in region A.
+    pub fn new(val: Option<&[u8]>, cts: u64) -> EmsObject {
+        let o = EmsObject {
+            lock: AtomicU64::new(0),
+            regions: [Region::empty(), Region::empty()],
+            list: AtomicPtr::new(std::ptr::null_mut()),
+        };
+        let v = new_mv_version(val, cts, std::ptr::null_mut(), None);
+        o.regions[0].value.store(v, Ordering::Relaxed);
+        o.regions[0].cts.store(cts, Ordering::Relaxed);
+        o
+    }
+
+    /// The lock word's primary region (0: A).
+    #[inline]
+    fn primary(l: u64) -> usize {
+        usize::from(l & PRIMARY_BIT != 0)
+    }
+
+    /// Whether transaction `tid` holds the write lock.
+    #[inline]
+    pub fn held_by(&self, tid: u64) -> bool {
+        let l = self.lock.load(Ordering::Acquire);
+        l & WRITE_BIT != 0 && l & TID_MASK == tid & TID_MASK
+    }
+
+    /// `acquire(tid)`: one CAS from unlocked, keeping the primary bit.
+    pub fn acquire(&self, tid: u64) -> bool {
+        debug_assert!(tid & !TID_MASK == 0 && tid != 0);
+        let l = self.lock.load(Ordering::Relaxed);
+        l & WRITE_BIT == 0
+            && self
+                .lock
+                .compare_exchange(
+                    l,
+                    WRITE_BIT | (l & PRIMARY_BIT) | tid,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+
+    /// Unlock and flip the primary bit: the secondary, which holds the
+    /// committing transaction's version, becomes primary.
+    pub fn release_commit(&self) {
+        let l = self.lock.load(Ordering::Relaxed);
+        debug_assert!(l & WRITE_BIT != 0);
+        self.lock.store(!l & PRIMARY_BIT, Ordering::Release);
+    }
+
+    /// Unlock and keep the primary bit (abort).
+    pub fn release_abort(&self) {
+        let l = self.lock.load(Ordering::Relaxed);
+        debug_assert!(l & WRITE_BIT != 0);
+        self.lock.store(l & PRIMARY_BIT, Ordering::Release);
+    }
+
+    /// Write `val` (`None`: delete) for transaction `tid`, started at
+    /// `sts`. `watermark` is the oldest active start stamp, or `None` to
+    /// keep every version (garbage collection off). On `LostUpdate` the
+    /// lock has been released again.
+    pub fn write(
+        &self,
+        tid: u64,
+        sts: u64,
+        val: Option<&[u8]>,
+        watermark: Option<u64>,
+        g: &Guard<'_>,
+    ) -> Result<(), EmsConflict> {
+        let mine = self.held_by(tid);
+        if !mine && !self.acquire(tid) {
+            return Err(EmsConflict::Locked);
+        }
+        let l = self.lock.load(Ordering::Relaxed);
+        let p = Self::primary(l);
+        let s = 1 - p;
+        let sec = &self.regions[s];
+        if !mine {
+            let pc = self.regions[p].cts.load(Ordering::Relaxed);
+            if pc != INVALID && pc > sts {
+                self.release_abort();
+                return Err(EmsConflict::LostUpdate);
+            }
+            let sc = sec.cts.load(Ordering::Relaxed);
+            if sc != INVALID {
+                let old = sec.value.load(Ordering::Relaxed);
+                let needed = watermark.is_none_or(|w| pc > w);
+                if needed {
+                    // Append first, then invalidate: a reader that finds the
+                    // region invalid finds the version in the list.
+                    // SAFETY: `old` is live (regions own their versions) and
+                    // the lock holder alone changes the list's shape.
+                    unsafe { self.append(old) };
+                }
+                sec.cts.store(INVALID, Ordering::Release);
+                if !needed {
+                    // Expired: no running transaction can need it, and new
+                    // readers no longer reach it.
+                    // SAFETY: pinned readers keep it through the epoch.
+                    unsafe { g.retire(old as *mut u8, free_mv_version) };
+                }
+            } else {
+                let old = sec.value.load(Ordering::Relaxed);
+                if !old.is_null() {
+                    // An aborted writer's value, never visible; a reader of
+                    // the region's former stamp may still hold it.
+                    // SAFETY: as above.
+                    unsafe { g.retire(old as *mut u8, free_mv_version) };
+                }
+            }
+        } else {
+            let old = sec.value.load(Ordering::Relaxed);
+            // Our earlier value: only a reader racing our first write could
+            // have loaded it, and it re-checks the stamp.
+            // SAFETY: as above.
+            unsafe { g.retire(old as *mut u8, free_mv_version) };
+        }
+        let v = new_mv_version(val, INVALID, std::ptr::null_mut(), None);
+        sec.value.store(v, Ordering::Release);
+        Ok(())
+    }
+
+    /// Link `v` at the newest end of the list.
+    ///
+    /// # Safety
+    /// The caller holds the write lock; `v` is live and in no list.
+    unsafe fn append(&self, v: *mut Version) {
+        // SAFETY: caller contract.
+        unsafe { (*v).set_prev(std::ptr::null_mut()) };
+        let head = self.list.load(Ordering::Relaxed);
+        if head.is_null() {
+            self.list.store(v, Ordering::Release);
+            return;
+        }
+        let mut n = head;
+        loop {
+            // SAFETY: list nodes live until the object drops (or the
+            // epoch frees an unlinked one; nothing unlinks here).
+            let next = unsafe { &*n }.prev();
+            if next.is_null() {
+                break;
+            }
+            n = next;
+        }
+        // SAFETY: as above.
+        unsafe { (*n).set_prev(v) };
+    }
+
+    /// Commit the lock holder's write with stamp `cts`: the secondary's
+    /// stamp first, then the flip.
+    pub fn commit(&self, cts: u64) {
+        let l = self.lock.load(Ordering::Relaxed);
+        let sec = &self.regions[1 - Self::primary(l)];
+        let v = sec.value.load(Ordering::Relaxed);
+        // SAFETY: the lock holder's own version, live.
+        unsafe { &*v }.set_stamp(cts);
+        sec.cts.store(cts, Ordering::Release);
+        self.release_commit();
+    }
+
+    /// Abort the lock holder's write: the secondary stays invalid. (The
+    /// layout benchmark never aborts a write; `--cc ems` will.)
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn abort(&self) {
+        self.release_abort();
+    }
+
+    /// Read the version that transaction `tid`, started at `sts`, sees,
+    /// into `out` (nothing for a deletion); `None` if no version is
+    /// visible. The caller is pinned (`_g`).
+    pub fn read(&self, sts: u64, tid: u64, out: &mut Vec<u8>, _g: &Guard<'_>) -> Option<EmsRead> {
+        'again: loop {
+            let l = self.lock.load(Ordering::Acquire);
+            if tid != 0 && l & WRITE_BIT != 0 && l & TID_MASK == tid & TID_MASK {
+                // Our own write: the private secondary.
+                let v = self.regions[1 - Self::primary(l)]
+                    .value
+                    .load(Ordering::Acquire);
+                return Some(Self::take(v, 0, 0, out));
+            }
+            // The primary, then the secondary (Algorithm 2.2). The primary
+            // read from `l` is the newest committed version for any `sts`
+            // taken before `l` was loaded: a committer publishes its stamp
+            // as a start stamp only after it has flipped every primary.
+            let p = Self::primary(l);
+            for r in [&self.regions[p], &self.regions[1 - p]] {
+                let c = r.cts.load(Ordering::Acquire);
+                if c == INVALID || c > sts {
+                    continue;
+                }
+                let v = r.value.load(Ordering::Acquire);
+                if r.cts.load(Ordering::Acquire) != c {
+                    continue 'again;
+                }
+                return Some(Self::take(v, c, 0, out));
+            }
+            // The newest listed version stamped at most `sts`.
+            let mut n = self.list.load(Ordering::Acquire) as *const Version;
+            let mut jumps = 0;
+            let mut found: Option<(*const Version, u32)> = None;
+            while !n.is_null() {
+                jumps += 1;
+                // SAFETY: list nodes are freed through the epoch; pinned.
+                let node = unsafe { &*n };
+                if node.stamp() > sts {
+                    break;
+                }
+                found = Some((n, jumps));
+                n = node.prev();
+            }
+            return found.map(|(v, j)| {
+                // SAFETY: as above.
+                let c = unsafe { &*v }.stamp();
+                Self::take(v, c, j, out)
+            });
+        }
+    }
+
+    /// Copy `v`'s value into `out`.
+    fn take(v: *const Version, cts: u64, jumps: u32, out: &mut Vec<u8>) -> EmsRead {
+        out.clear();
+        // SAFETY: a live version (pinned; freed only through the epoch).
+        let tombstone = unsafe { &*v }.is_tombstone();
+        if !tombstone {
+            // SAFETY: as above; a committed version's bytes never change,
+            // and our own is written only by us.
+            unsafe { Version::read_into(v, out) };
+        }
+        EmsRead {
+            cts,
+            tombstone,
+            jumps,
+        }
+    }
+
+    /// The oldest version kept (the list's head, else the older region),
+    /// into `out`: for the book's "oldest version" reads.
+    pub fn read_oldest(&self, out: &mut Vec<u8>, g: &Guard<'_>) -> Option<EmsRead> {
+        let head = self.list.load(Ordering::Acquire);
+        if !head.is_null() {
+            // SAFETY: pinned.
+            let c = unsafe { &*head }.stamp();
+            return Some(Self::take(head, c, 1, out));
+        }
+        match self.oldest_region_cts() {
+            INVALID => None,
+            c => self.read(c, 0, out, g),
+        }
+    }
+
+    /// The smaller valid region stamp (or [`INVALID`]).
+    fn oldest_region_cts(&self) -> u64 {
+        self.regions
+            .iter()
+            .map(|r| r.cts.load(Ordering::Acquire))
+            .filter(|&c| c != INVALID)
+            .min()
+            .unwrap_or(INVALID)
+    }
+
+    /// Versions kept: the regions' (an uncommitted one too) and the
+    /// list's nodes.
+    pub fn versions(&self) -> usize {
+        let regions = self
+            .regions
+            .iter()
+            .filter(|r| !r.value.load(Ordering::Acquire).is_null())
+            .count();
+        let mut n = self.list.load(Ordering::Acquire) as *const Version;
+        let mut listed = 0;
+        while !n.is_null() {
+            listed += 1;
+            // SAFETY: the caller is pinned or owns the object.
+            n = unsafe { &*n }.prev();
+        }
+        regions + listed
+    }
+}
+
+impl Drop for EmsObject {
+    fn drop(&mut self) {
+        for r in &mut self.regions {
+            let v = *r.value.get_mut();
+            if !v.is_null() {
+                // SAFETY: the last owner; the region owns its version.
+                unsafe { free_mv_version(v as *mut u8) };
+            }
+        }
+        let mut n = *self.list.get_mut();
+        while !n.is_null() {
+            // SAFETY: the last owner; list nodes are owned by the list.
+            let next = unsafe { &*n }.prev();
+            // SAFETY: as above.
+            unsafe { free_mv_version(n as *mut u8) };
+            n = next;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::epoch::Epochs;
+
+    fn val(o: &EmsObject, sts: u64, tid: u64, g: &Guard<'_>) -> Option<(Vec<u8>, EmsRead)> {
+        let mut out = Vec::new();
+        o.read(sts, tid, &mut out, g).map(|r| (out, r))
+    }
+
+    /// Fig. 2.3's lock word walk, with the two named releases.
+    #[test]
+    fn lock_word_acquire_and_both_releases() {
+        let o = EmsObject::new(Some(b"a"), 1);
+        assert!(o.acquire(123));
+        assert!(o.held_by(123));
+        assert!(!o.acquire(124), "held");
+        o.release_commit();
+        assert_eq!(o.lock.load(Ordering::Relaxed), PRIMARY_BIT, "(0,1,0)");
+        assert!(o.acquire(7));
+        o.release_abort();
+        assert_eq!(o.lock.load(Ordering::Relaxed), PRIMARY_BIT, "(0,1,0) kept");
+        assert!(o.acquire(8));
+        o.release_commit();
+        assert_eq!(o.lock.load(Ordering::Relaxed), 0, "(0,0,0)");
+    }
+
+    /// Versions are read from the header while an update runs, from the
+    /// list once older than both regions; first-committer-wins aborts a
+    /// writer that started before the primary's commit.
+    #[test]
+    fn reads_writes_and_the_table_2_1_jumps() {
+        let epochs = Epochs::new(1, 1);
+        let local = epochs.register().unwrap();
+        let g = local.pin();
+        let o = EmsObject::new(Some(b"v1"), 10);
+        // Update to v2 at 20 (start 15).
+        o.write(1, 15, Some(b"v2"), None, &g).unwrap();
+        // While it runs: others read v1 from the header, zero jumps; the
+        // writer reads its own value.
+        let (v, r) = val(&o, 100, 2, &g).unwrap();
+        assert_eq!((&v[..], r.jumps, r.cts), (&b"v1"[..], 0, 10));
+        assert_eq!(val(&o, 100, 1, &g).unwrap().0, b"v2");
+        o.commit(20);
+        assert_eq!(val(&o, 25, 2, &g).unwrap().0, b"v2");
+        assert_eq!(val(&o, 15, 2, &g).unwrap().0, b"v1", "older snapshot");
+        assert!(val(&o, 5, 2, &g).is_none(), "nothing visible before 10");
+        // A writer that started at 18 (before 20) loses.
+        assert_eq!(
+            o.write(3, 18, Some(b"x"), None, &g),
+            Err(EmsConflict::LostUpdate)
+        );
+        assert!(!o.held_by(3), "released on the lost update");
+        // v3 at 30: v1 (the secondary) moves to the list first.
+        o.write(4, 25, Some(b"v3"), None, &g).unwrap();
+        let (v, r) = val(&o, 12, 9, &g).unwrap();
+        assert_eq!((&v[..], r.jumps), (&b"v1"[..], 1), "oldest: one jump");
+        let (v, r) = val(&o, 100, 9, &g).unwrap();
+        assert_eq!((&v[..], r.jumps), (&b"v2"[..], 0), "current while updating");
+        o.commit(30);
+        // v4 at 40 aborts: v3 stays current, the secondary is invalid.
+        o.write(5, 35, Some(b"v4"), None, &g).unwrap();
+        o.abort();
+        assert_eq!(val(&o, 100, 9, &g).unwrap().0, b"v3");
+        // v5 at 50, then a deletion at 60.
+        o.write(6, 45, Some(b"v5"), None, &g).unwrap();
+        o.commit(50);
+        o.write(7, 55, None, None, &g).unwrap();
+        o.commit(60);
+        let (v, r) = val(&o, 100, 9, &g).unwrap();
+        assert!(r.tombstone && v.is_empty());
+        for (sts, want, jumps) in [
+            (12, &b"v1"[..], 1),
+            (25, b"v2", 2),
+            (35, b"v3", 3),
+            (55, b"v5", 0),
+        ] {
+            let (v, r) = val(&o, sts, 9, &g).unwrap();
+            assert_eq!((&v[..], r.jumps), (want, jumps), "at {sts}");
+        }
+        let mut out = Vec::new();
+        let r = o.read_oldest(&mut out, &g).unwrap();
+        assert_eq!((&out[..], r.jumps), (&b"v1"[..], 1));
+        assert_eq!(o.versions(), 5);
+    }
+
+    /// With a watermark past the primary's stamp, the secondary is expired
+    /// and reused in place: the list does not grow.
+    #[test]
+    fn expired_secondaries_are_not_listed() {
+        let epochs = Epochs::new(1, 1);
+        let local = epochs.register().unwrap();
+        let g = local.pin();
+        let o = EmsObject::new(Some(b"v1"), 10);
+        for (i, cts) in (20..120).step_by(10).enumerate() {
+            o.write(i as u64 + 1, cts - 1, Some(b"vv"), Some(cts - 1), &g)
+                .unwrap();
+            o.commit(cts);
+        }
+        assert_eq!(o.versions(), 2, "two regions, no list");
+        // Without a watermark every version is kept.
+        let o = EmsObject::new(Some(b"v1"), 10);
+        for (i, cts) in (20..120).step_by(10).enumerate() {
+            o.write(i as u64 + 1, cts - 1, Some(b"vv"), None, &g)
+                .unwrap();
+            o.commit(cts);
+        }
+        assert_eq!(o.versions(), 11);
+    }
+
+    /// Readers racing a writer that commits a counter over and over never
+    /// see a torn or out-of-snapshot value: every value read is the one
+    /// committed at the largest stamp at or below the reader's start.
+    #[test]
+    fn concurrent_readers_see_their_snapshot() {
+        use std::sync::atomic::AtomicBool;
+        let epochs = Epochs::new(4, 1);
+        let o = EmsObject::new(Some(&0u64.to_le_bytes().repeat(4)), 1);
+        let stop = AtomicBool::new(false);
+        let published = AtomicU64::new(1);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let local = epochs.register().unwrap();
+                for n in 1..3_000u64 {
+                    let g = local.pin();
+                    let sts = published.load(Ordering::Acquire);
+                    o.write(1, sts, Some(&n.to_le_bytes().repeat(4)), None, &g)
+                        .unwrap();
+                    // Stamp n + 1 carries value n.
+                    o.commit(n + 1);
+                    published.store(n + 1, Ordering::Release);
+                }
+                stop.store(true, Ordering::Release);
+            });
+            for _ in 0..2 {
+                s.spawn(|| {
+                    let local = epochs.register().unwrap();
+                    let mut out = Vec::new();
+                    while !stop.load(Ordering::Acquire) {
+                        let g = local.pin();
+                        let sts = published.load(Ordering::Acquire);
+                        let r = o.read(sts, 0, &mut out, &g).expect("visible");
+                        let n = u64::from_le_bytes(out[..8].try_into().unwrap());
+                        assert!(out.chunks(8).all(|c| c == &n.to_le_bytes()[..]), "torn");
+                        assert_eq!(r.cts, n + 1, "value and stamp agree");
+                        assert_eq!(n + 1, sts, "the newest committed at or below {sts}");
+                    }
+                });
+            }
+        });
+    }
+}
