@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::epoch::{Epochs, Guard};
+use crate::epoch::{Epochs, Guard, Ticker};
 use crate::storage::ems::{EmsObject, INVALID};
 use crate::storage::mvcc::{free_mv_version, new_mv_version};
 use crate::storage::Version;
@@ -680,9 +680,13 @@ pub struct Report {
 
 /// Run `b`.
 pub fn run(b: &Bench) -> Result<Report, String> {
-    if b.objects == 0 || b.threads == 0 || b.preload == 0 || b.seconds.is_nan() || b.seconds <= 0.0
+    if b.objects == 0
+        || b.threads == 0
+        || b.preload == 0
+        || !b.seconds.is_finite()
+        || b.seconds <= 0.0
     {
-        return Err("objects, threads, preload and seconds must be positive".into());
+        return Err("objects, threads, preload and seconds must be positive (and finite)".into());
     }
     match b.layout {
         LayoutKind::N2o => run_with::<N2o>(b),
@@ -712,6 +716,8 @@ impl Rng {
 
 fn run_with<L: Layout + 'static>(b: &Bench) -> Result<Report, String> {
     let epochs = Epochs::new(b.threads + 1, 1);
+    // The memory epoch must advance for retired versions to be freed.
+    let _ticker = Ticker::start(epochs.clone(), Duration::from_millis(1));
     let val = vec![0x5Au8; b.value_size];
     let t0 = Instant::now();
     let objects: Arc<Vec<L>> = {
@@ -762,7 +768,9 @@ fn run_with<L: Layout + 'static>(b: &Bench) -> Result<Report, String> {
                     match work {
                         Work::WriteOnly => {
                             let sts = clock.load(Ordering::Acquire);
-                            // Nothing else runs: the oldest start is `sts`.
+                            // No reader runs: every version but the newest
+                            // (which a writer checks under its lock) is
+                            // garbage, so `sts` serves as the watermark.
                             let w = gc.then_some(sts);
                             if o.write(tid, sts, &val, w, &g).is_ok() {
                                 let cts = clock.fetch_add(1, Ordering::AcqRel) + 1;

@@ -109,12 +109,6 @@ pub struct EmsObject {
     list: AtomicPtr<Version>,
 }
 
-// SAFETY: the raw version pointers are shared under the protocol above
-// (written by the lock holder, read seqlock-style, freed through the epoch).
-unsafe impl Send for EmsObject {}
-// SAFETY: as above.
-unsafe impl Sync for EmsObject {}
-
 impl EmsObject {
     /// An object whose one committed version is `val` (`None`: a
     /// deletion), stamped `cts`, in region A.
@@ -194,48 +188,39 @@ impl EmsObject {
         let p = Self::primary(l);
         let s = 1 - p;
         let sec = &self.regions[s];
+        let old = sec.value.load(Ordering::Relaxed);
+        // Whether `old` leaves the object with this write (else it is in the
+        // list now, or null).
+        let mut drop_old = !old.is_null();
         if !mine {
             let pc = self.regions[p].cts.load(Ordering::Relaxed);
             if pc != INVALID && pc > sts {
                 self.release_abort();
                 return Err(EmsConflict::LostUpdate);
             }
-            let sc = sec.cts.load(Ordering::Relaxed);
-            if sc != INVALID {
-                let old = sec.value.load(Ordering::Relaxed);
-                let needed = watermark.is_none_or(|w| pc > w);
-                if needed {
-                    // Append first, then invalidate: a reader that finds the
-                    // region invalid finds the version in the list.
+            if sec.cts.load(Ordering::Relaxed) != INVALID {
+                if watermark.is_none_or(|w| pc > w) {
+                    // Needed: append first, then invalidate, so a reader
+                    // that finds the region invalid finds it in the list.
                     // SAFETY: `old` is live (regions own their versions) and
                     // the lock holder alone changes the list's shape.
                     unsafe { self.append(old) };
+                    drop_old = false;
                 }
                 sec.cts.store(INVALID, Ordering::Release);
-                if !needed {
-                    // Expired: no running transaction can need it, and new
-                    // readers no longer reach it.
-                    // SAFETY: pinned readers keep it through the epoch.
-                    unsafe { g.retire(old as *mut u8, free_mv_version) };
-                }
-            } else {
-                let old = sec.value.load(Ordering::Relaxed);
-                if !old.is_null() {
-                    // An aborted writer's value, never visible; a reader of
-                    // the region's former stamp may still hold it.
-                    // SAFETY: as above.
-                    unsafe { g.retire(old as *mut u8, free_mv_version) };
-                }
             }
-        } else {
-            let old = sec.value.load(Ordering::Relaxed);
-            // Our earlier value: only a reader racing our first write could
-            // have loaded it, and it re-checks the stamp.
-            // SAFETY: as above.
-            unsafe { g.retire(old as *mut u8, free_mv_version) };
+            // Else the region held an aborted writer's value, never visible.
         }
+        // Our value replaces whatever the private region held: an expired
+        // version, an aborted writer's value, or our own earlier one.
         let v = new_mv_version(val, INVALID, std::ptr::null_mut(), None);
         sec.value.store(v, Ordering::Release);
+        if drop_old {
+            // SAFETY: unreachable for new readers now (the region holds `v`
+            // and an invalid stamp); a reader that loaded it before re-checks
+            // the stamp, and pinned ones keep it through the epoch.
+            unsafe { g.retire(old as *mut u8, free_mv_version) };
+        }
         Ok(())
     }
 
@@ -287,6 +272,12 @@ impl EmsObject {
     /// Read the version that transaction `tid`, started at `sts`, sees,
     /// into `out` (nothing for a deletion); `None` if no version is
     /// visible. The caller is pinned (`_g`).
+    ///
+    /// Requires what the book's single commit thread gives: a stamp is
+    /// handed out as a start stamp only after its committer has flipped
+    /// every object it wrote (`--cc ems` publishes a contiguous prefix of
+    /// finished stamps). Then the primary read from the lock word is the
+    /// newest version visible at any start stamp taken before it.
     pub fn read(&self, sts: u64, tid: u64, out: &mut Vec<u8>, _g: &Guard<'_>) -> Option<EmsRead> {
         'again: loop {
             let l = self.lock.load(Ordering::Acquire);
@@ -327,10 +318,12 @@ impl EmsObject {
                 found = Some((n, jumps));
                 n = node.prev();
             }
-            return found.map(|(v, j)| {
+            // Jumps count every node dereferenced, the one past the answer
+            // too (as for a pure O2N chain).
+            return found.map(|(v, _)| {
                 // SAFETY: as above.
                 let c = unsafe { &*v }.stamp();
-                Self::take(v, c, j, out)
+                Self::take(v, c, jumps, out)
             });
         }
     }
@@ -488,8 +481,9 @@ mod tests {
         let (v, r) = val(&o, 100, 9, &g).unwrap();
         assert!(r.tombstone && v.is_empty());
         for (sts, want, jumps) in [
-            (12, &b"v1"[..], 1),
-            (25, b"v2", 2),
+            // Every node dereferenced counts, the one past the answer too.
+            (12, &b"v1"[..], 2),
+            (25, b"v2", 3),
             (35, b"v3", 3),
             (55, b"v5", 0),
         ] {
@@ -539,9 +533,21 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 let local = epochs.register().unwrap();
+                // The memory epoch advances, so retired values are freed
+                // while the readers run.
+                let _ticker = crate::epoch::Ticker::start(
+                    epochs.clone(),
+                    std::time::Duration::from_micros(200),
+                );
                 for n in 1..3_000u64 {
                     let g = local.pin();
                     let sts = published.load(Ordering::Acquire);
+                    if n % 3 == 0 {
+                        // An aborted write: its value is retired by the
+                        // next writer, under the readers' feet.
+                        o.write(1, sts, Some(&[0xEE; 32]), None, &g).unwrap();
+                        o.abort();
+                    }
                     o.write(1, sts, Some(&n.to_le_bytes().repeat(4)), None, &g)
                         .unwrap();
                     // Stamp n + 1 carries value n.
