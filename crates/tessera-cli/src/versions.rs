@@ -83,24 +83,6 @@ fn parse_work(s: &str) -> Result<Work, String> {
     s.trim().parse()
 }
 
-fn work_name(w: Work) -> &'static str {
-    match w {
-        Work::ReadOnly => "read-only",
-        Work::ReadUpdating => "read-updating",
-        Work::WriteOnly => "write-only",
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Run `tessera bench versions`.
 pub fn main(a: &VersionsArgs) -> ExitCode {
     if let Some(m) = a.jumps {
@@ -181,12 +163,14 @@ pub fn main(a: &VersionsArgs) -> ExitCode {
         .iter()
         .map(|&k| {
             let of = |f: &dyn Fn(&layouts::Report) -> f64| {
-                median(
+                // Every run of `k` succeeded (a failure ends the command).
+                crate::sweep::median(
                     runs.iter()
                         .filter(|(l, _)| *l == k)
                         .map(|(_, r)| f(r))
                         .collect(),
                 )
+                .unwrap_or(0.0)
             };
             json!({
                 "layout": k.name(),
@@ -201,7 +185,7 @@ pub fn main(a: &VersionsArgs) -> ExitCode {
     if a.json {
         print_json(&json!({
             "benchmark": "versions",
-            "work": work_name(a.work),
+            "work": a.work.name(),
             "oldest": a.oldest,
             "objects": a.objects,
             "preload": a.preload,
@@ -216,7 +200,7 @@ pub fn main(a: &VersionsArgs) -> ExitCode {
     } else {
         println!(
             "{} {} version, {} objects x {} versions of {} B, {} thread(s), gc {}",
-            work_name(a.work),
+            a.work.name(),
             if a.oldest { "oldest" } else { "current" },
             a.objects,
             a.preload,

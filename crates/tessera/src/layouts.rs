@@ -616,17 +616,29 @@ pub enum Work {
     WriteOnly,
 }
 
+impl Work {
+    /// All three.
+    pub const ALL: [Work; 3] = [Work::ReadOnly, Work::ReadUpdating, Work::WriteOnly];
+
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Work::ReadOnly => "read-only",
+            Work::ReadUpdating => "read-updating",
+            Work::WriteOnly => "write-only",
+        }
+    }
+}
+
 impl std::str::FromStr for Work {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "read-only" => Ok(Work::ReadOnly),
-            "read-updating" => Ok(Work::ReadUpdating),
-            "write-only" => Ok(Work::WriteOnly),
-            _ => Err(format!(
-                "unknown work {s:?}: expected read-only, read-updating or write-only"
-            )),
-        }
+        Work::ALL
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| {
+                format!("unknown work {s:?}: expected read-only, read-updating or write-only")
+            })
     }
 }
 
