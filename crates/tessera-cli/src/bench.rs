@@ -373,8 +373,8 @@ pub struct Common {
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..), allow_negative_numbers = true)]
     pub txns: Option<u64>,
-    /// rocc: target records per logical range [default: 610, the book's
-    /// 16,384 ranges over 10M keys].
+    /// rocc, gwv and mvrcc: target records per logical range [default:
+    /// 610, the book's 16,384 ranges over 10M keys].
     #[arg(long = "rocc-range-size", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub rocc_range_size: Option<u32>,
@@ -1429,9 +1429,11 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
         }),
         _ => serde_json::json!({ "epoch_ms": c.epoch_ms }),
     };
-    if matches!(cc, Protocol::Rocc | Protocol::Gwv) {
+    if matches!(cc, Protocol::Rocc | Protocol::Gwv | Protocol::Mvrcc) {
         report.engine["rocc_range_size"] =
             c.rocc_range_size.unwrap_or(tessera::ROCC_RANGE_SIZE).into();
+    }
+    if matches!(cc, Protocol::Rocc | Protocol::Gwv) {
         report.engine["rocc_slots"] = c.rocc_slots.unwrap_or(tessera::ROCC_SLOTS).into();
     }
     if cc == Protocol::Silo {

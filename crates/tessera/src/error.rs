@@ -51,11 +51,19 @@ pub enum ConflictReason {
     /// Silo with `ScanValidation::Reread`: a scan run again at commit did
     /// not find the rows it found before (a phantom, or a row deleted).
     ScanReread,
+    /// MVRCC: a write came too late for its timestamp: a transaction with
+    /// a larger timestamp has already read the version it overwrites, or
+    /// the range it writes in.
+    TimestampOrder,
+    /// MVRCC: a read met an uncommitted write, or a scanned range a
+    /// registered writer, of a transaction with a smaller timestamp (which
+    /// the reader would have to see).
+    PendingWrite,
 }
 
 impl ConflictReason {
     /// All reasons, in a stable order (for reports).
-    pub const ALL: [ConflictReason; 14] = [
+    pub const ALL: [ConflictReason; 16] = [
         ConflictReason::ReadValidation,
         ConflictReason::NodeValidation,
         ConflictReason::Stale,
@@ -70,6 +78,8 @@ impl ConflictReason {
         ConflictReason::RangeOverflow,
         ConflictReason::RangeSplit,
         ConflictReason::ScanReread,
+        ConflictReason::TimestampOrder,
+        ConflictReason::PendingWrite,
     ];
 
     /// Short machine-readable name.
@@ -89,6 +99,8 @@ impl ConflictReason {
             ConflictReason::RangeOverflow => "range_overflow",
             ConflictReason::RangeSplit => "range_split",
             ConflictReason::ScanReread => "scan_reread",
+            ConflictReason::TimestampOrder => "timestamp_order",
+            ConflictReason::PendingWrite => "pending_write",
         }
     }
 

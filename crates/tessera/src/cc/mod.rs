@@ -906,6 +906,19 @@ protocols! {
         serializable: true, multi_version: true, snapshot_reads: true,
         snapshot_txns: false, phantom_safe: true, durable: true, blocks: false,
         deterministic: false };
+    /// MVRCC, the timestamp-ordering baseline of Cai et al. section 3.6
+    /// (Deuteronomy's range concurrency control): ERMIA's multi-version
+    /// records read and written in timestamp order, each version with a
+    /// read timestamp, and per logical range a read timestamp and an
+    /// unordered array of the writers in flight against phantoms.
+    /// Serializable.
+    /// Its reads see the versions below the timestamp taken at begin: a
+    /// snapshot (`snapshot_reads`), at the price of an abort where an
+    /// older transaction's write is still pending.
+    Mvrcc => ermia::Ermia<ermia::MvrccMode>, "mvrcc", ["mvto"], Capabilities {
+        serializable: true, multi_version: true, snapshot_reads: true,
+        snapshot_txns: false, phantom_safe: true, durable: true, blocks: false,
+        deterministic: false };
     /// Strict two-phase locking, no-wait (DBx1000's NO_WAIT, CCBench's
     /// ss2pl): a lock conflict aborts at once. Serializable.
     TwoPlNoWait => twopl::TwoPl<twopl::NoWait>, "2pl-nowait", ["2pl", "nowait", "no-wait", "ss2pl"], TWO_PL;

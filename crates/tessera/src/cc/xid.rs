@@ -145,6 +145,19 @@ impl XidTable {
         (xid, begin)
     }
 
+    /// [`XidTable::begin_from`] for timestamp ordering (MVRCC): the begin
+    /// stamp is a fresh, unique timestamp, one fetch-and-add on `clock`, so
+    /// the clock never falls behind a running transaction's stamp. Returns
+    /// (id, timestamp).
+    pub fn begin_unique(&self, slot: usize, clock: &AtomicU64) -> (u64, u64) {
+        let c = &self.slots[slot];
+        c.snap.store(PENDING, Ordering::SeqCst);
+        let t = clock.fetch_add(1, Ordering::SeqCst) + 1;
+        let xid = self.begin(slot, t);
+        c.snap.store(t, Ordering::SeqCst);
+        (xid, t)
+    }
+
     /// The slot's transaction is over: it keeps no version alive.
     pub fn release(&self, slot: usize) {
         self.slots[slot].snap.store(IDLE, Ordering::Release);

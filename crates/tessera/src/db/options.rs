@@ -189,7 +189,9 @@ impl Options {
     /// the book's 16,384 ranges over 10M keys; section 3.5.6 finds a scan
     /// best served when it covers 0.5 to 3 ranges). A table is cut when
     /// ROCC first uses it, and a range that grows past twice the target is
-    /// cut again between transactions.
+    /// cut again between transactions. MVRCC (`Protocol::Mvrcc`) cuts its
+    /// tables into ranges of the same size, and replaces a table's whole
+    /// partition each time the table has doubled.
     pub fn rocc_range_size(mut self, n: u32) -> Options {
         self.rocc.range_size = n.max(1);
         self

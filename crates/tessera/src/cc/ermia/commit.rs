@@ -18,8 +18,14 @@ pub(crate) fn commit<M: Mode>(tx: &mut ETx<'_, M>) -> TxResult<()> {
         log.announce(tx.core.slot, &mut tx.core.log);
     }
     if tx.st.mvw.is_empty() && !is_ssn {
-        // A read-only SI transaction takes no commit stamp.
+        // A read-only SI transaction takes no commit stamp (nor does an
+        // MVRCC one: its timestamp is its place in the order).
         sh.xids.finish(xid, XidState::Committed);
+        if M::MVTO {
+            // Ranges it registered in but wrote nothing to (an update that
+            // answered "missing").
+            mvrcc::deregister(&mut tx.st.mvr);
+        }
         sh.xids.release(tx.st.mv.slot);
         return Ok(());
     }
@@ -30,7 +36,13 @@ pub(crate) fn commit<M: Mode>(tx: &mut ETx<'_, M>) -> TxResult<()> {
     // every SSN transaction; the issue's "read-only transactions take no
     // commit stamp" holds for si).
     sh.xids.precommit(xid);
-    let c = sh.clock.fetch_add(1, Ordering::SeqCst) + 1;
+    // MVRCC: the commit stamp is the timestamp taken at begin; commit
+    // validates nothing.
+    let c = if M::MVTO {
+        tx.st.mv.begin
+    } else {
+        sh.clock.fetch_add(1, Ordering::SeqCst) + 1
+    };
     // The log's epoch for this commit: read after the stamp and before the
     // transaction shows itself committed, so anyone who reads or overwrites
     // its versions reads a later (or the same) epoch.
@@ -150,6 +162,11 @@ pub(crate) fn commit<M: Mode>(tx: &mut ETx<'_, M>) -> TxResult<()> {
             tx.core.log.scratch = old;
         }
     }
+    if M::MVTO {
+        // After post-commit: a reader that no longer finds us registered
+        // finds our versions stamped.
+        mvrcc::deregister(&mut st.mvr);
+    }
     sh.xids.release(st.mv.slot);
     Ok(())
 }
@@ -202,6 +219,10 @@ pub(crate) fn abort<M: Mode>(tx: &mut ETx<'_, M>) {
             let m = unsafe { ssn_meta(v) }.expect("meta");
             m.readers.fetch_and(!mybit, Ordering::SeqCst);
         }
+    }
+    if M::MVTO {
+        // After the rollback: our versions are unlinked.
+        mvrcc::deregister(&mut st.mvr);
     }
     sh.xids.release(st.mv.slot);
 }

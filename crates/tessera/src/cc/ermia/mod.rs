@@ -75,6 +75,7 @@ use crate::txn::ScanOptions;
 
 mod commit;
 mod gc;
+pub(crate) mod mvrcc;
 mod ops;
 mod ssn;
 #[cfg(test)]
@@ -102,10 +103,17 @@ fn conflict<T>(r: ConflictReason) -> TxResult<T> {
     Err(TxError::Conflict(r))
 }
 
-/// `si` or `ssn`: which of ERMIA's two protocols, known at compile time.
+/// `si`, `ssn` or `mvrcc`: which protocol on ERMIA's records, known at
+/// compile time.
 pub(crate) trait Mode: Send + Sync + 'static {
     /// Run the Serial Safety Net (and keep SSN's per-version metadata).
     const SSN: bool;
+    /// Multi-version timestamp ordering with MVRCC's ranges instead of
+    /// snapshot isolation (see [`MvrccMode`]).
+    const MVTO: bool = false;
+    /// Versions carry the metadata words (SSN's stamps; MVRCC's read
+    /// timestamp in the first).
+    const META: bool = Self::SSN || Self::MVTO;
 }
 
 /// ERMIA's snapshot isolation (section 3.6.1).
@@ -118,6 +126,40 @@ impl Mode for SiMode {
 pub(crate) struct SsnMode;
 impl Mode for SsnMode {
     const SSN: bool = true;
+}
+
+/// MVRCC (Cai et al. section 3.6's baseline, after Deuteronomy): multi-
+/// version timestamp ordering on ERMIA's records, with range read
+/// timestamps and writer arrays against phantoms ([`mvrcc`]).
+///
+/// * A transaction's timestamp `t` is unique, taken at begin (one
+///   fetch-and-add on the clock, through the TID table so the GC watermark
+///   cannot miss it); transactions serialize in timestamp order and commit
+///   validates nothing. Versions are stamped with their writer's `t` (the
+///   commit stamp *is* `t`), and each keeps a read timestamp (the first
+///   metadata word, SSN's η).
+/// * A read at `t` sees the newest version stamped below `t`. An owner
+///   still active with a smaller timestamp aborts the reader
+///   (`PendingWrite`: the book counts MVRCC's aborts); one in pre-commit is
+///   waited for. The reader then raises the version's read timestamp and
+///   walks the chain again: a writer below `t` that slipped in meanwhile
+///   sends it round again (writer: CAS the head, then read the overwritten
+///   version's read timestamp; reader: raise it, then re-read the head; all
+///   sequentially consistent, so one of them sees the other).
+/// * A write at `t`: ERMIA's first-updater-wins (an uncommitted head, or a
+///   committed one stamped above `t`, aborts), plus the timestamp rule: if
+///   the overwritten version's read timestamp exceeds `t`, abort
+///   (`TimestampOrder`).
+/// * Phantoms: [`mvrcc`]'s ranges. Writers register before writing; scans,
+///   and point reads answering "absent", protect the ranges they read.
+/// * GC, the log and recovery stay ERMIA's: the watermark is the oldest
+///   running timestamp, and per record the log's (epoch, stamp) order is the
+///   timestamp order, because a record's writers commit in it (a writer
+///   overwrites only a committed head stamped below its own timestamp).
+pub(crate) struct MvrccMode;
+impl Mode for MvrccMode {
+    const SSN: bool = false;
+    const MVTO: bool = true;
 }
 
 /// ERMIA's concurrency control in mode `M`.
@@ -135,6 +177,8 @@ pub(crate) struct ErmiaShared {
     pub orphan_gc: parking_lot::Mutex<Vec<GcEntry>>,
     /// Tombstones of dropped workers waiting to be unlinked.
     pub orphans: OrphanUnlinks,
+    /// MVRCC's ranges (untouched by `si` and `ssn`).
+    pub mvrcc: mvrcc::MvrccShared,
 }
 
 /// ERMIA's per-worker state.
@@ -151,6 +195,9 @@ pub(crate) struct ErmiaLocal {
     pub mvw: Vec<MvWrite>,
     /// Committed tombstones waiting for the watermark to pass them.
     pub pending_unlinks: VecDeque<PendingUnlink>,
+    /// MVRCC: the ranges this transaction registered in, the tables' range
+    /// state.
+    pub mvr: mvrcc::MvrccLocal,
 }
 
 // SAFETY: the raw version and record pointers are only dereferenced by the
@@ -168,6 +215,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
             xids: super::xid::XidTable::new(opts.workers),
             orphan_gc: parking_lot::Mutex::new(Vec::new()),
             orphans: OrphanUnlinks::default(),
+            mvrcc: mvrcc::MvrccShared::new(opts.rocc.range_size as usize),
         }
     }
     fn new_local(_: &ErmiaShared, slot: usize) -> ErmiaLocal {
@@ -185,7 +233,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
         st.sets.clear();
         st.vreads.clear();
         st.mvw.clear();
-        begin(tx.sh, st);
+        begin(tx.sh, st, M::MVTO);
     }
     #[inline]
     fn get<'t>(tx: &'t mut ETx<'_, M>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
@@ -264,7 +312,10 @@ impl<M: Mode> CcProtocol for Ermia<M> {
         st: &mut ErmiaLocal,
         g: &Guard<'_>,
     ) {
-        maintain(db, core, sh, st, g)
+        maintain(db, core, sh, st, g);
+        if M::MVTO {
+            mvrcc::maintain(&st.mvr, &core.tables, g);
+        }
     }
     fn retire_local(sh: &ErmiaShared, st: &mut ErmiaLocal) {
         if !st.mv.gc.is_empty() {
@@ -304,7 +355,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     fn rebuild(val: &[u8], _epoch: u64) -> *mut Record {
         // Like a record written long ago: stamp 1 (every new begin stamp
         // is larger).
-        MvRecord::new_mv(val, 1, M::SSN.then_some(SSN_META)) as *mut Record
+        MvRecord::new_mv(val, 1, M::META.then_some(SSN_META)) as *mut Record
     }
 }
 
@@ -371,9 +422,14 @@ fn my_flagged(st: &ErmiaLocal) -> u64 {
     st.mv.xid | XID_FLAG
 }
 
-/// Start a transaction: take an id and a begin stamp.
-pub(crate) fn begin(sh: &ErmiaShared, st: &mut ErmiaLocal) {
-    let (xid, begin) = sh.xids.begin_from(st.mv.slot, &sh.clock);
+/// Start a transaction: take an id and a begin stamp (under timestamp
+/// ordering, `mvto`, a unique timestamp).
+pub(crate) fn begin(sh: &ErmiaShared, st: &mut ErmiaLocal, mvto: bool) {
+    let (xid, begin) = if mvto {
+        sh.xids.begin_unique(st.mv.slot, &sh.clock)
+    } else {
+        sh.xids.begin_from(st.mv.slot, &sh.clock)
+    };
     st.mv.xid = xid;
     st.mv.begin = begin;
     st.mv.pstamp = 0;

@@ -19,7 +19,12 @@ fn read_if_present<M: Mode>(
     only_present: bool,
 ) -> TxResult<bool> {
     let st = &mut *tx.st;
-    let Some(seen) = visible(tx.sh, my_flagged(st), st.mv.begin, rec) else {
+    let seen = if M::MVTO {
+        mvto_visible(tx.sh, st, rec)?
+    } else {
+        visible(tx.sh, my_flagged(st), st.mv.begin, rec)
+    };
+    let Some(seen) = seen else {
         return Ok(false);
     };
     // SAFETY: pinned.
@@ -39,12 +44,115 @@ fn read_if_present<M: Mode>(
     Ok(true)
 }
 
+/// MVRCC's read of `rec` at the transaction's timestamp `t`: the visible
+/// version (an older active writer's aborts the reader), its read timestamp
+/// raised to `t`, and the chain walked again until the same version comes
+/// back (see [`MvrccMode`]).
+pub(super) fn mvto_visible(
+    sh: &ErmiaShared,
+    st: &ErmiaLocal,
+    rec: &MvRecord,
+) -> TxResult<Option<Seen>> {
+    let (my, t) = (my_flagged(st), st.mv.begin);
+    loop {
+        let Some(seen) = visible_to(sh, my, t, rec, true)? else {
+            return Ok(None);
+        };
+        if seen.own {
+            return Ok(Some(seen));
+        }
+        raise_rts(seen.v, t);
+        let again = visible_to(sh, my, t, rec, true)?;
+        if again.is_some_and(|a| a.v == seen.v) {
+            return Ok(Some(seen));
+        }
+    }
+}
+
+/// MVRCC: raise the read timestamp of version `v` to `t`, then fence: the
+/// caller re-reads the head next, while a writer CASes the head and then
+/// loads this read timestamp, so one of them sees the other. `v` is live
+/// (the caller is pinned).
+#[inline]
+fn raise_rts(v: *const Version, t: u64) {
+    // SAFETY: per the contract; MVRCC's versions all carry metadata.
+    let m = unsafe { ssn_meta(v) }.expect("MVRCC version metadata");
+    if m.pstamp.load(Ordering::SeqCst) < t {
+        m.pstamp.fetch_max(t, Ordering::SeqCst);
+    }
+    fence(Ordering::SeqCst);
+}
+
+/// MVRCC: protect the range of `key` in `table` before reading the key's
+/// absence (see [`mvrcc`]); returns the table's state and the partition to
+/// re-check once the answer is known.
+fn mvto_protect_key<M: Mode>(
+    tx: &mut ETx<'_, M>,
+    table: &Table,
+    key: &[u8],
+) -> TxResult<(*const mvrcc::MvTable, *const mvrcc::Partition)> {
+    let g = tx.g;
+    let mt = mvrcc::table_state(&tx.sh.mvrcc, &mut tx.st.mvr, table, g);
+    // SAFETY: the worker's table cache keeps it alive.
+    let p = unsafe { &*mt }.current(g);
+    mvrcc::protect(p, p.find(key), tx.st.mv.begin)?;
+    Ok((mt, p))
+}
+
+/// MVRCC: the answer "absent" stands if the partition protected is still
+/// the table's (see [`mvrcc`]).
+fn mvto_recheck(prot: (*const mvrcc::MvTable, *const mvrcc::Partition)) -> TxResult<()> {
+    // SAFETY: the worker's table cache keeps the table's state alive; the
+    // partition is only compared.
+    if unsafe { &*prot.0 }.is_current(unsafe { &*prot.1 }) {
+        Ok(())
+    } else {
+        conflict(ConflictReason::RangeSplit)
+    }
+}
+
+/// `Txn::get` under MVRCC: a record found is read at the timestamp; an
+/// absent key (no record, or a tombstone or ⊥ visible) is an absence of the
+/// range, which is protected and looked up again.
+fn get_mvto<'t, M: Mode>(
+    tx: &'t mut ETx<'_, M>,
+    table: &Table,
+    key: &[u8],
+) -> TxResult<Option<&'t [u8]>> {
+    let mut prot = None;
+    loop {
+        let found = match prot {
+            None => match tx.st.sets.prefetched.find(table.id, key) {
+                // SAFETY: found by this attempt's prefetch while pinned, so
+                // not freed; records of this database are multi-version.
+                Some(r) => Some(unsafe { MvRecord::from_record(&*r) }),
+                None => tx.records().lookup(table, key),
+            },
+            Some(_) => tx.records().lookup(table, key),
+        };
+        if let Some(rec) = found {
+            if read_if_present(tx, rec, true)? {
+                tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
+                return Ok(Some(&tx.st.sets.rbuf[..]));
+            }
+        }
+        if let Some(p) = prot {
+            mvto_recheck(p)?;
+            return Ok(None);
+        }
+        prot = Some(mvto_protect_key(tx, table, key)?);
+    }
+}
+
 /// `Txn::get` under ERMIA.
 pub(crate) fn get<'t, M: Mode>(
     tx: &'t mut ETx<'_, M>,
     table: &Table,
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
+    if M::MVTO {
+        return get_mvto(tx, table, key);
+    }
     if !ssn(tx) {
         // A record a prefetch found (linked then, after this snapshot
         // began): if it has been unlinked since, its newest version was a
@@ -115,7 +223,7 @@ pub(super) fn create<M: Mode>(
 ) -> Result<(), u64> {
     let meta = ssn(tx);
     let st = &mut *tx.st;
-    let r = MvRecord::new_mv(val, my_flagged(st), meta.then_some(SSN_META));
+    let r = MvRecord::new_mv(val, my_flagged(st), M::META.then_some(SSN_META));
     // SAFETY: fresh, unpublished.
     let rec = unsafe { &*r };
     let newv = rec.newest();
@@ -206,7 +314,7 @@ pub(super) fn write_record<M: Mode>(
                 // SAFETY: our uncommitted version, large enough.
                 unsafe { Version::rewrite(head, val) };
             } else {
-                let nv = new_mv_version(val, my, h.prev(), meta.then_some(SSN_META));
+                let nv = new_mv_version(val, my, h.prev(), M::META.then_some(SSN_META));
                 rec.set_head(nv);
                 st.mvw[wi].newv = nv;
                 if !h.is_inline() {
@@ -254,6 +362,13 @@ pub(super) fn write_record<M: Mode>(
             if meta {
                 on_read(st, head, cstamp)?;
             }
+            if M::MVTO {
+                raise_rts(head, begin);
+                if rec.newest() != head {
+                    // A writer slipped in: look again (see `mvto_visible`).
+                    continue;
+                }
+            }
             return Ok(Some(false));
         }
         // A column write: the new version is the head's value (committed,
@@ -270,7 +385,7 @@ pub(super) fn write_record<M: Mode>(
                 unsafe { reinit_inline(a, val, my, head, SSN_META) };
                 a
             }
-            None => new_mv_version(val, my, head, meta.then_some(SSN_META)),
+            None => new_mv_version(val, my, head, M::META.then_some(SSN_META)),
         };
         // Undo the allocation or the claim of a version never published.
         let discard = |nv: *mut Version| {
@@ -312,6 +427,17 @@ pub(super) fn write_record<M: Mode>(
             table: table.id,
             key: k,
         });
+        if M::MVTO {
+            // The timestamp rule, after the CAS (see `mvto_visible`): a
+            // reader ordered after us has read the version we overwrite.
+            // Our version is in the write set, so the abort removes it.
+            fence(Ordering::SeqCst);
+            // SAFETY: pinned; MVRCC's versions all carry metadata.
+            let m = unsafe { ssn_meta(head) }.expect("MVRCC version metadata");
+            if m.pstamp.load(Ordering::SeqCst) > begin {
+                return conflict(ConflictReason::TimestampOrder);
+            }
+        }
         if meta {
             // The creator of the version we overwrite precedes us (its
             // post-commit may not have set the version's pstamp yet).
@@ -363,12 +489,30 @@ fn write_with<M: Mode>(
     op: Op,
     mut patch: Option<Patch<'_>>,
 ) -> TxResult<bool> {
+    // MVRCC: the writer registers in the key's range before it writes (or
+    // answers), and an absence it answers is protected like a reader's.
+    let reg = if M::MVTO {
+        Some(mvto_register(tx, table, key)?)
+    } else {
+        None
+    };
+    let created = |reg: Option<(*const mvrcc::MvTable, *const mvrcc::Partition, usize)>| {
+        if let Some((mt, p, i)) = reg {
+            // SAFETY: the worker's table cache keeps the state alive; the
+            // partition was current in this attempt, which is pinned.
+            unsafe { (*mt).created(&*p, i) };
+        }
+    };
+    let mut prot = None;
     for attempt in 0..STALE_RETRIES {
         let mut node = None;
         let found = if op == Op::Insert {
             // Inserts usually find no key: try the index insert first.
             match create(tx, table, key, val.expect("insert value")) {
-                Ok(()) => return Ok(true),
+                Ok(()) => {
+                    created(reg);
+                    return Ok(true);
+                }
                 Err(v) => v,
             }
         } else {
@@ -380,7 +524,7 @@ fn write_with<M: Mode>(
             // Under SI, a record a prefetch found (SSN needs the leaf for
             // its node set); one unlinked since refuses the write under its
             // lock (`LATEST`), and the next attempt goes through the index.
-            if last.is_none() && attempt == 0 && !M::SSN {
+            if last.is_none() && attempt == 0 && !M::SSN && prot.is_none() {
                 last = tx.st.sets.prefetched.find(table.id, key);
             }
             match last {
@@ -395,10 +539,22 @@ fn write_with<M: Mode>(
                             if ssn(tx) {
                                 tx.st.sets.nodes.push(NodeEntry { leaf, version });
                             }
+                            if M::MVTO {
+                                match prot {
+                                    Some(p) => mvto_recheck(p)?,
+                                    None => {
+                                        prot = Some(mvto_protect_key(tx, table, key)?);
+                                        continue;
+                                    }
+                                }
+                            }
                             return Ok(false);
                         }
                         match create(tx, table, key, val.expect("put value")) {
-                            Ok(()) => return Ok(true),
+                            Ok(()) => {
+                                created(reg);
+                                return Ok(true);
+                            }
                             Err(v) => v,
                         }
                     }
@@ -420,11 +576,45 @@ fn write_with<M: Mode>(
                     tx.st.sets.nodes.push(n);
                 }
             }
+            // MVRCC: "missing" answered from a tombstone (or ⊥) is an
+            // absence of the range: protect it and look again.
+            if !done && matches!(op, Op::Update | Op::Delete) && M::MVTO {
+                match prot {
+                    Some(p) => mvto_recheck(p)?,
+                    None => {
+                        prot = Some(mvto_protect_key(tx, table, key)?);
+                        tx.st.sets.last.forget();
+                        continue;
+                    }
+                }
+            }
             return Ok(done);
         }
         tx.st.sets.last.forget();
     }
     conflict(ConflictReason::Stale)
+}
+
+/// MVRCC: register the writer in the range of `key` (see [`mvrcc`]).
+#[allow(clippy::type_complexity)]
+fn mvto_register<M: Mode>(
+    tx: &mut ETx<'_, M>,
+    table: &Table,
+    key: &[u8],
+) -> TxResult<(*const mvrcc::MvTable, *const mvrcc::Partition, usize)> {
+    let g = tx.g;
+    let st = &mut *tx.st;
+    let mt = mvrcc::table_state(&tx.sh.mvrcc, &mut st.mvr, table, g);
+    // SAFETY: the worker's table cache keeps it alive.
+    let (p, i) = mvrcc::register(
+        &mut st.mvr,
+        unsafe { &*mt },
+        key,
+        st.mv.begin,
+        st.mv.slot,
+        g,
+    )?;
+    Ok((mt, p as *const mvrcc::Partition, i))
 }
 
 /// `Txn::put` under ERMIA.
@@ -473,7 +663,9 @@ pub(crate) fn get_many<M: Mode>(
     f: &mut dyn FnMut(usize, Option<&[u8]>),
 ) -> TxResult<()> {
     let g = tx.g;
-    let ssn = ssn(tx);
+    // SSN's node set and MVRCC's range protection need an absent answer to
+    // go through `get`.
+    let ssn = ssn(tx) || M::MVTO;
     crate::cc::for_each_found(table, keys, end, g, |i, key, rec| {
         if !rec.is_null() {
             // SAFETY: found through the index while pinned (the attempt's
@@ -534,6 +726,9 @@ pub(crate) fn scan<M: Mode, F>(
 where
     F: FnMut(&[u8], &[u8]) -> bool,
 {
+    if M::MVTO {
+        return scan_mvto(tx, table, lo, hi, opts, f);
+    }
     let limit = opts.limit.unwrap_or(usize::MAX);
     let is_ssn = ssn(tx);
     let sh = tx.sh;
@@ -581,4 +776,95 @@ where
         Some(e) => Err(e),
         None => Ok(count),
     }
+}
+
+/// `Txn::scan` under MVRCC: range by range, each protected whole (its read
+/// timestamp raised, every slot of its writer array examined, in the
+/// current partition and the one it replaced) before any of its rows is
+/// read; rows are read at the timestamp (an older active writer's version
+/// aborts the scan). The range's read timestamp covers the rows, so no
+/// per-row read timestamp is raised. At the end the partition must still
+/// be the table's (see [`mvrcc`]).
+fn scan_mvto<M: Mode, F>(
+    tx: &mut ETx<'_, M>,
+    table: &Table,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    opts: ScanOptions,
+    mut f: F,
+) -> TxResult<usize>
+where
+    F: FnMut(&[u8], &[u8]) -> bool,
+{
+    use crate::cc::rocc::{max_lo, min_hi};
+    let g = tx.g;
+    let sh = tx.sh;
+    let mt = mvrcc::table_state(&sh.mvrcc, &mut tx.st.mvr, table, g);
+    // SAFETY: the worker's table cache keeps it alive.
+    let mt = unsafe { &*mt };
+    let part = mt.current(g);
+    let (first, last) = (part.first_for(lo), part.last_for(hi));
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let recs = tx.records();
+    let st = &mut *tx.st;
+    let (my, t) = (my_flagged(st), st.mv.begin);
+    let mut count = 0usize;
+    let mut failed: Option<TxError> = None;
+    let mut stopped = false;
+    if first <= last {
+        for step in 0..=last - first {
+            let i = if opts.reverse {
+                last - step
+            } else {
+                first + step
+            };
+            mvrcc::protect(part, i, t)?;
+            let sub_lo = max_lo(lo, Bound::Included(part.start(i)));
+            let sub_hi = match part.end(i) {
+                Some(e) => min_hi(hi, Bound::Excluded(e)),
+                None => hi,
+            };
+            recs.scan(
+                table,
+                (sub_lo, sub_hi),
+                opts.reverse,
+                crate::index::Unobserved,
+                |k, rec: &MvRecord| {
+                    let seen = match visible_to(sh, my, t, rec, true) {
+                        Ok(Some(seen)) => seen,
+                        Ok(None) => return true,
+                        Err(e) => {
+                            failed = Some(e);
+                            stopped = true;
+                            return false;
+                        }
+                    };
+                    // SAFETY: pinned.
+                    if unsafe { &*seen.v }.is_tombstone() {
+                        return true;
+                    }
+                    count += 1;
+                    st.sets.rbuf.clear();
+                    // SAFETY: committed (immutable) or our own version.
+                    unsafe { Version::read_into(seen.v, &mut st.sets.rbuf) };
+                    if f(k, &st.sets.rbuf) && count < limit {
+                        true
+                    } else {
+                        stopped = true;
+                        false
+                    }
+                },
+            );
+            if stopped {
+                break;
+            }
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if !mt.is_current(part) {
+        return conflict(ConflictReason::RangeSplit);
+    }
+    Ok(count)
 }

@@ -16,7 +16,23 @@ pub(super) struct Seen {
 /// Never null for a multi-version record: ⊥ (stamp 0) is visible to all,
 /// and GC never cuts the chain above the first version the oldest snapshot
 /// sees.
+#[inline]
 pub(super) fn visible(sh: &ErmiaShared, my: u64, begin: u64, rec: &MvRecord) -> Option<Seen> {
+    visible_to(sh, my, begin, rec, false).unwrap_or(None)
+}
+
+/// [`visible`], and under timestamp ordering (`mvto`, MVRCC, where `begin`
+/// is the reader's timestamp and an active owner's begin stamp is its
+/// timestamp) a version of an active owner with a smaller timestamp is one
+/// the reader would have to see: `PendingWrite`.
+#[inline]
+pub(super) fn visible_to(
+    sh: &ErmiaShared,
+    my: u64,
+    begin: u64,
+    rec: &MvRecord,
+    mvto: bool,
+) -> TxResult<Option<Seen>> {
     let mut v = rec.newest() as *const Version;
     let mut spins = 0;
     while !v.is_null() {
@@ -25,21 +41,21 @@ pub(super) fn visible(sh: &ErmiaShared, my: u64, begin: u64, rec: &MvRecord) -> 
         let s = vr.stamp();
         if s & XID_FLAG == 0 {
             if s <= begin {
-                return Some(Seen {
+                return Ok(Some(Seen {
                     v,
                     cstamp: s,
                     own: false,
-                });
+                }));
             }
             v = vr.prev();
             continue;
         }
         if s == my {
-            return Some(Seen {
+            return Ok(Some(Seen {
                 v,
                 cstamp: 0,
                 own: true,
-            });
+            }));
         }
         match sh.xids.lookup(s) {
             // The owner finished: its versions are restamped (or rolled back
@@ -50,23 +66,31 @@ pub(super) fn visible(sh: &ErmiaShared, my: u64, begin: u64, rec: &MvRecord) -> 
                     v = vr.prev();
                 }
             }
-            XLookup::Current { state, end, .. } => match state {
+            XLookup::Current {
+                state,
+                end,
+                begin: owner,
+                ..
+            } => match state {
                 XidState::Committed if end <= begin => {
-                    return Some(Seen {
+                    return Ok(Some(Seen {
                         v,
                         cstamp: end,
                         own: false,
-                    })
+                    }))
                 }
                 XidState::Committing if end == 0 || end <= begin => {
                     // Strict SI: wait for the outcome (see module docs).
                     backoff_spin(&mut spins);
                 }
+                XidState::Active if mvto && owner < begin => {
+                    return conflict(ConflictReason::PendingWrite)
+                }
                 _ => v = vr.prev(),
             },
         }
     }
-    None
+    Ok(None)
 }
 
 /// The newest committed value of `rec`, for checkpoints: `false` if that

@@ -398,7 +398,7 @@ where
     Ok(count)
 }
 
-fn max_lo<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+pub(crate) fn max_lo<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
     let key = |x: &Bound<&'a [u8]>| match *x {
         Bound::Unbounded => None,
         Bound::Included(k) | Bound::Excluded(k) => Some(k),
@@ -416,7 +416,7 @@ fn max_lo<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
     }
 }
 
-fn min_hi<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+pub(crate) fn min_hi<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
     let key = |x: &Bound<&'a [u8]>| match *x {
         Bound::Unbounded => None,
         Bound::Included(k) | Bound::Excluded(k) => Some(k),
