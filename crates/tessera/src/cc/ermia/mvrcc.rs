@@ -96,6 +96,10 @@ impl RangeTs {
 /// `starts[i]..starts[i + 1]` (the last one everything from its start).
 pub(crate) struct Partition {
     starts: Vec<Box<[u8]>>,
+    /// The first 8 bytes of each start as a big-endian word (zero-padded):
+    /// the search compares these, in one array, and reads a start's bytes
+    /// only on a tie.
+    prefixes: Vec<u64>,
     ranges: Box<[RangeTs]>,
     /// The partition this one replaced, while a running attempt may still
     /// use it (null for the first). Not owned: [`MvTable`] frees it.
@@ -108,8 +112,10 @@ impl Partition {
     fn new(starts: Vec<Box<[u8]>>, prev: *mut Partition, installed: u64) -> Partition {
         debug_assert!(starts.first().is_some_and(|s| s.is_empty()));
         let ranges = (0..starts.len()).map(|_| RangeTs::new()).collect();
+        let prefixes = starts.iter().map(|s| prefix_word(s)).collect();
         Partition {
             starts,
+            prefixes,
             ranges,
             prev,
             installed,
@@ -119,8 +125,16 @@ impl Partition {
     /// The range holding `key`.
     #[inline]
     pub(crate) fn find(&self, key: &[u8]) -> usize {
+        // The prefix order agrees with the key order where prefixes differ:
+        // every start with a smaller prefix is below `key`, every one with
+        // a larger prefix above it; only equal prefixes need the bytes.
         // starts[0] is the empty key, so at least one start is <= key.
-        self.starts.partition_point(|s| &s[..] <= key) - 1
+        let pk = prefix_word(key);
+        let mut i = self.prefixes.partition_point(|&p| p < pk);
+        while i < self.starts.len() && self.prefixes[i] == pk && &self.starts[i][..] <= key {
+            i += 1;
+        }
+        i - 1
     }
 
     /// Number of ranges.
@@ -170,6 +184,15 @@ impl Partition {
         // `self` while pinned, so `prev` outlives their guard.
         unsafe { self.prev.as_ref() }
     }
+}
+
+/// The first 8 bytes of `k`, zero-padded, as a big-endian word.
+#[inline]
+fn prefix_word(k: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = k.len().min(8);
+    b[..n].copy_from_slice(&k[..n]);
+    u64::from_be_bytes(b)
 }
 
 /// A table's MVRCC state.
@@ -546,6 +569,45 @@ mod tests {
         assert_eq!(p.last_for(Bound::Unbounded), 2);
         assert_eq!(p.end(1), Some(&b"m"[..]));
         assert_eq!(p.end(2), None);
+    }
+
+    #[test]
+    fn find_agrees_with_a_linear_search() {
+        // Starts sharing 8-byte prefixes, of different lengths, with zero
+        // bytes (where padding and a real zero meet).
+        let mut starts: Vec<Vec<u8>> = vec![vec![]];
+        for s in [
+            &b"\0"[..],
+            b"\0\0\0\0\0\0\0\0\0",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefghij",
+            b"abcdefgz",
+            b"b",
+            b"b\0\0",
+            b"zzzzzzzzzzzz",
+        ] {
+            starts.push(s.to_vec());
+        }
+        let refs: Vec<&[u8]> = starts.iter().map(|s| &s[..]).collect();
+        let p = part(&refs);
+        let mut probes = starts.clone();
+        for s in &starts {
+            let mut t = s.clone();
+            t.push(0);
+            probes.push(t);
+            let mut t = s.clone();
+            t.push(0xff);
+            probes.push(t);
+            if let Some(last) = s.len().checked_sub(1) {
+                probes.push(s[..last].to_vec());
+            }
+        }
+        probes.push(b"\xff\xff\xff\xff\xff\xff\xff\xff\xff".to_vec());
+        for k in &probes {
+            let want = starts.iter().rposition(|s| s <= k).unwrap();
+            assert_eq!(p.find(k), want, "{k:?}");
+        }
     }
 
     #[test]

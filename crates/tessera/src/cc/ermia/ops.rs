@@ -55,6 +55,11 @@ pub(super) fn mvto_visible(
 ) -> TxResult<Option<Seen>> {
     let (my, t) = (my_flagged(st), st.mv.begin);
     loop {
+        // A writer that slips in must CAS the head: an unchanged head after
+        // the raise means none did (a rolled-back one restores the head it
+        // found, and a version cannot be freed and reused while we are
+        // pinned), so the walk need not be repeated.
+        let head = rec.newest();
         let Some(seen) = visible_to(sh, my, t, rec, true)? else {
             return Ok(None);
         };
@@ -62,8 +67,7 @@ pub(super) fn mvto_visible(
             return Ok(Some(seen));
         }
         raise_rts(seen.v, t);
-        let again = visible_to(sh, my, t, rec, true)?;
-        if again.is_some_and(|a| a.v == seen.v) {
+        if rec.newest() == head {
             return Ok(Some(seen));
         }
     }
