@@ -20,14 +20,24 @@ use crate::storage::Record;
 /// heads of this type.
 ///
 /// # Safety
-/// Implementors are record heads (`Record`, or `repr(transparent)` over it)
-/// made by the storage layer and freed only through the epoch after they
-/// have left their index.
-pub(crate) unsafe trait RecordHead: 'static {}
+/// Implementors are record heads made by the storage layer and freed only
+/// through the epoch after they have left their index, by [`Self::FREE`].
+/// Code outside the protocol that made them reads none of their bits: it
+/// passes the index's values on (to the protocol's `read_committed`) or
+/// frees them with `FREE`, so a layout need not contain a `Record`.
+pub(crate) unsafe trait RecordHead: 'static {
+    /// Free a record of this layout and everything it owns (the caller
+    /// has exclusive access: see [`Record::free`]).
+    const FREE: unsafe fn(*mut u8);
+}
 // SAFETY: the record head itself.
-unsafe impl RecordHead for Record {}
-// SAFETY: `repr(transparent)` over `Record`.
-unsafe impl RecordHead for MvRecord {}
+unsafe impl RecordHead for Record {
+    const FREE: unsafe fn(*mut u8) = Record::free;
+}
+// SAFETY: `repr(transparent)` over `Record`, whose free walks the chain.
+unsafe impl RecordHead for MvRecord {
+    const FREE: unsafe fn(*mut u8) = Record::free;
+}
 
 /// A table's ordered index: one of the [`OrderedIndex`] implementations,
 /// chosen when the table is created. Calls go through one `match` (with a
@@ -201,8 +211,9 @@ impl Table {
         })
     }
 
-    /// Free every record still linked from the index (database drop only).
-    pub(crate) fn free_records(&self, g: &Guard<'_>) {
+    /// Free every record still linked from the index with `free`, the
+    /// protocol's [`RecordHead::FREE`] (database drop only).
+    pub(crate) fn free_records(&self, g: &Guard<'_>, free: unsafe fn(*mut u8)) {
         let mut recs = Vec::new();
         self.index.scan(
             Bound::Unbounded,
@@ -216,9 +227,10 @@ impl Table {
             },
         );
         for r in recs {
-            // SAFETY: the database is being dropped: no worker exists, and each
-            // record is linked from exactly one index entry.
-            unsafe { Record::free(r as *mut u8) };
+            // SAFETY: the database is being dropped: no worker exists, each
+            // record is linked from exactly one index entry, and `free` is
+            // the layout's own.
+            unsafe { free(r as *mut u8) };
         }
     }
 }

@@ -399,6 +399,9 @@ impl<P: CcProtocol> RecordLayout for SharedOf<P> {
     fn rebuild(&self, val: &[u8], epoch: u64) -> *mut Record {
         P::rebuild(val, epoch)
     }
+    fn free_record(&self) -> unsafe fn(*mut u8) {
+        <P::Rec as RecordHead>::FREE
+    }
 }
 
 /// What every worker has, whatever the protocol.

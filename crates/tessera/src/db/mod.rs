@@ -175,8 +175,9 @@ impl Drop for DbInner {
             .expect("a free slot at drop");
         {
             let g = local.pin();
+            let free = self.cc.free_record();
             for t in self.engine.tables.get_mut().iter() {
-                t.free_records(&g);
+                t.free_records(&g, free);
             }
         }
         drop(local);

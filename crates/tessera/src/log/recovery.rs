@@ -1116,6 +1116,9 @@ mod tests {
             use crate::storage::tid::{make_tid, LATEST};
             Record::new(val, make_tid(epoch, 1) | LATEST, 0)
         }
+        fn free_record(&self) -> unsafe fn(*mut u8) {
+            Record::free
+        }
     }
 
     /// Replay a log of puts, patches and deletes of many keys (several
@@ -1206,7 +1209,7 @@ mod tests {
                 .filter_map(|(k, v)| v.map(|v| (k, v)))
                 .collect();
             assert_eq!(got, want, "collide = {collide}");
-            tables[0].free_records(&g);
+            tables[0].free_records(&g, Record::free);
             drop(g);
             let _ = std::fs::remove_dir_all(&dir);
         }

@@ -230,6 +230,8 @@ pub(crate) trait RecordLayout: Send + Sync {
     /// A record holding `val`, committed at `epoch`, in this layout (as if
     /// written long ago: every new stamp is later).
     fn rebuild(&self, val: &[u8], epoch: u64) -> *mut Record;
+    /// How a record of this layout is freed (exclusive access).
+    fn free_record(&self) -> unsafe fn(*mut u8);
 }
 
 /// A record head. See the module documentation.
