@@ -6,7 +6,9 @@
 
 use std::ops::Bound;
 
-use tessera::{ConflictReason, Database, Options, Protocol, ScanOptions, TableId, TxError, Txn};
+use tessera::{
+    ConflictReason, Database, Options, Protocol, ScanOptions, TableId, TxError, Txn, Worker,
+};
 
 fn k(i: u64) -> [u8; 8] {
     i.to_be_bytes()
@@ -87,22 +89,39 @@ fn misses() -> Vec<(&'static str, Miss)> {
     ]
 }
 
-/// A younger transaction reads that a range is empty (by each kind of
-/// read) and commits; an older one then inserts there: in timestamp order
-/// the insert came first, and the younger reader missed it, so the insert
-/// must abort (the range's read timestamp is above its timestamp).
-#[test]
-fn an_older_insert_into_a_range_a_younger_transaction_read_aborts() {
+/// Run `body` for each kind of miss (the deleted-key one only with
+/// `deleted`) on a fresh database holding rows 0, 10, ..., 60 (and 45 as a
+/// tombstone for that kind), with two workers, the one to run the older
+/// transaction first.
+fn for_each_miss(
+    deleted: bool,
+    mut body: impl FnMut(&str, Miss, &Database, TableId, &mut Worker, &mut Worker),
+) {
     for (name, miss) in misses() {
+        let is_deleted = name == "get of a deleted key";
+        if is_deleted && !deleted {
+            continue;
+        }
         let db = db();
         let t = with_rows(&db, &[0, 10, 20, 30, 40, 50, 60]);
-        if name == "get of a deleted key" {
+        if is_deleted {
             let mut w = db.worker().unwrap();
             w.run(|tx| tx.put(t, &k(45), b"gone")).unwrap();
             w.run(|tx| tx.delete(t, &k(45)).map(|_| ())).unwrap();
         }
         let mut old = db.worker().unwrap();
         let mut young = db.worker().unwrap();
+        body(name, miss, &db, t, &mut old, &mut young);
+    }
+}
+
+/// A younger transaction reads that a range is empty (by each kind of
+/// read) and commits; an older one then inserts there: in timestamp order
+/// the insert came first, and the younger reader missed it, so the insert
+/// must abort (the range's read timestamp is above its timestamp).
+#[test]
+fn an_older_insert_into_a_range_a_younger_transaction_read_aborts() {
+    for_each_miss(true, |name, miss, db, t, old, young| {
         let r = old.try_run(|tx| {
             young
                 .try_run(|ty| {
@@ -122,21 +141,14 @@ fn an_older_insert_into_a_range_a_younger_transaction_read_aborts() {
             .run(|tx| Ok((tx.get(t, &k(45))?.is_some(), tx.get(t, &k(1000))?.is_some())))
             .unwrap();
         assert!(!v45 && v1000, "{name}: only the younger reader committed");
-    }
+    });
 }
 
 /// The other order: the younger transaction inserts into a range an older
 /// one already read; the older is ordered first, so both commit.
 #[test]
 fn a_younger_insert_into_a_range_an_older_transaction_read_commits() {
-    for (name, miss) in misses() {
-        if name == "get of a deleted key" {
-            continue;
-        }
-        let db = db();
-        let t = with_rows(&db, &[0, 10, 20, 30, 40, 50, 60]);
-        let mut old = db.worker().unwrap();
-        let mut young = db.worker().unwrap();
+    for_each_miss(false, |name, miss, _, t, old, young| {
         let r = old.try_run(|tx| {
             miss(tx, t)?;
             young
@@ -145,7 +157,7 @@ fn a_younger_insert_into_a_range_an_older_transaction_read_commits() {
             tx.put(t, &k(1000), b"45 was absent")
         });
         assert!(r.is_ok(), "{name}: {r:?}");
-    }
+    });
 }
 
 /// A scan (or a miss) that meets a writer registered in its range with a
@@ -153,14 +165,7 @@ fn a_younger_insert_into_a_range_an_older_transaction_read_commits() {
 /// in what the scan reads.
 #[test]
 fn a_read_of_a_range_with_an_older_writer_in_flight_aborts() {
-    for (name, miss) in misses() {
-        if name == "get of a deleted key" {
-            continue;
-        }
-        let db = db();
-        let t = with_rows(&db, &[0, 10, 20, 30, 40, 50, 60]);
-        let mut old = db.worker().unwrap();
-        let mut young = db.worker().unwrap();
+    for_each_miss(false, |name, miss, _, t, old, young| {
         let r = old.try_run(|tx| {
             // Registered in the range (an update of an existing row, far
             // from the scanned keys, in the same logical range).
@@ -174,7 +179,7 @@ fn a_read_of_a_range_with_an_older_writer_in_flight_aborts() {
             Ok(())
         });
         assert!(r.is_ok(), "{name}: the older writer commits: {r:?}");
-    }
+    });
 }
 
 /// Point reads: an older transaction's uncommitted version aborts a younger

@@ -667,20 +667,16 @@ mod tests {
         protect(&p, 1, 9).unwrap();
         // SAFETY: freed below, once.
         let o = unsafe { &*old };
-        let rts: Vec<u64> = o
-            .ranges
-            .iter()
-            .map(|r| r.rts.load(Ordering::SeqCst))
-            .collect();
+        let rts = || -> Vec<u64> {
+            o.ranges
+                .iter()
+                .map(|r| r.rts.load(Ordering::SeqCst))
+                .collect()
+        };
         // Range "g".. overlaps the old "f".."k" and "k"..; not "".."b", "b".."f".
-        assert_eq!(rts, vec![0, 0, 9, 9]);
+        assert_eq!(rts(), vec![0, 0, 9, 9]);
         protect(&p, 0, 11).unwrap();
-        let rts: Vec<u64> = o
-            .ranges
-            .iter()
-            .map(|r| r.rts.load(Ordering::SeqCst))
-            .collect();
-        assert_eq!(rts, vec![11, 11, 11, 9]);
+        assert_eq!(rts(), vec![11, 11, 11, 9]);
         drop(p);
         // SAFETY: allocated above, not freed elsewhere.
         drop(unsafe { Box::from_raw(old) });

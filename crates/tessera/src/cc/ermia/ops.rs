@@ -764,15 +764,7 @@ where
                     return false;
                 }
             }
-            // SAFETY: pinned.
-            if unsafe { &*seen.v }.is_tombstone() {
-                return true;
-            }
-            count += 1;
-            st.sets.rbuf.clear();
-            // SAFETY: committed (immutable) or our own version.
-            unsafe { Version::read_into(seen.v, &mut st.sets.rbuf) };
-            f(k, &st.sets.rbuf) && count < limit
+            emit_row(seen.v, k, &mut st.sets.rbuf, &mut count, limit, &mut f)
         },
     );
     st.sets.nodes = nodes;
@@ -780,6 +772,30 @@ where
         Some(e) => Err(e),
         None => Ok(count),
     }
+}
+
+/// A scan's visible version `v` of key `k`, handed to the visitor `f`
+/// through `buf` unless it is a tombstone (skipped); whether the scan goes
+/// on (the visitor's answer, and `count`, the rows handed over, below
+/// `limit`). The caller is pinned and `v` is committed or its own.
+#[inline]
+fn emit_row<F: FnMut(&[u8], &[u8]) -> bool>(
+    v: *const Version,
+    k: &[u8],
+    buf: &mut Vec<u8>,
+    count: &mut usize,
+    limit: usize,
+    f: &mut F,
+) -> bool {
+    // SAFETY: per the contract.
+    if unsafe { &*v }.is_tombstone() {
+        return true;
+    }
+    *count += 1;
+    buf.clear();
+    // SAFETY: committed (immutable) or the caller's own version; pinned.
+    unsafe { Version::read_into(v, buf) };
+    f(k, buf) && *count < limit
 }
 
 /// `Txn::scan` under MVRCC: range by range, each protected whole (its read
@@ -843,20 +859,9 @@ where
                             return false;
                         }
                     };
-                    // SAFETY: pinned.
-                    if unsafe { &*seen.v }.is_tombstone() {
-                        return true;
-                    }
-                    count += 1;
-                    st.sets.rbuf.clear();
-                    // SAFETY: committed (immutable) or our own version.
-                    unsafe { Version::read_into(seen.v, &mut st.sets.rbuf) };
-                    if f(k, &st.sets.rbuf) && count < limit {
-                        true
-                    } else {
-                        stopped = true;
-                        false
-                    }
+                    let go = emit_row(seen.v, k, &mut st.sets.rbuf, &mut count, limit, &mut f);
+                    stopped |= !go;
+                    go
                 },
             );
             if stopped {
