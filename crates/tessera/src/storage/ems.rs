@@ -298,6 +298,8 @@ impl EmsObject {
                 if c == INVALID || c > sts {
                     continue;
                 }
+                #[cfg(test)]
+                tests::pause_mid_read();
                 let v = r.value.load(Ordering::Acquire);
                 if r.cts.load(Ordering::Acquire) != c {
                     continue 'again;
@@ -414,6 +416,20 @@ mod tests {
     use super::*;
     use crate::epoch::Epochs;
 
+    thread_local! {
+        /// Spins a reader on this thread makes between a region's stamp
+        /// and its value (0: none): widens the seqlock's window so a
+        /// stress test meets the writer there.
+        static PAUSE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    /// See [`PAUSE`].
+    pub(super) fn pause_mid_read() {
+        for _ in 0..PAUSE.with(|p| p.get()) {
+            std::hint::spin_loop();
+        }
+    }
+
     fn val(o: &EmsObject, sts: u64, tid: u64, g: &Guard<'_>) -> Option<(Vec<u8>, EmsRead)> {
         let mut out = Vec::new();
         o.read(sts, tid, &mut out, g).map(|r| (out, r))
@@ -525,6 +541,20 @@ mod tests {
     /// committed at the largest stamp at or below the reader's start.
     #[test]
     fn concurrent_readers_see_their_snapshot() {
+        readers_against_a_writer(0);
+    }
+
+    /// The same with every reader pausing between a region's stamp and its
+    /// value, long enough for the writer to commit and start its next write
+    /// into that region meanwhile: only the stamp's re-check keeps the
+    /// reader from returning the new, uncommitted value under the old
+    /// stamp (without it this test fails).
+    #[test]
+    fn readers_paused_mid_region_read_see_their_snapshot() {
+        readers_against_a_writer(20_000);
+    }
+
+    fn readers_against_a_writer(pause: u32) {
         use std::sync::atomic::AtomicBool;
         let epochs = Epochs::new(4, 1);
         let o = EmsObject::new(Some(&0u64.to_le_bytes().repeat(4)), 1);
@@ -558,6 +588,7 @@ mod tests {
             });
             for _ in 0..2 {
                 s.spawn(|| {
+                    PAUSE.with(|p| p.set(pause));
                     let local = epochs.register().unwrap();
                     let mut out = Vec::new();
                     while !stop.load(Ordering::Acquire) {
