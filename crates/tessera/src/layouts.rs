@@ -125,19 +125,68 @@ fn lock(word: &AtomicU64, tid: u64) -> bool {
 // ---------------------------------------------------------------------------
 // N2O
 
-/// Newest first (Fig. 2.1b): the head is the newest version, committed or
-/// not; an uncommitted head is stamped [`INVALID`].
-struct N2o {
+/// A single chain of versions behind a one-word writer lock: the shape
+/// pure N2O and pure O2N share (they differ in which end `head` is).
+struct Chain {
     lock: AtomicU64,
     head: AtomicPtr<Version>,
 }
 
-impl Layout for N2o {
-    fn new(val: &[u8], cts: u64) -> Self {
-        N2o {
+impl Chain {
+    fn new(val: &[u8], cts: u64) -> Chain {
+        Chain {
             lock: AtomicU64::new(0),
             head: AtomicPtr::new(new_mv_version(Some(val), cts, std::ptr::null_mut(), None)),
         }
+    }
+
+    /// First-committer-wins, after [`lock`]: if the newest version (stamped
+    /// `newest`) was committed after the writer started at `sts`, unlock
+    /// and refuse.
+    fn refuse_newer(&self, newest: u64, sts: u64) -> Result<(), ()> {
+        if newest > sts {
+            self.lock.store(0, Ordering::Release);
+            return Err(());
+        }
+        Ok(())
+    }
+
+    /// Whether the reader `tid` (0: none) holds the lock.
+    fn owned_by(&self, tid: u64) -> bool {
+        tid != 0 && self.lock.load(Ordering::Acquire) == tid
+    }
+
+    fn versions(&self) -> usize {
+        chain_len(self.head.load(Ordering::Acquire))
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        free_chain(*self.head.get_mut());
+    }
+}
+
+/// Whether a chain version stamped `s` is the one a reader at `sts` may
+/// take: committed at or below `sts`, or the reader's own (`own`) write.
+fn chain_visible(s: u64, own: bool, sts: u64) -> bool {
+    (s == INVALID && own) || (s != INVALID && s <= sts)
+}
+
+/// Newest first (Fig. 2.1b): the head is the newest version, committed or
+/// not; an uncommitted head is stamped [`INVALID`].
+struct N2o(Chain);
+
+impl std::ops::Deref for N2o {
+    type Target = Chain;
+    fn deref(&self) -> &Chain {
+        &self.0
+    }
+}
+
+impl Layout for N2o {
+    fn new(val: &[u8], cts: u64) -> Self {
+        N2o(Chain::new(val, cts))
     }
 
     fn write(
@@ -154,10 +203,7 @@ impl Layout for N2o {
         let head = self.head.load(Ordering::Relaxed);
         // SAFETY: live while we hold the lock (only lock holders unlink).
         let hs = unsafe { &*head }.stamp();
-        if hs > sts {
-            self.lock.store(0, Ordering::Release);
-            return Err(());
-        }
+        self.refuse_newer(hs, sts)?;
         if let Some(w) = gc {
             // The head is visible to every running transaction once its
             // stamp is at or below the oldest start: cut behind it.
@@ -185,12 +231,11 @@ impl Layout for N2o {
     fn read(&self, sts: u64, tid: u64, out: &mut Vec<u8>, _g: &Guard<'_>) -> Option<u32> {
         let mut v = self.head.load(Ordering::Acquire) as *const Version;
         let mut jumps = 0;
-        let own = tid != 0 && self.lock.load(Ordering::Acquire) == tid;
+        let own = self.owned_by(tid);
         while !v.is_null() {
             jumps += 1;
             // SAFETY: pinned.
-            let s = unsafe { &*v }.stamp();
-            if (s == INVALID && own) || (s != INVALID && s <= sts) {
+            if chain_visible(unsafe { &*v }.stamp(), own, sts) {
                 copy(v, out);
                 return Some(jumps);
             }
@@ -220,13 +265,7 @@ impl Layout for N2o {
     }
 
     fn versions(&self) -> usize {
-        chain_len(self.head.load(Ordering::Acquire))
-    }
-}
-
-impl Drop for N2o {
-    fn drop(&mut self) {
-        free_chain(*self.head.get_mut());
+        self.0.versions()
     }
 }
 
@@ -257,9 +296,13 @@ fn retire_chain(mut v: *mut Version, g: &Guard<'_>) {
 /// Oldest first (Fig. 2.1a): the header points at the oldest version; each
 /// version's `prev` pointer is the next newer one. A writer appends its
 /// version (stamped [`INVALID`] until commit) at the end.
-struct O2n {
-    lock: AtomicU64,
-    head: AtomicPtr<Version>,
+struct O2n(Chain);
+
+impl std::ops::Deref for O2n {
+    type Target = Chain;
+    fn deref(&self) -> &Chain {
+        &self.0
+    }
 }
 
 impl O2n {
@@ -281,10 +324,7 @@ impl O2n {
 
 impl Layout for O2n {
     fn new(val: &[u8], cts: u64) -> Self {
-        O2n {
-            lock: AtomicU64::new(0),
-            head: AtomicPtr::new(new_mv_version(Some(val), cts, std::ptr::null_mut(), None)),
-        }
+        O2n(Chain::new(val, cts))
     }
 
     fn write(
@@ -301,10 +341,7 @@ impl Layout for O2n {
         let (tail, _) = self.tail();
         // SAFETY: live while we hold the lock.
         let ts = unsafe { &*tail }.stamp();
-        if ts > sts {
-            self.lock.store(0, Ordering::Release);
-            return Err(());
-        }
+        self.refuse_newer(ts, sts)?;
         if let Some(w) = gc {
             // Drop the oldest versions while the next newer one is visible
             // to every running transaction (stamp at or below `w`).
@@ -335,15 +372,14 @@ impl Layout for O2n {
     }
 
     fn read(&self, sts: u64, tid: u64, out: &mut Vec<u8>, _g: &Guard<'_>) -> Option<u32> {
-        let own = tid != 0 && self.lock.load(Ordering::Acquire) == tid;
+        let own = self.owned_by(tid);
         let mut v = self.head.load(Ordering::Acquire) as *const Version;
         let mut jumps = 0;
         let mut best = None;
         while !v.is_null() {
             jumps += 1;
             // SAFETY: pinned.
-            let s = unsafe { &*v }.stamp();
-            if (s == INVALID && own) || (s != INVALID && s <= sts) {
+            if chain_visible(unsafe { &*v }.stamp(), own, sts) {
                 best = Some((v, jumps));
             }
             // SAFETY: as above.
@@ -364,13 +400,7 @@ impl Layout for O2n {
     }
 
     fn versions(&self) -> usize {
-        chain_len(self.head.load(Ordering::Acquire))
-    }
-}
-
-impl Drop for O2n {
-    fn drop(&mut self) {
-        free_chain(*self.head.get_mut());
+        self.0.versions()
     }
 }
 

@@ -276,7 +276,7 @@ fn write_skew_is_refused() {
 /// workers insert.
 #[test]
 fn partitions_are_replaced_as_tables_grow_and_scans_stay_exact() {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, Ordering};
     let db = Database::open(
         Options::in_memory()
             .protocol(Protocol::Mvrcc)
@@ -291,11 +291,22 @@ fn partitions_are_replaced_as_tables_grow_and_scans_stay_exact() {
             .unwrap();
     }
     let stop = AtomicBool::new(false);
-    let inserted = AtomicU64::new(0);
     let count = |v: Option<&[u8]>| u64::from_be_bytes(v.unwrap().try_into().unwrap());
+    // The counter, and the rows a scan of the whole table counts.
+    let census = move |tx: &mut Txn<'_>| -> Result<(u64, u64), TxError> {
+        let n = count(tx.get(t, &counter)?);
+        let rows = tx.scan(
+            t,
+            Bound::Unbounded,
+            Bound::Excluded(&counter),
+            ScanOptions::new(),
+            |_, _| true,
+        )?;
+        Ok((n, rows as u64))
+    };
     std::thread::scope(|s| {
         for w in 0..3u64 {
-            let (db, stop, inserted) = (&db, &stop, &inserted);
+            let (db, stop) = (&db, &stop);
             s.spawn(move || {
                 let mut wk = db.worker().unwrap();
                 let mut i = 0u64;
@@ -311,7 +322,6 @@ fn partitions_are_replaced_as_tables_grow_and_scans_stay_exact() {
                     })
                     .unwrap();
                     i += 1;
-                    inserted.fetch_add(1, Ordering::Relaxed);
                 }
             });
         }
@@ -320,37 +330,14 @@ fn partitions_are_replaced_as_tables_grow_and_scans_stay_exact() {
             let mut wk = db.worker().unwrap();
             let began = std::time::Instant::now();
             while began.elapsed() < std::time::Duration::from_millis(600) {
-                wk.run(|tx| {
-                    let n = count(tx.get(t, &counter)?);
-                    let rows = tx.scan(
-                        t,
-                        Bound::Unbounded,
-                        Bound::Excluded(&counter),
-                        ScanOptions::new(),
-                        |_, _| true,
-                    )?;
-                    assert_eq!(rows as u64, n, "a scan saw a count the counter does not");
-                    Ok(())
-                })
-                .unwrap();
+                let (n, rows) = wk.run(census).unwrap();
+                assert_eq!(rows, n, "a scan saw a count the counter does not");
             }
             stop.store(true, Ordering::Relaxed);
         });
     });
     let mut w = db.worker().unwrap();
-    let (rows, n) = w
-        .run(|tx| {
-            let n = count(tx.get(t, &counter)?);
-            let rows = tx.scan(
-                t,
-                Bound::Unbounded,
-                Bound::Excluded(&counter),
-                ScanOptions::new(),
-                |_, _| true,
-            )?;
-            Ok((rows as u64, n))
-        })
-        .unwrap();
+    let (n, rows) = w.run(census).unwrap();
     assert_eq!(rows, n);
     assert!(n > 100, "too few inserts to grow the table: {n}");
 }

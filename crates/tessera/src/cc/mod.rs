@@ -1915,6 +1915,44 @@ pub(crate) fn sv_retire(orphans: &OrphanUnlinks, st: &mut SvLocal) {
     }
 }
 
+/// The tighter of two lower bounds of a key range (a scan's bound and a
+/// logical range's start, for the range-based protocols).
+pub(crate) fn max_lo<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    let key = |x: &Bound<&'a [u8]>| match *x {
+        Bound::Unbounded => None,
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+    };
+    match (key(&a), key(&b)) {
+        (None, _) => b,
+        (_, None) => a,
+        (Some(x), Some(y)) if x > y => a,
+        (Some(x), Some(y)) if x < y => b,
+        // Equal keys: the excluded one is the tighter.
+        _ => match a {
+            Bound::Excluded(_) => a,
+            _ => b,
+        },
+    }
+}
+
+/// The tighter of two upper bounds of a key range.
+pub(crate) fn min_hi<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    let key = |x: &Bound<&'a [u8]>| match *x {
+        Bound::Unbounded => None,
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+    };
+    match (key(&a), key(&b)) {
+        (None, _) => b,
+        (_, None) => a,
+        (Some(x), Some(y)) if x < y => a,
+        (Some(x), Some(y)) if x > y => b,
+        _ => match a {
+            Bound::Excluded(_) => a,
+            _ => b,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

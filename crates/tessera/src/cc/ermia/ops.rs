@@ -816,7 +816,7 @@ fn scan_mvto<M: Mode, F>(
 where
     F: FnMut(&[u8], &[u8]) -> bool,
 {
-    use crate::cc::rocc::{max_lo, min_hi};
+    use crate::cc::{max_lo, min_hi};
     let g = tx.g;
     let sh = tx.sh;
     let mt = mvrcc::table_state(&sh.mvrcc, &mut tx.st.mvr, table, g);

@@ -49,7 +49,7 @@ use super::silo::{
     abort, commit, delete, get, get_many, get_slice, insert, put, scan_rows, update, update_slice,
     Mode, STx,
 };
-use super::{OrphanUnlinks, SvLocal, SvShared, WorkerCore, WriteKind};
+use super::{max_lo, min_hi, OrphanUnlinks, SvLocal, SvShared, WorkerCore, WriteKind};
 use crate::catalog::{Table, TableId};
 use crate::engine::Settings;
 use crate::epoch::Guard;
@@ -396,41 +396,6 @@ where
     }
     tx.st.ranges.stop_key = stop_key;
     Ok(count)
-}
-
-pub(crate) fn max_lo<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
-    let key = |x: &Bound<&'a [u8]>| match *x {
-        Bound::Unbounded => None,
-        Bound::Included(k) | Bound::Excluded(k) => Some(k),
-    };
-    match (key(&a), key(&b)) {
-        (None, _) => b,
-        (_, None) => a,
-        (Some(x), Some(y)) if x > y => a,
-        (Some(x), Some(y)) if x < y => b,
-        // Equal keys: the excluded one is the tighter.
-        _ => match a {
-            Bound::Excluded(_) => a,
-            _ => b,
-        },
-    }
-}
-
-pub(crate) fn min_hi<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
-    let key = |x: &Bound<&'a [u8]>| match *x {
-        Bound::Unbounded => None,
-        Bound::Included(k) | Bound::Excluded(k) => Some(k),
-    };
-    match (key(&a), key(&b)) {
-        (None, _) => b,
-        (_, None) => a,
-        (Some(x), Some(y)) if x < y => a,
-        (Some(x), Some(y)) if x > y => b,
-        _ => match a {
-            Bound::Excluded(_) => a,
-            _ => b,
-        },
-    }
 }
 
 /// Algorithm 3.1 lines 1-5, after the write set is locked: register the
