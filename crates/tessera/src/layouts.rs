@@ -557,7 +557,7 @@ impl Layout for EmsObject {
     }
 
     fn commit(&self, cts: u64) {
-        EmsObject::commit(self, cts)
+        EmsObject::commit(self, cts);
     }
 
     fn read(&self, sts: u64, tid: u64, out: &mut Vec<u8>, g: &Guard<'_>) -> Option<u32> {

@@ -299,6 +299,11 @@ fn si_churn_with_long_readers_memory_is_bounded() {
 }
 
 #[test]
+fn ems_churn_with_long_readers_memory_is_bounded() {
+    mv_churn_memory_is_bounded(Protocol::Ems);
+}
+
+#[test]
 fn ssn_churn_with_long_readers_memory_is_bounded() {
     mv_churn_memory_is_bounded(Protocol::Ssn);
 }

@@ -74,6 +74,11 @@ fn own_writes_si() {
 }
 
 #[test]
+fn own_writes_ems() {
+    check(Protocol::Ems);
+}
+
+#[test]
 fn own_writes_ssn() {
     check(Protocol::Ssn);
 }

@@ -1,5 +1,5 @@
-//! Snapshot-isolation semantics of ERMIA's protocols (`si`, and `ssn`, which
-//! reads the same snapshots): snapshot reads, first-updater-wins, visibility
+//! Snapshot-isolation semantics of the multi-version protocols (ERMIA's `si`,
+//! `ssn`, which reads the same snapshots, and `ems`, SI on Cai et al.'s EMS): snapshot reads, first-updater-wins, visibility
 //! of inserts and deletes, roll-back, and read-only transactions that never
 //! abort under `si`.
 //!
@@ -15,7 +15,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tessera::{ConflictReason, Database, Options, Protocol, ScanOptions, TableId, TxError, Worker};
 
-const MV: [Protocol; 2] = [Protocol::Si, Protocol::Ssn];
+const MV: [Protocol; 3] = [Protocol::Si, Protocol::Ssn, Protocol::Ems];
+/// The protocols promising plain SI (read-only transactions never abort).
+const PLAIN_SI: [Protocol; 2] = [Protocol::Si, Protocol::Ems];
 
 fn k(i: u64) -> [u8; 8] {
     i.to_be_bytes()
@@ -292,7 +294,7 @@ fn inserts_are_invisible_to_older_snapshots() {
             Ok(())
         });
         match p {
-            Protocol::Si => assert!(r.is_ok(), "{p}: {r:?}"),
+            Protocol::Si | Protocol::Ems => assert!(r.is_ok(), "{p}: {r:?}"),
             // The reader scanned the range the inserts went into: SSN's
             // phantom protection (the node set) aborts it at commit; what
             // it saw meanwhile was still its snapshot.
@@ -505,7 +507,13 @@ fn rolled_back_writes_leave_nothing() {
 /// and takes no part in conflicts, however the writers interleave with it.
 #[test]
 fn si_read_only_transactions_never_abort_nested() {
-    let (db, t) = open(Protocol::Si);
+    for p in PLAIN_SI {
+        read_only_never_aborts_nested(p);
+    }
+}
+
+fn read_only_never_aborts_nested(p: Protocol) {
+    let (db, t) = open(p);
     let mut a = db.worker().unwrap();
     let mut b = db.worker().unwrap();
     a.run(|tx| {
@@ -554,9 +562,15 @@ fn si_read_only_transactions_never_abort_nested() {
 /// snapshot (the writers keep the sum of all values constant).
 #[test]
 fn si_read_only_transactions_never_abort_concurrent() {
+    for p in PLAIN_SI {
+        read_only_never_aborts_concurrent(p);
+    }
+}
+
+fn read_only_never_aborts_concurrent(p: Protocol) {
     let db = Database::open(
         Options::in_memory()
-            .protocol(Protocol::Si)
+            .protocol(p)
             .epoch_interval(Duration::from_millis(1)),
     )
     .unwrap();

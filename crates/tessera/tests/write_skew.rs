@@ -182,8 +182,11 @@ const INTERLEAVINGS: [Interleaving; 3] = [
 
 #[test]
 fn si_admits_write_skew() {
-    for how in INTERLEAVINGS {
-        let (ra, rb, state) = nested(Protocol::Si, how);
+    for (p, how) in [Protocol::Si, Protocol::Ems]
+        .into_iter()
+        .flat_map(|p| INTERLEAVINGS.map(|how| (p, how)))
+    {
+        let (ra, rb, state) = nested(p, how);
         assert!(rb.is_ok(), "{how:?}: B: {rb:?}");
         assert!(ra.is_ok(), "{how:?}: under si both commit: A: {ra:?}");
         assert_eq!(
@@ -297,7 +300,7 @@ fn serial_doctors_keep_one_on_call() {
 #[test]
 fn insert_write_skew_nested() {
     let mut ps = nestable(|c| c.serializable);
-    ps.extend([Protocol::Si, Protocol::Rc]);
+    ps.extend([Protocol::Si, Protocol::Ems, Protocol::Rc]);
     for p in ps {
         for deleted_before in [false, true] {
             let db = open(p);
@@ -562,11 +565,13 @@ fn lockstep_rounds(p: Protocol, threads: usize, rounds: u64, stop_at_first: bool
 
 #[test]
 fn lockstep_write_skew_si_breaks_the_invariant() {
-    let (v, _) = lockstep_rounds(Protocol::Si, 6, 300, true);
-    assert!(
-        v > 0,
-        "si never produced write skew in 300 lock-step rounds"
-    );
+    for p in [Protocol::Si, Protocol::Ems] {
+        let (v, _) = lockstep_rounds(p, 6, 300, true);
+        assert!(
+            v > 0,
+            "{p} never produced write skew in 300 lock-step rounds"
+        );
+    }
 }
 
 /// Every serializable protocol, blocking ones included (each transaction
@@ -754,8 +759,10 @@ fn presence_rounds(p: Protocol, threads: usize, rounds: u64, stop_at_first: bool
 
 #[test]
 fn lockstep_insert_skew_si_breaks_the_invariant() {
-    let (v, _) = presence_rounds(Protocol::Si, 6, 300, true);
-    assert!(v > 0, "si never let two inserts in over 300 rounds");
+    for p in [Protocol::Si, Protocol::Ems] {
+        let (v, _) = presence_rounds(p, 6, 300, true);
+        assert!(v > 0, "{p} never let two inserts in over 300 rounds");
+    }
 }
 
 /// Every serializable protocol. (SSN once failed here: a transaction that

@@ -13,6 +13,7 @@
 //! the single-version protocols and the unlinking of deleted records.
 
 pub mod bohm;
+pub mod ems;
 pub mod ermia;
 pub mod nocc;
 pub mod rocc;
@@ -921,6 +922,16 @@ protocols! {
     Mvrcc => ermia::Ermia<ermia::MvrccMode>, "mvrcc", ["mvto"], Capabilities {
         serializable: true, multi_version: true, snapshot_reads: true,
         snapshot_txns: false, phantom_safe: true, durable: true, blocks: false,
+        deterministic: false };
+    /// Snapshot isolation on EMS, the version storage of Cai, Guo and Zhou
+    /// (chapter 2): each record's two newest versions in its header, older
+    /// ones in an oldest-first list; first-committer-wins on the header's
+    /// lock word; commit stamps published over a contiguous prefix instead
+    /// of the book's single commit thread. Not serializable (write skew is
+    /// possible), as `si`.
+    Ems => ems::Ems, "ems", ["ems-si"], Capabilities {
+        serializable: false, multi_version: true, snapshot_reads: true,
+        snapshot_txns: false, phantom_safe: false, durable: true, blocks: false,
         deterministic: false };
     /// Strict two-phase locking, no-wait (DBx1000's NO_WAIT, CCBench's
     /// ss2pl): a lock conflict aborts at once. Serializable.

@@ -124,6 +124,39 @@ impl EmsObject {
         o
     }
 
+    /// An object with no visible version, its write lock held by `tid`:
+    /// an insert's, whose value goes into the secondary (region B) by
+    /// [`EmsObject::install`] and becomes visible at its commit's flip.
+    pub fn new_locked(tid: u64) -> EmsObject {
+        debug_assert!(tid & !TID_MASK == 0 && tid != 0);
+        EmsObject {
+            lock: AtomicU64::new(WRITE_BIT | tid),
+            regions: [Region::empty(), Region::empty()],
+            list: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// Whether the object holds no committed version at all (a rolled-back
+    /// insert's). Read by the lock holder.
+    pub fn is_empty(&self) -> bool {
+        self.list.load(Ordering::Relaxed).is_null()
+            && self
+                .regions
+                .iter()
+                .all(|r| r.cts.load(Ordering::Relaxed) == INVALID)
+    }
+
+    /// The primary's stamp if it is a committed deletion. Read by the lock
+    /// holder.
+    pub fn tombstone_stamp(&self) -> Option<u64> {
+        let l = self.lock.load(Ordering::Relaxed);
+        let r = &self.regions[Self::primary(l)];
+        let c = r.cts.load(Ordering::Relaxed);
+        let v = r.value.load(Ordering::Relaxed);
+        // SAFETY: the lock holder's view: the primary's version is live.
+        (c != INVALID && unsafe { &*v }.is_tombstone()).then_some(c)
+    }
+
     /// The lock word's primary region (0: A).
     #[inline]
     fn primary(l: u64) -> usize {
@@ -135,6 +168,13 @@ impl EmsObject {
     pub fn held_by(&self, tid: u64) -> bool {
         let l = self.lock.load(Ordering::Acquire);
         l & WRITE_BIT != 0 && l & TID_MASK == tid & TID_MASK
+    }
+
+    /// The transaction holding the write lock, if any.
+    #[inline]
+    pub fn holder(&self) -> Option<u64> {
+        let l = self.lock.load(Ordering::Relaxed);
+        (l & WRITE_BIT != 0).then_some(l & TID_MASK)
     }
 
     /// `acquire(tid)`: one CAS from unlocked, keeping the primary bit.
@@ -184,7 +224,26 @@ impl EmsObject {
         if !mine && !self.acquire(tid) {
             return Err(EmsConflict::Locked);
         }
+        self.install(!mine, sts, val, watermark, g)
+    }
+
+    /// The write of [`EmsObject::write`] by the lock holder: `first` if
+    /// the lock was acquired for this write (the secondary then holds an
+    /// older version or an aborted writer's value, and first-committer-wins
+    /// is checked), else a rewrite of the holder's own value. With a
+    /// watermark, list nodes no reader can reach any more are freed too
+    /// (garbage collection on the write path). On `LostUpdate` the lock has
+    /// been released.
+    pub fn install(
+        &self,
+        first: bool,
+        sts: u64,
+        val: Option<&[u8]>,
+        watermark: Option<u64>,
+        g: &Guard<'_>,
+    ) -> Result<(), EmsConflict> {
         let l = self.lock.load(Ordering::Relaxed);
+        debug_assert!(l & WRITE_BIT != 0, "install without the lock");
         let p = Self::primary(l);
         let s = 1 - p;
         let sec = &self.regions[s];
@@ -192,7 +251,7 @@ impl EmsObject {
         // Whether `old` leaves the object with this write (else it is in the
         // list now, or null).
         let mut drop_old = !old.is_null();
-        if !mine {
+        if first {
             let pc = self.regions[p].cts.load(Ordering::Relaxed);
             if pc != INVALID && pc > sts {
                 self.release_abort();
@@ -210,6 +269,9 @@ impl EmsObject {
                 sec.cts.store(INVALID, Ordering::Release);
             }
             // Else the region held an aborted writer's value, never visible.
+            if let Some(w) = watermark {
+                self.prune_locked(w, g);
+            }
         }
         // Our value replaces whatever the private region held: an expired
         // version, an aborted writer's value, or our own earlier one.
@@ -222,6 +284,92 @@ impl EmsObject {
             unsafe { g.retire(old as *mut u8, free_mv_version) };
         }
         Ok(())
+    }
+
+    /// Garbage collection of the list, by the lock holder: every version
+    /// older than the newest one stamped at or below `w` (the oldest active
+    /// start stamp) is unreachable, since every reader's start stamp is at
+    /// least `w` and it reads the newest version at or below its own. The
+    /// list is oldest-first and older than both regions, so that is a
+    /// prefix of it: all of it if a valid region is stamped at or below
+    /// `w`. Cut nodes are freed through the memory epoch (a reader walking
+    /// from the old head still finds its way forward through them).
+    fn prune_locked(&self, w: u64, g: &Guard<'_>) -> usize {
+        let head = self.list.load(Ordering::Relaxed);
+        if head.is_null() {
+            return 0;
+        }
+        let region_covers = self.regions.iter().any(|r| {
+            let c = r.cts.load(Ordering::Relaxed);
+            c != INVALID && c <= w
+        });
+        // The new head: null if a region covers `w`, else the newest node
+        // stamped at or below `w` (the head itself if none is).
+        let mut keep = std::ptr::null_mut();
+        if !region_covers {
+            keep = head;
+            let mut n = head;
+            while !n.is_null() {
+                // SAFETY: list nodes live until retired; the lock holder
+                // alone retires them.
+                let node = unsafe { &*n };
+                if node.stamp() > w {
+                    break;
+                }
+                keep = n;
+                n = node.prev();
+            }
+        }
+        if keep == head {
+            return 0;
+        }
+        self.list.store(keep, Ordering::Release);
+        let mut n = head;
+        let mut freed = 0;
+        while n != keep {
+            // SAFETY: cut just now: unreachable for new readers; the node's
+            // forward pointer is left as it is for readers already on it.
+            let next = unsafe { &*n }.prev();
+            // SAFETY: as above; pinned readers keep it through the epoch.
+            unsafe { g.retire(n as *mut u8, free_mv_version) };
+            freed += 1;
+            n = next;
+        }
+        freed
+    }
+
+    /// Whether the list holds a version that pruning at `w`
+    /// would free: a cheap look (the head and its successor) for readers
+    /// and the background scanner. Pinned (`_g`).
+    pub fn has_expired(&self, w: u64, _g: &Guard<'_>) -> bool {
+        let head = self.list.load(Ordering::Acquire);
+        if head.is_null() {
+            return false;
+        }
+        // SAFETY: pinned; list nodes are freed through the epoch.
+        let next = unsafe { &*head }.prev();
+        if next.is_null() {
+            self.regions.iter().any(|r| {
+                let c = r.cts.load(Ordering::Acquire);
+                c != INVALID && c <= w
+            })
+        } else {
+            // SAFETY: as above.
+            unsafe { &*next }.stamp() <= w
+        }
+    }
+
+    /// Garbage collection off the write path (a reader's, or the
+    /// background scanner's): take the lock word for `tid` without waiting,
+    /// prune the list at `w`, release it as it was. Returns the versions
+    /// freed (0 if the lock was taken).
+    pub fn prune(&self, tid: u64, w: u64, g: &Guard<'_>) -> usize {
+        if !self.acquire(tid) {
+            return 0;
+        }
+        let n = self.prune_locked(w, g);
+        self.release_abort();
+        n
     }
 
     /// Link `v` at the newest end of the list.
@@ -252,19 +400,21 @@ impl EmsObject {
 
     /// Commit the lock holder's write with stamp `cts`: the secondary's
     /// stamp first, then the flip.
-    pub fn commit(&self, cts: u64) {
+    /// Whether the committed version is a deletion.
+    pub fn commit(&self, cts: u64) -> bool {
         let l = self.lock.load(Ordering::Relaxed);
         let sec = &self.regions[1 - Self::primary(l)];
         let v = sec.value.load(Ordering::Relaxed);
         // SAFETY: the lock holder's own version, live.
-        unsafe { &*v }.set_stamp(cts);
+        let v = unsafe { &*v };
+        v.set_stamp(cts);
+        let tombstone = v.is_tombstone();
         sec.cts.store(cts, Ordering::Release);
         self.release_commit();
+        tombstone
     }
 
-    /// Abort the lock holder's write: the secondary stays invalid. (The
-    /// layout benchmark never aborts a write; `--cc ems` will.)
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Abort the lock holder's write: the secondary stays invalid.
     pub fn abort(&self) {
         self.release_abort();
     }
@@ -279,6 +429,16 @@ impl EmsObject {
     /// finished stamps). Then the primary read from the lock word is the
     /// newest version visible at any start stamp taken before it.
     pub fn read(&self, sts: u64, tid: u64, out: &mut Vec<u8>, _g: &Guard<'_>) -> Option<EmsRead> {
+        // SAFETY: pinned (`_g`).
+        unsafe { self.read_pinned(sts, tid, out) }
+    }
+
+    /// [`EmsObject::read`] for a caller that is pinned but has no guard at
+    /// hand (a checkpoint's layout hook).
+    ///
+    /// # Safety
+    /// The caller is pinned for the duration of the call.
+    pub unsafe fn read_pinned(&self, sts: u64, tid: u64, out: &mut Vec<u8>) -> Option<EmsRead> {
         'again: loop {
             let l = self.lock.load(Ordering::Acquire);
             if tid != 0 && l & WRITE_BIT != 0 && l & TID_MASK == tid & TID_MASK {
@@ -408,6 +568,66 @@ impl Drop for EmsObject {
             unsafe { free_mv_version(n as *mut u8) };
             n = next;
         }
+    }
+}
+
+/// `EmsRecord::state`: unlinked from its index (writers that reach it
+/// afterwards go back to the index).
+const UNLINKED: u64 = 1;
+
+/// The record of `--cc ems` (`cc::ems`): an [`EmsObject`] and a state word
+/// for unlinking (ERMIA's `mv_linked` role). Every transition of the state
+/// is made under the object's write lock, so a writer that holds the lock
+/// and finds the record linked writes into a record the index still maps.
+#[repr(C)]
+pub struct EmsRecord {
+    pub obj: EmsObject,
+    state: AtomicU64,
+}
+
+// SAFETY: `FREE` drops the record as the box it was made as, with every
+// version it owns.
+unsafe impl crate::catalog::RecordHead for EmsRecord {
+    const FREE: unsafe fn(*mut u8) = EmsRecord::free;
+}
+
+impl EmsRecord {
+    /// A record whose one committed version is `val`, stamped `cts`.
+    pub fn new(val: Option<&[u8]>, cts: u64) -> *mut EmsRecord {
+        Box::into_raw(Box::new(EmsRecord {
+            obj: EmsObject::new(val, cts),
+            state: AtomicU64::new(0),
+        }))
+    }
+
+    /// An insert's record: no visible version, locked by `tid`.
+    pub fn new_locked(tid: u64) -> *mut EmsRecord {
+        Box::into_raw(Box::new(EmsRecord {
+            obj: EmsObject::new_locked(tid),
+            state: AtomicU64::new(0),
+        }))
+    }
+
+    /// Whether the record has been unlinked (read under the lock).
+    #[inline]
+    pub fn unlinked(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & UNLINKED != 0
+    }
+
+    /// Mark it unlinked, under the lock (the release of the lock publishes
+    /// it to the next holder).
+    pub fn mark_unlinked(&self) {
+        self.state.fetch_or(UNLINKED, Ordering::Relaxed);
+    }
+
+    /// Free a record and every version it owns.
+    ///
+    /// # Safety
+    /// `r` was made by [`EmsRecord::new`] or [`EmsRecord::new_locked`], and
+    /// nobody else can reach it.
+    pub unsafe fn free(r: *mut u8) {
+        // SAFETY: caller contract.
+        drop(unsafe { Box::from_raw(r as *mut EmsRecord) });
     }
 }
 

@@ -1,0 +1,760 @@
+//! `--cc ems`: snapshot isolation on EMS, the multi-version storage of Cai,
+//! Guo and Zhou (chapter 2, section 2.3; the object is
+//! [`crate::storage::ems`]), through the protocol seam.
+//!
+//! *Records.* Every record is an [`EmsRecord`]: the object header (lock
+//! word, regions A and B holding the two newest versions, the oldest-first
+//! list behind them) and a state word for unlinking. An insert makes an
+//! object with no visible version whose lock its inserter holds, and puts
+//! the value into the secondary; its commit makes it visible.
+//!
+//! *Stamps, without the book's commit thread.* The book runs every commit
+//! on one thread, so a start stamp handed out is always one whose
+//! committer has flipped every object it wrote (the rule the lock-free
+//! read relies on). Here committers run in parallel and only the
+//! *publication* is ordered: each draws its stamp `c` from a counter
+//! (`Stamps::next`, one fetch-and-add), sets and flips its objects, marks
+//! `c` finished in a ring of flags, and advances the published stamp
+//! (`Stamps::visible`) over the contiguous prefix of finished stamps. A
+//! start stamp is `visible`, so every stamp at or below it has all its
+//! objects flipped; a commit returns once `visible >= c`, so the
+//! committer's next transaction (and anyone it tells) sees it. A worker
+//! has at most one drawn, unpublished stamp, so a ring of more flags than
+//! workers never wraps onto an unpublished stamp.
+//!
+//! *SI* (section 2.3.4): reads at the start stamp (never blocked, never
+//! aborted); writes take the object's lock word at once (held by another:
+//! abort, `WriteConflict`) and refuse a primary committed after the start
+//! stamp (first-committer-wins, `WriteConflict`); commit sets each
+//! secondary's stamp, then flips; abort releases the lock and leaves the
+//! secondary invalid (no undo). Deletes write a tombstone. Scans read the
+//! snapshot with no phantom protection, as ERMIA's `si`.
+//!
+//! *Garbage collection*, in the book's three places, all at the watermark
+//! (the oldest running start stamp, from the TID table's slots, refreshed
+//! every [`WATERMARK_EVERY`] transactions): the write path (a secondary
+//! whose primary is at or below the watermark is expired and reused in
+//! place, not listed; list nodes older than the newest one at or below the
+//! watermark are freed), the read path (a reader that had to walk the list
+//! prunes it if it can take the lock word without waiting), and a
+//! background scanner that walks the tables in key order, a slice at a time
+//! between transactions on whichever worker finds it free. Versions are
+//! freed through the memory epoch. Committed tombstones at or below the
+//! watermark, and rolled-back inserts, are unlinked from their index under
+//! the object's lock; a writer that then takes the lock of an unlinked
+//! record goes back to the index.
+//!
+//! *Durability.* The redo entry (full rows; deletes) is written under the
+//! objects' locks, between the stamp and the flips, with the epoch read
+//! after the stamp: a record's next writer takes its lock after the flip,
+//! so it draws a larger stamp and reads a later or equal epoch, and the
+//! log's (epoch, stamp) order per record is the commit order recovery
+//! folds in. Checkpoints read each object's newest committed version; a
+//! recovered record is one version stamped 1 (below every new stamp).
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+
+use super::xid::XidTable;
+use super::{backoff_spin, CcProtocol, OrphanUnlinks, PendingUnlink, Tx, WorkerCore};
+use super::{Records, STALE_RETRIES};
+use crate::catalog::{Table, TableId};
+use crate::engine::{Engine, Settings};
+use crate::epoch::Guard;
+use crate::error::{ConflictReason, TxError, TxResult};
+use crate::index::{Insert, Lookup, OrderedIndex};
+use crate::storage::ems::{EmsConflict, EmsRecord, INVALID};
+use crate::storage::Record;
+use crate::txn::ScanOptions;
+
+/// Transactions between refreshes of a worker's GC watermark.
+const WATERMARK_EVERY: u32 = 32;
+/// Transactions between a worker's tries at a slice of the background
+/// scan.
+const SCAN_EVERY: u32 = 16;
+/// Records per slice of the background scan.
+const SCAN_SLICE: usize = 32;
+/// The lock word's owner while garbage collection holds it (read path and
+/// scanner): no transaction id is this large, so no transaction takes it
+/// for its own lock.
+const GC_TID: u64 = (1 << 62) - 1;
+/// Tries at a lock word that garbage collection holds (it lets go within
+/// a list walk) before a writer gives up.
+const GC_WAIT: u32 = 64;
+
+fn conflict<T>(r: ConflictReason) -> TxResult<T> {
+    Err(TxError::Conflict(r))
+}
+
+/// `--cc ems`.
+pub(crate) struct Ems;
+
+type ETx<'a> = Tx<'a, Ems>;
+
+/// The commit stamps: drawn from `next`, published through `visible` over
+/// the contiguous prefix of finished ones (see the module docs).
+pub(crate) struct Stamps {
+    /// The last stamp drawn.
+    next: CachePadded<AtomicU64>,
+    /// The published stamp: every stamp at or below it has flipped all its
+    /// objects. Start stamps are read from it.
+    visible: CachePadded<AtomicU64>,
+    /// `done[c & mask] == c` once stamp `c` has flipped all its objects.
+    done: Box<[AtomicU64]>,
+    mask: u64,
+}
+
+impl Stamps {
+    /// Stamps for at most `workers` concurrent committers. Stamp 1 is
+    /// taken (recovered records carry it).
+    pub(crate) fn new(workers: usize) -> Stamps {
+        let n = (workers + 1).next_power_of_two();
+        Stamps {
+            next: CachePadded::new(AtomicU64::new(1)),
+            visible: CachePadded::new(AtomicU64::new(1)),
+            done: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            mask: n as u64 - 1,
+        }
+    }
+
+    /// A committer's stamp.
+    #[inline]
+    pub(crate) fn draw(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The published stamp.
+    #[inline]
+    pub(crate) fn visible(&self) -> u64 {
+        self.visible.load(Ordering::Acquire)
+    }
+
+    /// Stamp `c` has flipped every object it wrote: mark it, help publish
+    /// the finished prefix, and wait until it covers `c`. The wait is
+    /// bounded by the committers holding smaller stamps, none of which
+    /// waits for anything in between.
+    pub(crate) fn finish(&self, c: u64) {
+        // Release: a publisher that reads the flag sees our flips.
+        self.done[(c & self.mask) as usize].store(c, Ordering::Release);
+        let mut spins = 0;
+        loop {
+            self.advance();
+            if self.visible() >= c {
+                return;
+            }
+            backoff_spin(&mut spins);
+        }
+    }
+
+    /// Advance `visible` while the next stamp is finished.
+    fn advance(&self) {
+        loop {
+            let s = self.visible.load(Ordering::Acquire);
+            let n = s + 1;
+            if self.done[(n & self.mask) as usize].load(Ordering::Acquire) != n {
+                return;
+            }
+            // AcqRel: whoever reads the new value (a start stamp) sees the
+            // flips the flag published.
+            let _ = self
+                .visible
+                .compare_exchange(s, n, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+}
+
+/// The shared state of `--cc ems`.
+pub(crate) struct EmsShared {
+    pub(crate) stamps: Stamps,
+    /// Running transactions' start stamps, for the watermark (the TID
+    /// table's slots; EMS uses nothing else of it).
+    xids: XidTable,
+    /// Unlinks of dropped workers.
+    orphans: OrphanUnlinks,
+    /// Where the background scan stands.
+    scanner: Mutex<Scanner>,
+}
+
+/// The background scanner's position: a table and the last key done.
+#[derive(Default)]
+struct Scanner {
+    table: usize,
+    after: Option<Vec<u8>>,
+}
+
+/// A write of the running transaction.
+struct EmsWrite {
+    rec: *const EmsRecord,
+    table: TableId,
+    /// Key bytes in `EmsLocal::wbuf`.
+    key: (u32, u32),
+    /// We made the record (an insert of a new key).
+    created: bool,
+}
+
+/// The per-worker state of `--cc ems`.
+pub(crate) struct EmsLocal {
+    slot: usize,
+    /// The running transaction's id (its lock words' owner).
+    xid: u64,
+    /// Its start stamp.
+    sts: u64,
+    watermark: u64,
+    since_watermark: u32,
+    since_scan: u32,
+    writes: Vec<EmsWrite>,
+    wbuf: Vec<u8>,
+    rbuf: Vec<u8>,
+    pending_unlinks: VecDeque<PendingUnlink>,
+}
+
+// SAFETY: the record pointers are only dereferenced by the owning worker
+// while it is pinned.
+unsafe impl Send for EmsLocal {}
+
+impl EmsLocal {
+    fn key(&self, k: (u32, u32)) -> &[u8] {
+        &self.wbuf[k.0 as usize..(k.0 + k.1) as usize]
+    }
+}
+
+/// Whether `rec`'s visible version for the transaction is present; its
+/// value is then in `rbuf`. A reader that had to walk the list prunes it
+/// when it holds expired versions (garbage collection on the read path).
+fn read_rec(st: &mut EmsLocal, rec: &EmsRecord, g: &Guard<'_>) -> bool {
+    match rec.obj.read(st.sts, st.xid, &mut st.rbuf, g) {
+        None => false,
+        Some(r) => {
+            if r.jumps > 0 && rec.obj.has_expired(st.watermark, g) {
+                rec.obj.prune(GC_TID, st.watermark, g);
+            }
+            !r.tombstone
+        }
+    }
+}
+
+/// Take `rec`'s lock word for the running transaction; waits only while
+/// garbage collection holds it.
+fn acquire(st: &EmsLocal, rec: &EmsRecord) -> TxResult<()> {
+    let mut tries = 0;
+    while !rec.obj.acquire(st.xid) {
+        if rec.obj.holder() != Some(GC_TID) || tries >= GC_WAIT {
+            return conflict(ConflictReason::WriteConflict);
+        }
+        tries += 1;
+        std::hint::spin_loop();
+    }
+    Ok(())
+}
+
+/// The kinds of write.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Put,
+    Insert,
+    Update,
+    Delete,
+}
+
+impl Op {
+    /// Whether the write happens when the key is `present` (else the
+    /// operation only answers).
+    fn applies(self, present: bool) -> bool {
+        match self {
+            Op::Put => true,
+            Op::Insert => !present,
+            Op::Update | Op::Delete => present,
+        }
+    }
+}
+
+/// Write `val` (`None`: delete) to `key` under the rules of `op`.
+fn write(
+    tx: &mut ETx<'_>,
+    table: &Table,
+    key: &[u8],
+    val: Option<&[u8]>,
+    op: Op,
+) -> TxResult<bool> {
+    let g = tx.g;
+    let recs: Records<'_, Ems> = tx.records();
+    let st = &mut *tx.st;
+    for _ in 0..STALE_RETRIES {
+        let Some(rec) = recs.lookup(table, key) else {
+            if !op.applies(false) {
+                return Ok(false);
+            }
+            // A new record: invisible until our commit flips it.
+            let r = EmsRecord::new_locked(st.xid);
+            // SAFETY: fresh, unpublished; we hold its lock.
+            let obj = unsafe { &(*r).obj };
+            obj.install(false, st.sts, val, None, g)
+                .expect("a fresh record's first write");
+            match table.index.insert(key, r as u64, g) {
+                Insert::Inserted { .. } => {
+                    let k = stash(&mut st.wbuf, key);
+                    st.writes.push(EmsWrite {
+                        rec: r,
+                        table: table.id,
+                        key: k,
+                        created: true,
+                    });
+                    return Ok(true);
+                }
+                Insert::Exists(_) => {
+                    // SAFETY: never published.
+                    unsafe { EmsRecord::free(r as *mut u8) };
+                    continue;
+                }
+            }
+        };
+        let obj = &rec.obj;
+        if obj.held_by(st.xid) {
+            // Our own write: rewrite it in place.
+            let present = read_rec(st, rec, g);
+            if !op.applies(present) {
+                return Ok(false);
+            }
+            obj.install(false, st.sts, val, None, g)
+                .expect("a rewrite of our own version");
+            return Ok(true);
+        }
+        if op != Op::Put {
+            // A record another writer holds conflicts whatever the answer
+            // would be, as under `si` (the write would need the lock).
+            if obj.holder().is_some_and(|h| h != GC_TID) {
+                return conflict(ConflictReason::WriteConflict);
+            }
+            if !op.applies(read_rec(st, rec, g)) {
+                // "Exists" / "missing" is a read of the snapshot.
+                return Ok(false);
+            }
+        }
+        acquire(st, rec)?;
+        if rec.unlinked() {
+            // Unlinked since we found it: go back to the index.
+            obj.release_abort();
+            continue;
+        }
+        match obj.install(true, st.sts, val, Some(st.watermark), g) {
+            Ok(()) => {}
+            // First-committer-wins (the lock is released).
+            Err(EmsConflict::LostUpdate | EmsConflict::Locked) => {
+                return conflict(ConflictReason::WriteConflict)
+            }
+        }
+        let k = stash(&mut st.wbuf, key);
+        st.writes.push(EmsWrite {
+            rec,
+            table: table.id,
+            key: k,
+            created: false,
+        });
+        return Ok(true);
+    }
+    conflict(ConflictReason::Stale)
+}
+
+fn stash(wbuf: &mut Vec<u8>, key: &[u8]) -> (u32, u32) {
+    let at = wbuf.len() as u32;
+    wbuf.extend_from_slice(key);
+    (at, key.len() as u32)
+}
+
+/// Commit: a stamp, the redo entry, the flips, the publication.
+fn commit(tx: &mut ETx<'_>) -> TxResult<()> {
+    let db = tx.db;
+    let sh = tx.sh;
+    let g = tx.g;
+    let st = &mut *tx.st;
+    if st.writes.is_empty() {
+        // Durable mode: every version this reader saw was committed, its
+        // epoch read, before now.
+        if db.log.is_some() {
+            tx.core.log.ack = db.epochs.global();
+        }
+        sh.xids.release(st.slot);
+        return Ok(());
+    }
+    if let Some(log) = &db.log {
+        log.announce(tx.core.slot, &mut tx.core.log);
+    }
+    let c = sh.stamps.draw();
+    // After the stamp, before the flips (see the module docs).
+    let epoch = db.epochs.global();
+    if let Some(log) = &db.log {
+        let (writes, wbuf, rbuf) = (&st.writes, &st.wbuf, &mut st.rbuf);
+        let (sts, xid) = (st.sts, st.xid);
+        log.append(tx.core.slot, &mut tx.core.log, epoch, c, |redo| {
+            for w in writes {
+                let key = &wbuf[w.key.0 as usize..(w.key.0 + w.key.1) as usize];
+                // SAFETY: pinned; we hold its lock, so it is ours.
+                let rec = unsafe { &*w.rec };
+                let own = rec.obj.read(sts, xid, rbuf, g).expect("our own version");
+                if own.tombstone {
+                    redo.delete(w.table, key);
+                } else {
+                    redo.put(w.table, key, rbuf);
+                }
+            }
+        });
+    }
+    for w in &st.writes {
+        // SAFETY: pinned; we hold its lock.
+        let rec = unsafe { &*w.rec };
+        if rec.obj.commit(c) {
+            let key = st.key(w.key).into();
+            st.pending_unlinks.push_back(PendingUnlink {
+                table: w.table,
+                key,
+                rec: w.rec as *const Record,
+                tid: c,
+            });
+        }
+    }
+    sh.stamps.finish(c);
+    sh.xids.release(st.slot);
+    Ok(())
+}
+
+/// Roll back: release every lock word (the secondaries stay invalid, no
+/// undo); records we created go to the unlink queue.
+fn abort(tx: &mut ETx<'_>) {
+    let st = &mut *tx.st;
+    for w in st.writes.iter().rev() {
+        // SAFETY: pinned; we hold its lock.
+        unsafe { &*w.rec }.obj.abort();
+        if w.created {
+            let key = st.key(w.key).into();
+            st.pending_unlinks.push_back(PendingUnlink {
+                table: w.table,
+                key,
+                rec: w.rec as *const Record,
+                tid: 0,
+            });
+        }
+    }
+    st.writes.clear();
+    tx.sh.xids.release(st.slot);
+}
+
+/// Unlink `rec` from `t` if the index still maps `key` to it and, under its
+/// lock, it holds no committed version (`stamp` 0: a rolled-back insert)
+/// or its primary is the committed tombstone stamped `stamp`. `false` if
+/// the lock was busy (try again later).
+fn unlink(t: &Table, g: &Guard<'_>, key: &[u8], rec: *const EmsRecord, stamp: u64) -> bool {
+    // The record may have been unlinked and freed since it was queued: only
+    // touch it if the index still maps the key to it. (Its address may
+    // have been reused by a new record for the same key; the checks under
+    // the lock then fail, or find a rolled-back insert due anyway.)
+    match t.index.get(key, g) {
+        Lookup::Found(v) if v == rec as u64 => {}
+        _ => return true,
+    }
+    // SAFETY: reachable from the index, and we are pinned.
+    let r = unsafe { &*rec };
+    if !r.obj.acquire(GC_TID) {
+        return false;
+    }
+    let due = if stamp == 0 {
+        r.obj.is_empty()
+    } else {
+        r.obj.tombstone_stamp() == Some(stamp)
+    };
+    if due && t.index.remove(key, rec as u64, g) {
+        // Under the lock: its next holder sees it and goes back to the
+        // index.
+        r.mark_unlinked();
+        r.obj.release_abort();
+        // SAFETY: unlinked from the index; pinned holders keep it through
+        // the epoch; nothing else queues a free of it (a second entry finds
+        // it gone from the index).
+        unsafe { g.retire(rec as *mut u8, EmsRecord::free) };
+    } else {
+        r.obj.release_abort();
+    }
+    true
+}
+
+/// Between transactions: the watermark, unlinks below it, and now and then
+/// a slice of the background scan.
+fn maintain(db: &Engine, core: &mut WorkerCore, sh: &EmsShared, st: &mut EmsLocal, g: &Guard<'_>) {
+    st.since_watermark += 1;
+    let due = st.since_watermark >= WATERMARK_EVERY
+        || st
+            .pending_unlinks
+            .front()
+            .is_some_and(|p| p.tid > st.watermark && st.since_watermark >= 4);
+    if due {
+        st.since_watermark = 0;
+        if let Some(w) = sh.xids.watermark(&sh.stamps.visible) {
+            st.watermark = st.watermark.max(w);
+        }
+    }
+    let wm = st.watermark;
+    if st.pending_unlinks.is_empty() {
+        if let Some(mut o) = sh.orphans.0.try_lock() {
+            st.pending_unlinks.extend(o.drain(..));
+        }
+    }
+    // Entries are queued in commit order per worker, except rolled-back
+    // ones (stamp 0): look a little past the front.
+    let mut n = st.pending_unlinks.len().min(64);
+    while n > 0 {
+        n -= 1;
+        let Some(p) = st.pending_unlinks.pop_front() else {
+            break;
+        };
+        if p.tid > wm {
+            st.pending_unlinks.push_back(p);
+            continue;
+        }
+        let i = p.table.0 as usize;
+        if i >= core.tables.len() {
+            core.tables = db.tables.read().clone();
+        }
+        if !unlink(&core.tables[i], g, &p.key, p.rec as *const EmsRecord, p.tid) {
+            st.pending_unlinks.push_back(p);
+        }
+    }
+    st.since_scan += 1;
+    if st.since_scan >= SCAN_EVERY {
+        st.since_scan = 0;
+        scan_slice(core, sh, wm, g);
+    }
+}
+
+/// One slice of the background scanner, by whichever worker finds it free:
+/// up to [`SCAN_SLICE`] records of one table in key order, each list pruned
+/// at the watermark `wm` where it holds expired versions. Returns the
+/// versions freed.
+fn scan_slice(core: &WorkerCore, sh: &EmsShared, wm: u64, g: &Guard<'_>) -> usize {
+    let Some(mut s) = sh.scanner.try_lock() else {
+        return 0;
+    };
+    if core.tables.is_empty() {
+        return 0;
+    }
+    if s.table >= core.tables.len() {
+        s.table = 0;
+        s.after = None;
+    }
+    let t = &core.tables[s.table];
+    let after = s.after.take();
+    let lo = match &after {
+        Some(k) => Bound::Excluded(&k[..]),
+        None => Bound::Unbounded,
+    };
+    let (mut n, mut freed) = (0, 0);
+    let mut last = None;
+    // SAFETY: every record of a database running EMS is an `EmsRecord`;
+    // pinned.
+    unsafe {
+        t.scan_records::<EmsRecord, _>(
+            lo,
+            Bound::Unbounded,
+            false,
+            g,
+            crate::index::Unobserved,
+            |k, rec| {
+                if rec.obj.has_expired(wm, g) {
+                    freed += rec.obj.prune(GC_TID, wm, g);
+                }
+                n += 1;
+                if n >= SCAN_SLICE {
+                    let mut buf = after.clone().unwrap_or_default();
+                    buf.clear();
+                    buf.extend_from_slice(k);
+                    last = Some(buf);
+                    return false;
+                }
+                true
+            },
+        )
+    };
+    match last {
+        Some(k) => s.after = Some(k),
+        None => s.table = (s.table + 1) % core.tables.len(),
+    }
+    freed
+}
+
+impl CcProtocol for Ems {
+    type Shared = EmsShared;
+    type Local = EmsLocal;
+    type Rec = EmsRecord;
+
+    fn new_shared(opts: &Settings) -> EmsShared {
+        EmsShared {
+            stamps: Stamps::new(opts.workers),
+            xids: XidTable::new(opts.workers),
+            orphans: OrphanUnlinks::default(),
+            scanner: Mutex::new(Scanner::default()),
+        }
+    }
+    fn new_local(_: &EmsShared, slot: usize) -> EmsLocal {
+        EmsLocal {
+            slot,
+            xid: 0,
+            sts: 0,
+            watermark: 0,
+            since_watermark: 0,
+            since_scan: 0,
+            writes: Vec::new(),
+            wbuf: Vec::new(),
+            rbuf: Vec::new(),
+            pending_unlinks: VecDeque::new(),
+        }
+    }
+    #[inline]
+    fn begin(tx: &mut ETx<'_>) {
+        let st = &mut *tx.st;
+        st.writes.clear();
+        st.wbuf.clear();
+        let (xid, sts) = tx.sh.xids.begin_from(st.slot, &tx.sh.stamps.visible);
+        st.xid = xid;
+        st.sts = sts;
+    }
+    fn get<'t>(tx: &'t mut ETx<'_>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
+        let g = tx.g;
+        let Some(rec) = tx.records().lookup(table, key) else {
+            return Ok(None);
+        };
+        let st = &mut *tx.st;
+        Ok(read_rec(st, rec, g).then_some(&st.rbuf[..]))
+    }
+    fn put(tx: &mut ETx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
+        write(tx, table, key, Some(val), Op::Put).map(|_| ())
+    }
+    fn insert(tx: &mut ETx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        write(tx, table, key, Some(val), Op::Insert)
+    }
+    fn update(tx: &mut ETx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
+        write(tx, table, key, Some(val), Op::Update)
+    }
+    fn delete(tx: &mut ETx<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
+        write(tx, table, key, None, Op::Delete)
+    }
+    fn scan<F>(
+        tx: &mut ETx<'_>,
+        table: &Table,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        opts: ScanOptions,
+        mut f: F,
+    ) -> TxResult<usize>
+    where
+        F: FnMut(&[u8], &[u8]) -> bool,
+    {
+        let g = tx.g;
+        let limit = opts.limit.unwrap_or(usize::MAX);
+        let recs = tx.records();
+        let st = &mut *tx.st;
+        let mut count = 0usize;
+        recs.scan(
+            table,
+            (lo, hi),
+            opts.reverse,
+            crate::index::Unobserved,
+            |k, rec: &EmsRecord| {
+                if !read_rec(st, rec, g) {
+                    return true;
+                }
+                count += 1;
+                f(k, &st.rbuf) && count < limit
+            },
+        );
+        Ok(count)
+    }
+    fn commit(tx: &mut ETx<'_>) -> TxResult<()> {
+        commit(tx)
+    }
+    fn abort(tx: &mut ETx<'_>) {
+        abort(tx)
+    }
+    fn maintain(
+        db: &Engine,
+        core: &mut WorkerCore,
+        sh: &EmsShared,
+        st: &mut EmsLocal,
+        g: &Guard<'_>,
+    ) {
+        maintain(db, core, sh, st, g)
+    }
+    fn retire_local(sh: &EmsShared, st: &mut EmsLocal) {
+        if !st.pending_unlinks.is_empty() {
+            sh.orphans.0.lock().extend(st.pending_unlinks.drain(..));
+        }
+    }
+    fn close(sh: &mut EmsShared) {
+        // Records still linked are freed with their tables.
+        sh.orphans.0.get_mut().clear();
+    }
+    fn read_committed(_: &EmsShared, rec: &Record, out: &mut Vec<u8>) -> bool {
+        // SAFETY: every record of a database running EMS is an `EmsRecord`
+        // (made here or by `rebuild`); the caller is pinned. The newest
+        // committed version is the primary: read above every stamp.
+        let rec = unsafe { &*(rec as *const Record as *const EmsRecord) };
+        // SAFETY: as above.
+        unsafe { rec.obj.read_pinned(INVALID - 1, 0, out) }.is_some_and(|r| !r.tombstone)
+    }
+    fn rebuild(val: &[u8], _epoch: u64) -> *mut Record {
+        // Like a record written long ago: stamp 1 (every new stamp is
+        // larger).
+        EmsRecord::new(Some(val), 1) as *mut Record
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The published stamp covers only a contiguous prefix of finished
+    /// stamps: a stamp finished out of order waits for the ones below it.
+    #[test]
+    fn stamps_publish_a_contiguous_prefix() {
+        let s = Stamps::new(4);
+        let (a, b, c) = (s.draw(), s.draw(), s.draw());
+        assert_eq!((a, b, c), (2, 3, 4));
+        std::thread::scope(|sc| {
+            let h = sc.spawn(|| s.finish(c));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert_eq!(s.visible(), 1, "4 finished, 2 and 3 not");
+            assert!(!h.is_finished(), "a commit returns only once published");
+            s.done[(b & s.mask) as usize].store(b, Ordering::Release);
+            s.advance();
+            assert_eq!(s.visible(), 1, "3 finished, 2 not");
+            s.finish(a);
+            h.join().unwrap();
+        });
+        assert_eq!(s.visible(), 4);
+    }
+
+    /// Many committers drawing and finishing stamps concurrently: the
+    /// published stamp only grows, never passes an unfinished stamp, and
+    /// ends at the last one drawn.
+    #[test]
+    fn stamps_under_concurrent_committers() {
+        let s = Stamps::new(8);
+        let finished: Vec<AtomicU64> = (0..40_002).map(|_| AtomicU64::new(0)).collect();
+        std::thread::scope(|sc| {
+            for _ in 0..8 {
+                sc.spawn(|| {
+                    for _ in 0..5_000 {
+                        let c = s.draw();
+                        finished[c as usize].store(1, Ordering::SeqCst);
+                        s.finish(c);
+                        let v = s.visible();
+                        assert!(v >= c);
+                        assert_eq!(finished[v as usize].load(Ordering::SeqCst), 1);
+                    }
+                });
+            }
+        });
+        assert_eq!(s.visible(), 40_001);
+    }
+}
