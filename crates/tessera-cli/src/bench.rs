@@ -47,6 +47,11 @@ pub enum BenchCmd {
     /// Cai et al.'s version-layout microbenchmark (chapter 2): pure N2O,
     /// pure O2N, HyPer's and EMS side by side; --jumps prints Table 2.1.
     Versions(crate::versions::VersionsArgs),
+    /// Readers of rows that writers hold, through the protocols (EMS's
+    /// current version in the header against si's chain): readers' gets
+    /// per second with and without updaters.
+    #[command(name = "hot-reads")]
+    HotReads(crate::hot_reads::HotReadsArgs),
     /// SmallBank as the BOHM evaluation runs it: five transactions on 1-3
     /// rows of SAVINGS and CHECKING; --customers sets the contention (50
     /// high, 100,000 low); money conservation is checked after the run.
@@ -915,6 +920,7 @@ pub fn main(cmd: BenchCmd) -> ExitCode {
         BenchCmd::TpccHybrid(a) => tpcc_hybrid(&a),
         BenchCmd::TpccTopPayer(a) => tpcc_toppayer(&a),
         BenchCmd::Versions(a) => crate::versions::main(&a),
+        BenchCmd::HotReads(a) => crate::hot_reads::main(&a),
         BenchCmd::Smallbank(a) => smallbank(&a),
         BenchCmd::Cart(a) => cart(&a),
     }

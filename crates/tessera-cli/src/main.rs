@@ -23,6 +23,7 @@ mod bench;
 mod det_bench;
 mod det_tools;
 mod failure;
+mod hot_reads;
 mod sweep;
 mod tools;
 mod versions;

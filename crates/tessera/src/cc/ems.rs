@@ -179,11 +179,15 @@ pub(crate) struct EmsShared {
     scanner: Mutex<Scanner>,
 }
 
-/// The background scanner's position: a table and the last key done.
+/// The background scanner's position: a table and the last key done
+/// (`after`, if `resume`). `spare` is the next slice's key buffer, so the
+/// scan allocates nothing once the buffers have grown.
 #[derive(Default)]
 struct Scanner {
     table: usize,
-    after: Option<Vec<u8>>,
+    resume: bool,
+    after: Vec<u8>,
+    spare: Vec<u8>,
 }
 
 /// A write of the running transaction.
@@ -217,6 +221,21 @@ pub(crate) struct EmsLocal {
 unsafe impl Send for EmsLocal {}
 
 impl EmsLocal {
+    fn new(slot: usize) -> EmsLocal {
+        EmsLocal {
+            slot,
+            xid: 0,
+            sts: 0,
+            watermark: 0,
+            since_watermark: 0,
+            since_scan: 0,
+            writes: Vec::new(),
+            wbuf: Vec::new(),
+            rbuf: Vec::new(),
+            pending_unlinks: VecDeque::new(),
+        }
+    }
+
     fn key(&self, k: (u32, u32)) -> &[u8] {
         &self.wbuf[k.0 as usize..(k.0 + k.1) as usize]
     }
@@ -289,11 +308,7 @@ fn write(
                 return Ok(false);
             }
             // A new record: invisible until our commit flips it.
-            let r = EmsRecord::new_locked(st.xid);
-            // SAFETY: fresh, unpublished; we hold its lock.
-            let obj = unsafe { &(*r).obj };
-            obj.install(false, st.sts, val, None, g)
-                .expect("a fresh record's first write");
+            let r = EmsRecord::new_insert(st.xid, val);
             match table.index.insert(key, r as u64, g) {
                 Insert::Inserted { .. } => {
                     let k = stash(&mut st.wbuf, key);
@@ -541,16 +556,18 @@ fn scan_slice(core: &WorkerCore, sh: &EmsShared, wm: u64, g: &Guard<'_>) -> usiz
     }
     if s.table >= core.tables.len() {
         s.table = 0;
-        s.after = None;
+        s.resume = false;
     }
     let t = &core.tables[s.table];
-    let after = s.after.take();
-    let lo = match &after {
-        Some(k) => Bound::Excluded(&k[..]),
-        None => Bound::Unbounded,
+    let s = &mut *s;
+    let lo = if s.resume {
+        Bound::Excluded(&s.after[..])
+    } else {
+        Bound::Unbounded
     };
     let (mut n, mut freed) = (0, 0);
-    let mut last = None;
+    let spare = &mut s.spare;
+    let mut stopped = false;
     // SAFETY: every record of a database running EMS is an `EmsRecord`;
     // pinned.
     unsafe {
@@ -566,19 +583,21 @@ fn scan_slice(core: &WorkerCore, sh: &EmsShared, wm: u64, g: &Guard<'_>) -> usiz
                 }
                 n += 1;
                 if n >= SCAN_SLICE {
-                    let mut buf = after.clone().unwrap_or_default();
-                    buf.clear();
-                    buf.extend_from_slice(k);
-                    last = Some(buf);
+                    spare.clear();
+                    spare.extend_from_slice(k);
+                    stopped = true;
                     return false;
                 }
                 true
             },
         )
     };
-    match last {
-        Some(k) => s.after = Some(k),
-        None => s.table = (s.table + 1) % core.tables.len(),
+    if stopped {
+        std::mem::swap(&mut s.after, &mut s.spare);
+        s.resume = true;
+    } else {
+        s.resume = false;
+        s.table = (s.table + 1) % core.tables.len();
     }
     freed
 }
@@ -597,18 +616,7 @@ impl CcProtocol for Ems {
         }
     }
     fn new_local(_: &EmsShared, slot: usize) -> EmsLocal {
-        EmsLocal {
-            slot,
-            xid: 0,
-            sts: 0,
-            watermark: 0,
-            since_watermark: 0,
-            since_scan: 0,
-            writes: Vec::new(),
-            wbuf: Vec::new(),
-            rbuf: Vec::new(),
-            pending_unlinks: VecDeque::new(),
-        }
+        EmsLocal::new(slot)
     }
     #[inline]
     fn begin(tx: &mut ETx<'_>) {
@@ -712,6 +720,159 @@ impl CcProtocol for Ems {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::epoch::Epochs;
+    use crate::{Database, Options, Protocol};
+
+    /// A record with committed versions stamped 10, 20, 30, 40 and 50, all
+    /// kept (no watermark): 10, 20 and 30 in the list.
+    fn five_versions(g: &Guard<'_>) -> *mut EmsRecord {
+        let r = EmsRecord::new(Some(b"v10"), 10);
+        // SAFETY: fresh, owned by the test.
+        let o = unsafe { &(*r).obj };
+        for c in [20u64, 30, 40, 50] {
+            let v = format!("v{c}");
+            o.write(c, c - 1, Some(v.as_bytes()), None, g).unwrap();
+            o.commit(c);
+        }
+        assert_eq!(o.versions(), 5);
+        r
+    }
+
+    /// Garbage collection on the write path: a writer with a watermark
+    /// frees the list nodes no reader can reach (older than the newest
+    /// version at or below the watermark) and does not list an expired
+    /// secondary.
+    #[test]
+    fn the_write_path_prunes_the_list() {
+        let epochs = Epochs::new(1, 1);
+        let local = epochs.register().unwrap();
+        let g = local.pin();
+        let r = five_versions(&g);
+        // SAFETY: owned by the test.
+        let o = unsafe { &(*r).obj };
+        // Watermark 35: 30 is the newest at or below it; 10 and 20 go. The
+        // secondary (40, under the primary 50 > 35) is needed: listed.
+        o.write(60, 55, Some(b"v60"), Some(35), &g).unwrap();
+        o.commit(60);
+        let mut out = Vec::new();
+        assert_eq!(o.versions(), 4, "30, 40 listed; 50, 60 in the regions");
+        o.read(35, 0, &mut out, &g).unwrap();
+        assert_eq!(out, b"v30");
+        // Watermark past the primary: the whole list goes, and the
+        // secondary (50) is reused in place.
+        o.write(70, 65, Some(b"v70"), Some(65), &g).unwrap();
+        o.commit(70);
+        assert_eq!(o.versions(), 2);
+        o.read(69, 0, &mut out, &g).unwrap();
+        assert_eq!(out, b"v60");
+        drop(g);
+        // SAFETY: owned by the test, unpublished.
+        unsafe { EmsRecord::free(r as *mut u8) };
+    }
+
+    /// Garbage collection on the read path: a reader that walks the list
+    /// prunes it (taking the lock word without waiting), and still reads
+    /// its snapshot; with the lock held by a writer it leaves the list
+    /// alone.
+    #[test]
+    fn the_read_path_prunes_the_list() {
+        let epochs = Epochs::new(1, 1);
+        let local = epochs.register().unwrap();
+        let g = local.pin();
+        let r = five_versions(&g);
+        // SAFETY: owned by the test.
+        let rec = unsafe { &*r };
+        let mut st = EmsLocal::new(0);
+        (st.xid, st.sts, st.watermark) = (4096, 33, 32);
+        // A writer holds the lock: the reader reads and leaves the list.
+        assert!(rec.obj.acquire(77));
+        assert!(read_rec(&mut st, rec, &g));
+        assert_eq!(st.rbuf, b"v30");
+        assert_eq!(rec.obj.versions(), 5, "lock busy: nothing pruned");
+        rec.obj.release_abort();
+        // Free: 10 and 20 go (30 is the newest at or below 32).
+        assert!(read_rec(&mut st, rec, &g));
+        assert_eq!(st.rbuf, b"v30");
+        assert_eq!(rec.obj.versions(), 3);
+        assert_eq!(rec.obj.holder(), None, "the lock word is released");
+        drop(g);
+        // SAFETY: owned by the test, unpublished.
+        unsafe { EmsRecord::free(r as *mut u8) };
+    }
+
+    /// Garbage collection by the background scanner: versions a long
+    /// reader kept are freed once it ends, by a worker that neither writes
+    /// nor reads those records again (only its scan slices between
+    /// transactions reach them), and the long reader read its snapshot
+    /// throughout.
+    #[test]
+    fn the_background_scanner_prunes_untouched_records() {
+        let db = Database::open(Options::in_memory().protocol(Protocol::Ems).workers(4)).unwrap();
+        let t = db.create_table("t").unwrap();
+        let other = db.create_table("other").unwrap();
+        let table = db.inner.tables.read()[t.0 as usize].clone();
+        let mut w = db.worker().unwrap();
+        let mut reader = db.worker().unwrap();
+        let keys: Vec<[u8; 8]> = (0..100u64).map(|i| i.to_be_bytes()).collect();
+        w.run(|tx| {
+            for k in &keys {
+                tx.insert(t, k, &0u64.to_le_bytes())?;
+            }
+            tx.insert(other, b"x", b"x")
+        })
+        .unwrap();
+        let versions = |w: &crate::Worker| -> usize {
+            let g = w.local.pin();
+            keys.iter()
+                .map(|k| match table.index.get(k, &g) {
+                    // SAFETY: reached through the index while pinned.
+                    Lookup::Found(v) => unsafe { &*(v as *const EmsRecord) }.obj.versions(),
+                    Lookup::Missing { .. } => panic!("a key vanished"),
+                })
+                .sum()
+        };
+        reader
+            .run(|tr| {
+                assert_eq!(tr.get(t, &keys[0])?, Some(&0u64.to_le_bytes()[..]));
+                for n in 1..=6u64 {
+                    w.run(|tx| {
+                        for k in &keys {
+                            tx.put(t, k, &n.to_le_bytes())?;
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+                    // Enough transactions for the writer to refresh its
+                    // watermark (held at the reader's snapshot).
+                    for _ in 0..WATERMARK_EVERY {
+                        w.run(|tx| tx.get(other, b"x").map(|_| ())).unwrap();
+                    }
+                }
+                for k in &keys {
+                    assert_eq!(tr.get(t, k)?, Some(&0u64.to_le_bytes()[..]), "snapshot");
+                }
+                Ok(())
+            })
+            .unwrap();
+        let kept = versions(&w);
+        assert!(
+            kept >= 6 * keys.len(),
+            "the reader's versions were kept: {kept}"
+        );
+        // The reader is gone; the writer only reads another table now.
+        for _ in 0..40 * WATERMARK_EVERY {
+            w.run(|tx| tx.get(other, b"x").map(|_| ())).unwrap();
+        }
+        assert_eq!(
+            versions(&w),
+            2 * keys.len(),
+            "two regions per record, no list"
+        );
+        let got = w
+            .run(|tx| Ok(tx.get(t, &keys[7])?.map(|v| v.to_vec())))
+            .unwrap();
+        assert_eq!(got.as_deref(), Some(&6u64.to_le_bytes()[..]));
+    }
 
     /// The published stamp covers only a contiguous prefix of finished
     /// stamps: a stamp finished out of order waits for the ones below it.

@@ -48,7 +48,7 @@
 
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-use super::mvcc::{free_mv_version, new_mv_version};
+use super::mvcc::{free_mv_version, init_inline_version, inline_version_size, new_mv_version};
 use super::Version;
 use crate::epoch::Guard;
 
@@ -273,6 +273,18 @@ impl EmsObject {
                 self.prune_locked(w, g);
             }
         }
+        if !first && !old.is_null() {
+            // SAFETY: our own uncommitted version (the holder's secondary).
+            let o = unsafe { &*old };
+            if o.fits(val.map_or(0, |v| v.len())) {
+                // Rewritten in place: no reader uses it. One that loaded
+                // the pointer did so after the region's stamp it checked
+                // was invalidated, and its re-check fails.
+                // SAFETY: as above; the value fits.
+                unsafe { Version::rewrite(old, val) };
+                return Ok(());
+            }
+        }
         // Our value replaces whatever the private region held: an expired
         // version, an aborted writer's value, or our own earlier one.
         let v = new_mv_version(val, INVALID, std::ptr::null_mut(), None);
@@ -281,7 +293,7 @@ impl EmsObject {
             // SAFETY: unreachable for new readers now (the region holds `v`
             // and an invalid stamp); a reader that loaded it before re-checks
             // the stamp, and pinned ones keep it through the epoch.
-            unsafe { g.retire(old as *mut u8, free_mv_version) };
+            unsafe { retire_version(old, g) };
         }
         Ok(())
     }
@@ -331,7 +343,7 @@ impl EmsObject {
             // forward pointer is left as it is for readers already on it.
             let next = unsafe { &*n }.prev();
             // SAFETY: as above; pinned readers keep it through the epoch.
-            unsafe { g.retire(n as *mut u8, free_mv_version) };
+            unsafe { retire_version(n, g) };
             freed += 1;
             n = next;
         }
@@ -428,6 +440,7 @@ impl EmsObject {
     /// every object it wrote (`--cc ems` publishes a contiguous prefix of
     /// finished stamps). Then the primary read from the lock word is the
     /// newest version visible at any start stamp taken before it.
+    #[inline]
     pub fn read(&self, sts: u64, tid: u64, out: &mut Vec<u8>, _g: &Guard<'_>) -> Option<EmsRead> {
         // SAFETY: pinned (`_g`).
         unsafe { self.read_pinned(sts, tid, out) }
@@ -438,6 +451,7 @@ impl EmsObject {
     ///
     /// # Safety
     /// The caller is pinned for the duration of the call.
+    #[inline]
     pub unsafe fn read_pinned(&self, sts: u64, tid: u64, out: &mut Vec<u8>) -> Option<EmsRead> {
         'again: loop {
             let l = self.lock.load(Ordering::Acquire);
@@ -551,13 +565,40 @@ impl EmsObject {
     }
 }
 
+/// Free version `v` once no pinned reader can hold it, unless it lives
+/// inside its record's allocation (an [`EmsRecord`]'s first version,
+/// freed with the record).
+///
+/// # Safety
+/// `v` is live and unreachable for new readers.
+unsafe fn retire_version(v: *mut Version, g: &Guard<'_>) {
+    // SAFETY: caller contract.
+    if !unsafe { &*v }.is_inline() {
+        // SAFETY: caller contract; out-of-line versions come from
+        // `new_mv_version`.
+        unsafe { g.retire(v as *mut u8, free_mv_version) };
+    }
+}
+
+/// Free version `v` now unless it is inline (see [`retire_version`]).
+///
+/// # Safety
+/// The caller is `v`'s last owner.
+unsafe fn free_owned_version(v: *mut Version) {
+    // SAFETY: caller contract.
+    if !unsafe { &*v }.is_inline() {
+        // SAFETY: as above.
+        unsafe { free_mv_version(v as *mut u8) };
+    }
+}
+
 impl Drop for EmsObject {
     fn drop(&mut self) {
         for r in &mut self.regions {
             let v = *r.value.get_mut();
             if !v.is_null() {
                 // SAFETY: the last owner; the region owns its version.
-                unsafe { free_mv_version(v as *mut u8) };
+                unsafe { free_owned_version(v) };
             }
         }
         let mut n = *self.list.get_mut();
@@ -565,7 +606,7 @@ impl Drop for EmsObject {
             // SAFETY: the last owner; list nodes are owned by the list.
             let next = unsafe { &*n }.prev();
             // SAFETY: as above.
-            unsafe { free_mv_version(n as *mut u8) };
+            unsafe { free_owned_version(n) };
             n = next;
         }
     }
@@ -576,36 +617,80 @@ impl Drop for EmsObject {
 const UNLINKED: u64 = 1;
 
 /// The record of `--cc ems` (`cc::ems`): an [`EmsObject`] and a state word
-/// for unlinking (ERMIA's `mv_linked` role). Every transition of the state
-/// is made under the object's write lock, so a writer that holds the lock
-/// and finds the record linked writes into a record the index still maps.
-#[repr(C)]
+/// for unlinking (ERMIA's `mv_linked` role), with the record's first
+/// version right behind it in the same allocation (as ERMIA's records keep
+/// theirs: the first read of a row never touched since its insert or its
+/// recovery reads one allocation). Every transition of the state is made
+/// under the object's write lock, so a writer that holds the lock and finds
+/// the record linked writes into a record the index still maps.
+#[repr(C, align(64))]
 pub struct EmsRecord {
     pub obj: EmsObject,
     state: AtomicU64,
+    /// Bytes allocated (the header and the inline first version).
+    size: u32,
 }
 
-// SAFETY: `FREE` drops the record as the box it was made as, with every
-// version it owns.
+// SAFETY: `FREE` drops the record as the allocation it was made as, with
+// every version it owns.
 unsafe impl crate::catalog::RecordHead for EmsRecord {
     const FREE: unsafe fn(*mut u8) = EmsRecord::free;
 }
 
 impl EmsRecord {
-    /// A record whose one committed version is `val`, stamped `cts`.
-    pub fn new(val: Option<&[u8]>, cts: u64) -> *mut EmsRecord {
-        Box::into_raw(Box::new(EmsRecord {
-            obj: EmsObject::new(val, cts),
-            state: AtomicU64::new(0),
-        }))
+    /// Allocate a record holding `obj`, with `val` as its inline first
+    /// version (stamped `stamp`) placed in region `region` with stamp
+    /// `cts`.
+    fn alloc(
+        obj: EmsObject,
+        val: Option<&[u8]>,
+        stamp: u64,
+        region: usize,
+        cts: u64,
+    ) -> *mut EmsRecord {
+        let head = std::mem::size_of::<EmsRecord>();
+        let size = head + inline_version_size(val.map_or(0, |v| v.len()));
+        let layout = std::alloc::Layout::from_size_align(size, std::mem::align_of::<EmsRecord>())
+            .expect("record layout");
+        // SAFETY: non-zero-size layout.
+        let p = unsafe { std::alloc::alloc(layout) } as *mut EmsRecord;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: a fresh allocation of the header and the version; the
+        // version sits at the header's size, a multiple of its alignment.
+        unsafe {
+            let v = (p as *mut u8).add(head) as *mut Version;
+            init_inline_version(v, val, stamp);
+            obj.regions[region].value.store(v, Ordering::Relaxed);
+            obj.regions[region].cts.store(cts, Ordering::Relaxed);
+            std::ptr::write(
+                p,
+                EmsRecord {
+                    obj,
+                    state: AtomicU64::new(0),
+                    size: u32::try_from(size).expect("record size"),
+                },
+            );
+        }
+        p
     }
 
-    /// An insert's record: no visible version, locked by `tid`.
-    pub fn new_locked(tid: u64) -> *mut EmsRecord {
-        Box::into_raw(Box::new(EmsRecord {
-            obj: EmsObject::new_locked(tid),
-            state: AtomicU64::new(0),
-        }))
+    /// A record whose one committed version is `val`, stamped `cts`, in
+    /// region A.
+    pub fn new(val: Option<&[u8]>, cts: u64) -> *mut EmsRecord {
+        let obj = EmsObject {
+            lock: AtomicU64::new(0),
+            regions: [Region::empty(), Region::empty()],
+            list: AtomicPtr::new(std::ptr::null_mut()),
+        };
+        Self::alloc(obj, val, cts, 0, cts)
+    }
+
+    /// An insert's record: no visible version, locked by `tid`, with the
+    /// inserter's value in the secondary (region B), uncommitted.
+    pub fn new_insert(tid: u64, val: Option<&[u8]>) -> *mut EmsRecord {
+        Self::alloc(EmsObject::new_locked(tid), val, INVALID, 1, INVALID)
     }
 
     /// Whether the record has been unlinked (read under the lock).
@@ -623,11 +708,22 @@ impl EmsRecord {
     /// Free a record and every version it owns.
     ///
     /// # Safety
-    /// `r` was made by [`EmsRecord::new`] or [`EmsRecord::new_locked`], and
+    /// `r` was made by [`EmsRecord::new`] or [`EmsRecord::new_insert`], and
     /// nobody else can reach it.
     pub unsafe fn free(r: *mut u8) {
-        // SAFETY: caller contract.
-        drop(unsafe { Box::from_raw(r as *mut EmsRecord) });
+        let r = r as *mut EmsRecord;
+        // SAFETY: caller contract: a live record made by `alloc`.
+        unsafe {
+            let size = (*r).size as usize;
+            std::ptr::drop_in_place(r);
+            std::alloc::dealloc(
+                r as *mut u8,
+                std::alloc::Layout::from_size_align_unchecked(
+                    size,
+                    std::mem::align_of::<EmsRecord>(),
+                ),
+            );
+        }
     }
 }
 

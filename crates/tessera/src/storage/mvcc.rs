@@ -256,6 +256,35 @@ pub fn new_mv_version(
     p
 }
 
+/// Bytes a version holding `len` bytes takes inside another allocation
+/// (no metadata): for [`init_inline_version`].
+pub(crate) fn inline_version_size(len: usize) -> usize {
+    mv_size(words_for(len), false)
+}
+
+/// Build a version holding `val` (`None`: a tombstone), stamped `stamp`,
+/// at `v`, inside its record's allocation: flagged inline, so that it is
+/// never freed on its own (EMS's records, `storage::ems`).
+///
+/// # Safety
+/// `v` is 8-aligned, unpublished and valid for writes of
+/// [`inline_version_size`] of the value's length.
+pub(crate) unsafe fn init_inline_version(v: *mut Version, val: Option<&[u8]>, stamp: u64) {
+    let cap = words_for(val.map_or(0, |v| v.len()));
+    // SAFETY: caller contract.
+    unsafe {
+        init_mv(
+            v,
+            cap,
+            val,
+            stamp,
+            ptr::null_mut(),
+            V_INLINE,
+            MetaInit::default(),
+        )
+    }
+}
+
 /// Build a new version holding `val` (`None`: a tombstone), stamped
 /// `stamp`, in front of `prev`, in a claimed inline first version
 /// ([`MvRecord::take_inline`]); capacity and flags stay as they are, and
