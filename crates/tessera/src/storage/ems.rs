@@ -46,7 +46,7 @@
 //! next *newer* node. Versions that a reader may still hold are freed
 //! through the memory epoch.
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
 
 use super::mvcc::{free_mv_version, init_inline_version, inline_version_size, new_mv_version};
 use super::Version;
@@ -266,20 +266,29 @@ impl EmsObject {
                     unsafe { self.append(old) };
                     drop_old = false;
                 }
-                sec.cts.store(INVALID, Ordering::Release);
+                sec.cts.store(INVALID, Ordering::Relaxed);
+                // The seqlock writer's order: the stamp is invalid before
+                // any byte of the region's version changes below.
+                fence(Ordering::Release);
             }
-            // Else the region held an aborted writer's value, never visible.
+            // Else the region held an aborted writer's value, never
+            // visible, or nothing yet (a record's spare inline slot).
             if let Some(w) = watermark {
                 self.prune_locked(w, g);
             }
         }
-        if !first && !old.is_null() {
-            // SAFETY: our own uncommitted version (the holder's secondary).
+        if drop_old {
+            // The region's version left no reader's reach through the list:
+            // an expired version, an aborted writer's value, our own earlier
+            // one or a spare slot. Rewrite it in place when the value fits
+            // (the version stays the region's, so nothing is allocated or
+            // freed): a reader copying it meanwhile checked the region's
+            // stamp before, and its re-check after the copy finds it
+            // invalid (see `read_pinned`).
+            // SAFETY: live (the region owns it); the lock holder alone
+            // writes it.
             let o = unsafe { &*old };
             if o.fits(val.map_or(0, |v| v.len())) {
-                // Rewritten in place: no reader uses it. One that loaded
-                // the pointer did so after the region's stamp it checked
-                // was invalidated, and its re-check fails.
                 // SAFETY: as above; the value fits.
                 unsafe { Version::rewrite(old, val) };
                 return Ok(());
@@ -475,10 +484,16 @@ impl EmsObject {
                 #[cfg(test)]
                 tests::pause_mid_read();
                 let v = r.value.load(Ordering::Acquire);
-                if r.cts.load(Ordering::Acquire) != c {
+                // The seqlock reader: copy, then re-check the stamp. A
+                // writer invalidates it before it replaces the version or
+                // rewrites its bytes in place, and stamps only grow, so an
+                // unchanged stamp means the copy is the version's.
+                let got = Self::take(v, c, 0, out);
+                fence(Ordering::Acquire);
+                if r.cts.load(Ordering::Relaxed) != c {
                     continue 'again;
                 }
-                return Some(Self::take(v, c, 0, out));
+                return Some(got);
             }
             // The newest listed version stamped at most `sts`.
             let mut n = self.list.load(Ordering::Acquire) as *const Version;
@@ -638,9 +653,12 @@ unsafe impl crate::catalog::RecordHead for EmsRecord {
 }
 
 impl EmsRecord {
-    /// Allocate a record holding `obj`, with `val` as its inline first
-    /// version (stamped `stamp`) placed in region `region` with stamp
-    /// `cts`.
+    /// Allocate a record holding `obj`, with two inline version slots
+    /// behind the header, one per region, each with room for `val`: `val`
+    /// (stamped `stamp`) in region `region` with stamp `cts`, the other
+    /// region's slot empty and invalid. Writers rewrite a region's slot in
+    /// place once no reader needs its version, so a row whose values keep
+    /// their size keeps both its versions in its own allocation.
     fn alloc(
         obj: EmsObject,
         val: Option<&[u8]>,
@@ -649,7 +667,9 @@ impl EmsRecord {
         cts: u64,
     ) -> *mut EmsRecord {
         let head = std::mem::size_of::<EmsRecord>();
-        let size = head + inline_version_size(val.map_or(0, |v| v.len()));
+        let room = val.map_or(0, |v| v.len());
+        let slot = inline_version_size(room);
+        let size = head + 2 * slot;
         let layout = std::alloc::Layout::from_size_align(size, std::mem::align_of::<EmsRecord>())
             .expect("record layout");
         // SAFETY: non-zero-size layout.
@@ -657,13 +677,19 @@ impl EmsRecord {
         if p.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        // SAFETY: a fresh allocation of the header and the version; the
-        // version sits at the header's size, a multiple of its alignment.
+        // SAFETY: a fresh allocation of the header and both slots; each
+        // slot sits at a multiple of 8 bytes.
         unsafe {
-            let v = (p as *mut u8).add(head) as *mut Version;
-            init_inline_version(v, val, stamp);
-            obj.regions[region].value.store(v, Ordering::Relaxed);
-            obj.regions[region].cts.store(cts, Ordering::Relaxed);
+            for i in 0..2 {
+                let v = (p as *mut u8).add(head + i * slot) as *mut Version;
+                if i == region {
+                    init_inline_version(v, room, val, stamp);
+                    obj.regions[i].cts.store(cts, Ordering::Relaxed);
+                } else {
+                    init_inline_version(v, room, None, INVALID);
+                }
+                obj.regions[i].value.store(v, Ordering::Relaxed);
+            }
             std::ptr::write(
                 p,
                 EmsRecord {
@@ -857,7 +883,17 @@ mod tests {
     /// committed at the largest stamp at or below the reader's start.
     #[test]
     fn concurrent_readers_see_their_snapshot() {
-        readers_against_a_writer(0);
+        readers_against_a_writer(0, false);
+    }
+
+    /// The same with garbage collection on: the writer's watermark is the
+    /// oldest reader's start stamp, so expired secondaries are rewritten in
+    /// place under the readers (the seqlock's copy-then-check), with and
+    /// without the pause.
+    #[test]
+    fn concurrent_readers_see_their_snapshot_with_in_place_rewrites() {
+        readers_against_a_writer(0, true);
+        readers_against_a_writer(20_000, true);
     }
 
     /// The same with every reader pausing between a region's stamp and its
@@ -867,17 +903,23 @@ mod tests {
     /// stamp (without it this test fails).
     #[test]
     fn readers_paused_mid_region_read_see_their_snapshot() {
-        readers_against_a_writer(20_000);
+        readers_against_a_writer(20_000, false);
     }
 
-    fn readers_against_a_writer(pause: u32) {
+    fn readers_against_a_writer(pause: u32, gc: bool) {
+        use crate::cc::xid::XidTable;
         use std::sync::atomic::AtomicBool;
         let epochs = Epochs::new(4, 1);
-        let o = EmsObject::new(Some(&0u64.to_le_bytes().repeat(4)), 1);
+        let r = EmsRecord::new(Some(&0u64.to_le_bytes().repeat(4)), 1);
+        // SAFETY: freed at the end, after every thread is done.
+        let o = unsafe { &(*r).obj };
         let stop = AtomicBool::new(false);
         let published = AtomicU64::new(1);
+        // Readers' start stamps, for the writer's watermark.
+        let xids = XidTable::new(4);
+        let (mut reused, mut appended) = (0u64, 0u64);
         std::thread::scope(|s| {
-            s.spawn(|| {
+            let writer = s.spawn(|| {
                 let local = epochs.register().unwrap();
                 // The memory epoch advances, so retired values are freed
                 // while the readers run.
@@ -885,39 +927,60 @@ mod tests {
                     epochs.clone(),
                     std::time::Duration::from_micros(200),
                 );
+                let (mut reused, mut appended) = (0u64, 0u64);
                 for n in 1..3_000u64 {
                     let g = local.pin();
                     let sts = published.load(Ordering::Acquire);
+                    let wm = if gc { xids.watermark(&published) } else { None };
                     if n % 3 == 0 {
-                        // An aborted write: its value is retired by the
-                        // next writer, under the readers' feet.
-                        o.write(1, sts, Some(&[0xEE; 32]), None, &g).unwrap();
+                        // An aborted write: its value is retired (or
+                        // rewritten) by the next writer, under the readers'
+                        // feet.
+                        o.write(1, sts, Some(&[0xEE; 32]), wm, &g).unwrap();
                         o.abort();
                     }
-                    o.write(1, sts, Some(&n.to_le_bytes().repeat(4)), None, &g)
+                    let before = o.versions();
+                    o.write(1, sts, Some(&n.to_le_bytes().repeat(4)), wm, &g)
                         .unwrap();
+                    if o.versions() > before {
+                        appended += 1;
+                    } else {
+                        reused += 1;
+                    }
                     // Stamp n + 1 carries value n.
                     o.commit(n + 1);
                     published.store(n + 1, Ordering::Release);
                 }
                 stop.store(true, Ordering::Release);
+                (reused, appended)
             });
-            for _ in 0..2 {
-                s.spawn(|| {
+            for slot in 0..2 {
+                let (xids, published, stop, epochs) = (&xids, &published, &stop, &epochs);
+                s.spawn(move || {
                     PAUSE.with(|p| p.set(pause));
                     let local = epochs.register().unwrap();
                     let mut out = Vec::new();
                     while !stop.load(Ordering::Acquire) {
                         let g = local.pin();
-                        let sts = published.load(Ordering::Acquire);
+                        let (_, sts) = xids.begin_from(slot, published);
                         let r = o.read(sts, 0, &mut out, &g).expect("visible");
                         let n = u64::from_le_bytes(out[..8].try_into().unwrap());
                         assert!(out.chunks(8).all(|c| c == &n.to_le_bytes()[..]), "torn");
                         assert_eq!(r.cts, n + 1, "value and stamp agree");
                         assert_eq!(n + 1, sts, "the newest committed at or below {sts}");
+                        xids.release(slot);
                     }
                 });
             }
+            (reused, appended) = writer.join().unwrap();
         });
+        if gc {
+            assert!(
+                reused > 1_000,
+                "regions rewritten in place: {reused} ({appended} listed)"
+            );
+        }
+        // SAFETY: every thread is done.
+        unsafe { EmsRecord::free(r as *mut u8) };
     }
 }

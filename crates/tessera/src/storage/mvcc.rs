@@ -262,15 +262,22 @@ pub(crate) fn inline_version_size(len: usize) -> usize {
     mv_size(words_for(len), false)
 }
 
-/// Build a version holding `val` (`None`: a tombstone), stamped `stamp`,
-/// at `v`, inside its record's allocation: flagged inline, so that it is
-/// never freed on its own (EMS's records, `storage::ems`).
+/// Build a version with room for `room` bytes holding `val` (`None`: a
+/// tombstone), stamped `stamp`, at `v`, inside its record's allocation:
+/// flagged inline, so that it is never freed on its own (EMS's records,
+/// `storage::ems`).
 ///
 /// # Safety
 /// `v` is 8-aligned, unpublished and valid for writes of
-/// [`inline_version_size`] of the value's length.
-pub(crate) unsafe fn init_inline_version(v: *mut Version, val: Option<&[u8]>, stamp: u64) {
-    let cap = words_for(val.map_or(0, |v| v.len()));
+/// [`inline_version_size`]`(room)`; the value fits `room`.
+pub(crate) unsafe fn init_inline_version(
+    v: *mut Version,
+    room: usize,
+    val: Option<&[u8]>,
+    stamp: u64,
+) {
+    debug_assert!(val.map_or(0, |v| v.len()) <= room);
+    let cap = words_for(room);
     // SAFETY: caller contract.
     unsafe {
         init_mv(
