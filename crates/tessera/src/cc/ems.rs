@@ -75,16 +75,18 @@ use crate::txn::ScanOptions;
 const WATERMARK_EVERY: u32 = 32;
 /// Transactions between a worker's tries at a slice of the background
 /// scan.
-const SCAN_EVERY: u32 = 16;
+const SCAN_EVERY: u32 = 256;
 /// Records per slice of the background scan.
 const SCAN_SLICE: usize = 32;
 /// The lock word's owner while garbage collection holds it (read path and
 /// scanner): no transaction id is this large, so no transaction takes it
 /// for its own lock.
 const GC_TID: u64 = (1 << 62) - 1;
-/// Tries at a lock word that garbage collection holds (it lets go within
-/// a list walk) before a writer gives up.
-const GC_WAIT: u32 = 64;
+/// Back-off steps (spins, then yields: `backoff::snooze`) at a lock word
+/// that garbage collection holds before a writer gives up. Garbage
+/// collection never waits while it holds one, so it lets go within a list
+/// walk or an index removal unless its thread is preempted.
+const GC_WAIT: u32 = 256;
 
 fn conflict<T>(r: ConflictReason) -> TxResult<T> {
     Err(TxError::Conflict(r))
@@ -264,8 +266,7 @@ fn acquire(st: &EmsLocal, rec: &EmsRecord) -> TxResult<()> {
         if rec.obj.holder() != Some(GC_TID) || tries >= GC_WAIT {
             return conflict(ConflictReason::WriteConflict);
         }
-        tries += 1;
-        std::hint::spin_loop();
+        backoff_spin(&mut tries);
     }
     Ok(())
 }
@@ -860,7 +861,7 @@ mod tests {
             "the reader's versions were kept: {kept}"
         );
         // The reader is gone; the writer only reads another table now.
-        for _ in 0..40 * WATERMARK_EVERY {
+        for _ in 0..16 * SCAN_EVERY {
             w.run(|tx| tx.get(other, b"x").map(|_| ())).unwrap();
         }
         assert_eq!(
