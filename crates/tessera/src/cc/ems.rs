@@ -271,26 +271,7 @@ fn acquire(st: &EmsLocal, rec: &EmsRecord) -> TxResult<()> {
     Ok(())
 }
 
-/// The kinds of write.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Put,
-    Insert,
-    Update,
-    Delete,
-}
-
-impl Op {
-    /// Whether the write happens when the key is `present` (else the
-    /// operation only answers).
-    fn applies(self, present: bool) -> bool {
-        match self {
-            Op::Put => true,
-            Op::Insert => !present,
-            Op::Update | Op::Delete => present,
-        }
-    }
-}
+use super::PointWrite as Op;
 
 /// Write `val` (`None`: delete) to `key` under the rules of `op`.
 fn write(
@@ -512,31 +493,14 @@ fn maintain(db: &Engine, core: &mut WorkerCore, sh: &EmsShared, st: &mut EmsLoca
         }
     }
     let wm = st.watermark;
-    if st.pending_unlinks.is_empty() {
-        if let Some(mut o) = sh.orphans.0.try_lock() {
-            st.pending_unlinks.extend(o.drain(..));
-        }
-    }
-    // Entries are queued in commit order per worker, except rolled-back
-    // ones (stamp 0): look a little past the front.
-    let mut n = st.pending_unlinks.len().min(64);
-    while n > 0 {
-        n -= 1;
-        let Some(p) = st.pending_unlinks.pop_front() else {
-            break;
-        };
-        if p.tid > wm {
-            st.pending_unlinks.push_back(p);
-            continue;
-        }
-        let i = p.table.0 as usize;
-        if i >= core.tables.len() {
-            core.tables = db.tables.read().clone();
-        }
-        if !unlink(&core.tables[i], g, &p.key, p.rec as *const EmsRecord, p.tid) {
-            st.pending_unlinks.push_back(p);
-        }
-    }
+    super::drain_unlinks(
+        db,
+        core,
+        &sh.orphans,
+        &mut st.pending_unlinks,
+        wm,
+        |t, p| unlink(t, g, &p.key, p.rec as *const EmsRecord, p.tid),
+    );
     st.since_scan += 1;
     if st.since_scan >= SCAN_EVERY {
         st.since_scan = 0;

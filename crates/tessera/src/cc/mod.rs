@@ -1042,6 +1042,68 @@ pub(crate) struct ReadEntry {
     pub tid: u64,
 }
 
+/// The kinds of point write, for the protocols that decide a write's
+/// answer at the record (ERMIA's, 2PL's, EMS's).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PointWrite {
+    Put,
+    Insert,
+    Update,
+    Delete,
+}
+
+impl PointWrite {
+    /// Whether the write happens when the key is `present` (else the
+    /// operation only answers "exists" or "missing").
+    pub(crate) fn applies(self, present: bool) -> bool {
+        match self {
+            PointWrite::Put => true,
+            PointWrite::Insert => !present,
+            PointWrite::Update | PointWrite::Delete => present,
+        }
+    }
+}
+
+/// Unlink the deleted records of `pending` that are due (stamp at or
+/// below the watermark `wm`): at most 64 entries looked at, in queue order
+/// (per worker commit order, except rolled-back ones, stamped 0: so a
+/// little past the front). `unlink` does one, in its table; `false` puts
+/// the entry back (its record was busy). With nothing pending, the
+/// entries of dropped workers are taken over instead.
+pub(crate) fn drain_unlinks(
+    db: &Engine,
+    core: &mut WorkerCore,
+    orphans: &OrphanUnlinks,
+    pending: &mut std::collections::VecDeque<PendingUnlink>,
+    wm: u64,
+    mut unlink: impl FnMut(&Table, &PendingUnlink) -> bool,
+) {
+    if pending.is_empty() {
+        if let Some(mut o) = orphans.0.try_lock() {
+            pending.extend(o.drain(..));
+        }
+        return;
+    }
+    let mut n = pending.len().min(64);
+    while n > 0 {
+        n -= 1;
+        let Some(p) = pending.pop_front() else {
+            break;
+        };
+        if p.tid > wm {
+            pending.push_back(p);
+            continue;
+        }
+        let i = p.table.0 as usize;
+        if i >= core.tables.len() {
+            core.tables = db.tables.read().clone();
+        }
+        if !unlink(&core.tables[i], &p) {
+            pending.push_back(p);
+        }
+    }
+}
+
 /// What a write does at commit.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum WriteKind {

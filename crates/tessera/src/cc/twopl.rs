@@ -430,14 +430,7 @@ fn get_many<P: Policy>(
     })
 }
 
-/// The kinds of write.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Put,
-    Insert,
-    Update,
-    Delete,
-}
+use super::PointWrite as Op;
 
 /// A write of `key`: lock the record exclusively (creating an absent one,
 /// locked, for a put or insert of a missing key) and record the write.

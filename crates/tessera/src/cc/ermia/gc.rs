@@ -72,30 +72,17 @@ pub(crate) fn maintain(
             st.mv.gc.extend(o.drain(..));
         }
     }
-    if st.pending_unlinks.is_empty() {
-        if let Some(mut o) = sh.orphans.0.try_lock() {
-            st.pending_unlinks.extend(o.drain(..));
-        }
-        return;
-    }
-    // Entries are queued in commit order per worker, except rolled-back ones
-    // (stamp 0 or older): look a little past the front.
-    let mut n = st.pending_unlinks.len().min(64);
-    while n > 0 {
-        n -= 1;
-        let Some(p) = st.pending_unlinks.pop_front() else {
-            break;
-        };
-        if p.tid > wm {
-            st.pending_unlinks.push_back(p);
-            continue;
-        }
-        let i = p.table.0 as usize;
-        if i >= core.tables.len() {
-            core.tables = db.tables.read().clone();
-        }
-        unlink_tombstone(&core.tables[i], g, &p.key, p.rec as *const MvRecord, p.tid);
-    }
+    crate::cc::drain_unlinks(
+        db,
+        core,
+        &sh.orphans,
+        &mut st.pending_unlinks,
+        wm,
+        |t, p| {
+            unlink_tombstone(t, g, &p.key, p.rec as *const MvRecord, p.tid);
+            true
+        },
+    );
 }
 
 /// Unlink a record whose head is still the committed tombstone with stamp

@@ -208,14 +208,7 @@ pub(crate) fn get<'t, M: Mode>(
     Ok(Some(&tx.st.sets.rbuf[..]))
 }
 
-/// The kinds of write.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Op {
-    Put,
-    Insert,
-    Update,
-    Delete,
-}
+pub(super) use crate::cc::PointWrite as Op;
 
 /// Create a record for `key` (⊥ plus our version) and link it into the
 /// index; `Err(rec)` with the existing record if the key has one.
