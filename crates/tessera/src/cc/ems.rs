@@ -67,7 +67,7 @@ use crate::engine::{Engine, Settings};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{Insert, Lookup, OrderedIndex};
-use crate::storage::ems::{EmsConflict, EmsRecord, INVALID};
+use crate::storage::ems::{EmsConflict, EmsRecord};
 use crate::storage::Record;
 use crate::txn::ScanOptions;
 
@@ -667,13 +667,21 @@ impl CcProtocol for Ems {
         // Records still linked are freed with their tables.
         sh.orphans.0.get_mut().clear();
     }
-    fn read_committed(_: &EmsShared, rec: &Record, out: &mut Vec<u8>) -> bool {
+    /// The checkpoint's read: the version visible at the published stamp.
+    /// The book's checkpoint (section 2.4) is one read-only transaction;
+    /// the engine's checkpoint is fuzzy (`log::checkpoint`), so each record
+    /// is a snapshot read at the stamp published when it is read. The
+    /// checkpoint starts scanning only once every transaction of an epoch below its
+    /// own has finished, and a commit finishes after its stamp is
+    /// published, so what this read misses (stamps not yet published) is
+    /// of the checkpoint's epoch or later, which the log keeps.
+    fn read_committed(sh: &EmsShared, rec: &Record, out: &mut Vec<u8>) -> bool {
         // SAFETY: every record of a database running EMS is an `EmsRecord`
-        // (made here or by `rebuild`); the caller is pinned. The newest
-        // committed version is the primary: read above every stamp.
+        // (made here or by `rebuild`); the caller is pinned.
         let rec = unsafe { &*(rec as *const Record as *const EmsRecord) };
+        let at = sh.stamps.visible();
         // SAFETY: as above.
-        unsafe { rec.obj.read_pinned(INVALID - 1, 0, out) }.is_some_and(|r| !r.tombstone)
+        unsafe { rec.obj.read_pinned(at, 0, out) }.is_some_and(|r| !r.tombstone)
     }
     fn rebuild(val: &[u8], _epoch: u64) -> *mut Record {
         // Like a record written long ago: stamp 1 (every new stamp is

@@ -31,10 +31,11 @@
 //! stamp is valid and at most its start stamp, else the newest list node
 //! stamped at most its start stamp (the book's loop advances on the wrong
 //! comparison and has no "nothing visible" case: erratum 4). A region is
-//! read seqlock-style (the digest's race): its stamp, then its value, then
-//! its stamp again; a writer invalidates the stamp before it replaces the
-//! value, and stamps only grow, so an unchanged stamp means the value read
-//! belongs to it.
+//! read seqlock-style (the digest's race): its stamp, then a copy of its
+//! version's bytes, then its stamp again; a writer invalidates the stamp
+//! before it replaces the version or rewrites its bytes in place, and
+//! stamps only grow, so an unchanged stamp means the bytes copied belong
+//! to it.
 //!
 //! *Commit* (section 2.3.4): set the secondary's stamp, then
 //! `release_commit`. *Abort*: `release_abort`; the secondary stays invalid
@@ -43,8 +44,12 @@
 //! Values are [`Version`]s (the book's "value word" is a pointer): a
 //! region holds one, and a version appended to the list is the same
 //! allocation, linked through its `prev` pointer, which here points to the
-//! next *newer* node. Versions that a reader may still hold are freed
-//! through the memory epoch.
+//! next *newer* node. A secondary's version that no reader needs any more
+//! (expired, an aborted writer's, the holder's own) is rewritten in place
+//! by the next write when the value fits; [`EmsRecord`]s keep one version
+//! slot per region inline, so a row whose values keep their size keeps
+//! both regions' versions in its own allocation. Versions that a reader may
+//! still hold are freed through the memory epoch.
 
 use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
 
