@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
-use tessera::{Database, Options, Protocol};
+use tessera::{Database, Options, Protocol, TxError};
 
 use crate::failure::{print_json, Failure};
 
@@ -159,8 +159,13 @@ fn run(a: &HotReadsArgs, p: Protocol, updaters: u32) -> Result<Run, String> {
                     match res {
                         Ok(()) if on => mine += u64::from(a.reads_per_txn),
                         Ok(()) => {}
-                        Err(_) if on => ab += 1,
-                        Err(_) => {}
+                        Err(TxError::Conflict(_)) if on => ab += 1,
+                        Err(TxError::Conflict(_)) => {}
+                        // Anything but a conflict ends the run as a failure.
+                        Err(e) => {
+                            *failed.lock().unwrap() = Some(format!("reader: {e}"));
+                            stop.store(true, Ordering::Relaxed);
+                        }
                     }
                 }
                 reads.fetch_add(mine, Ordering::Relaxed);
@@ -168,9 +173,16 @@ fn run(a: &HotReadsArgs, p: Protocol, updaters: u32) -> Result<Run, String> {
             });
         }
         for u in 0..updaters {
-            let (db, stop, measuring, updates, val) = (&db, &stop, &measuring, &updates, &val);
+            let (db, stop, measuring, updates, val, failed) =
+                (&db, &stop, &measuring, &updates, &val, &failed);
             s.spawn(move || {
-                let Ok(mut w) = db.worker() else { return };
+                let mut w = match db.worker() {
+                    Ok(w) => w,
+                    Err(e) => {
+                        *failed.lock().unwrap() = Some(format!("updater: {e}"));
+                        return;
+                    }
+                };
                 let mut rng = 0xD1B5_4A32_D192_ED03u64 ^ (u64::from(u) + 1);
                 let mut mine = 0u64;
                 let mut v = val.clone();
@@ -186,8 +198,13 @@ fn run(a: &HotReadsArgs, p: Protocol, updaters: u32) -> Result<Run, String> {
                         }
                         Ok(())
                     });
-                    if res.is_ok() && measuring.load(Ordering::Relaxed) {
-                        mine += 1;
+                    match res {
+                        Ok(()) if measuring.load(Ordering::Relaxed) => mine += 1,
+                        Ok(()) | Err(TxError::Conflict(_)) => {}
+                        Err(e) => {
+                            *failed.lock().unwrap() = Some(format!("updater: {e}"));
+                            stop.store(true, Ordering::Relaxed);
+                        }
                     }
                 }
                 updates.fetch_add(mine, Ordering::Relaxed);

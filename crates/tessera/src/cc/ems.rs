@@ -659,9 +659,7 @@ impl CcProtocol for Ems {
         maintain(db, core, sh, st, g)
     }
     fn retire_local(sh: &EmsShared, st: &mut EmsLocal) {
-        if !st.pending_unlinks.is_empty() {
-            sh.orphans.0.lock().extend(st.pending_unlinks.drain(..));
-        }
+        sh.orphans.adopt(&mut st.pending_unlinks);
     }
     fn close(sh: &mut EmsShared) {
         // Records still linked are freed with their tables.

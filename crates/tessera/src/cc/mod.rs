@@ -1983,19 +1983,30 @@ pub(crate) fn sv_maintain(
 
 /// A dropped worker's deleted records go to the database's orphans.
 pub(crate) fn sv_retire(orphans: &OrphanUnlinks, st: &mut SvLocal) {
-    if !st.pending_unlinks.is_empty() {
-        orphans.0.lock().extend(st.pending_unlinks.drain(..));
+    orphans.adopt(&mut st.pending_unlinks);
+}
+
+impl OrphanUnlinks {
+    /// Take over a dropped worker's pending unlinks.
+    pub(crate) fn adopt(&self, pending: &mut std::collections::VecDeque<PendingUnlink>) {
+        if !pending.is_empty() {
+            self.0.lock().extend(pending.drain(..));
+        }
+    }
+}
+
+/// A bound's key (`None`: unbounded).
+fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
+    match b {
+        Bound::Unbounded => None,
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
     }
 }
 
 /// The tighter of two lower bounds of a key range (a scan's bound and a
 /// logical range's start, for the range-based protocols).
 pub(crate) fn max_lo<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
-    let key = |x: &Bound<&'a [u8]>| match *x {
-        Bound::Unbounded => None,
-        Bound::Included(k) | Bound::Excluded(k) => Some(k),
-    };
-    match (key(&a), key(&b)) {
+    match (bound_key(a), bound_key(b)) {
         (None, _) => b,
         (_, None) => a,
         (Some(x), Some(y)) if x > y => a,
@@ -2010,11 +2021,7 @@ pub(crate) fn max_lo<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u
 
 /// The tighter of two upper bounds of a key range.
 pub(crate) fn min_hi<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
-    let key = |x: &Bound<&'a [u8]>| match *x {
-        Bound::Unbounded => None,
-        Bound::Included(k) | Bound::Excluded(k) => Some(k),
-    };
-    match (key(&a), key(&b)) {
+    match (bound_key(a), bound_key(b)) {
         (None, _) => b,
         (_, None) => a,
         (Some(x), Some(y)) if x < y => a,

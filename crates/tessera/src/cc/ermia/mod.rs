@@ -331,9 +331,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
                 e
             }));
         }
-        if !st.pending_unlinks.is_empty() {
-            sh.orphans.0.lock().extend(st.pending_unlinks.drain(..));
-        }
+        sh.orphans.adopt(&mut st.pending_unlinks);
     }
     fn close(sh: &mut ErmiaShared) {
         sh.orphans.0.get_mut().clear();
