@@ -4,7 +4,8 @@
 //!
 //! *Records.* Every record is an [`EmsRecord`]: the object header (lock
 //! word, regions A and B holding the two newest versions, the oldest-first
-//! list behind them) and a state word for unlinking. An insert makes an
+//! list behind them), whose lock word also marks the record unlinked
+//! from its index. An insert makes an
 //! object with no visible version whose lock its inserter holds, and puts
 //! the value into the secondary; its commit makes it visible.
 //!
@@ -81,7 +82,7 @@ const SCAN_SLICE: usize = 32;
 /// The lock word's owner while garbage collection holds it (read path and
 /// scanner): no transaction id is this large, so no transaction takes it
 /// for its own lock.
-const GC_TID: u64 = (1 << 62) - 1;
+const GC_TID: u64 = crate::storage::ems::TID_MASK;
 /// Back-off steps (spins, then yields: `backoff::snooze`) at a lock word
 /// that garbage collection holds before a writer gives up. Garbage
 /// collection never waits while it holds one, so it lets go within a list

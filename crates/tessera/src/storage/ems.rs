@@ -63,7 +63,16 @@ pub const INVALID: u64 = u64::MAX;
 
 const WRITE_BIT: u64 = 1 << 63;
 const PRIMARY_BIT: u64 = 1 << 62;
-const TID_MASK: u64 = PRIMARY_BIT - 1;
+/// Not part of the book's lock word: set, under the lock, when the object's
+/// record is unlinked from its index (`--cc ems`'s garbage collection), and
+/// kept by every acquire and release from then on. Kept here rather than in
+/// a word of its own so that the record header is 48 bytes (see
+/// [`EmsRecord`]).
+const UNLINKED_BIT: u64 = 1 << 61;
+/// The bits an acquire and both releases carry over.
+const KEEP_BITS: u64 = PRIMARY_BIT | UNLINKED_BIT;
+/// The holder's id: 61 bits.
+pub const TID_MASK: u64 = UNLINKED_BIT - 1;
 
 /// One of the header's two embedded versions.
 struct Region {
@@ -191,7 +200,7 @@ impl EmsObject {
                 .lock
                 .compare_exchange(
                     l,
-                    WRITE_BIT | (l & PRIMARY_BIT) | tid,
+                    WRITE_BIT | (l & KEEP_BITS) | tid,
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 )
@@ -203,14 +212,15 @@ impl EmsObject {
     pub fn release_commit(&self) {
         let l = self.lock.load(Ordering::Relaxed);
         debug_assert!(l & WRITE_BIT != 0);
-        self.lock.store(!l & PRIMARY_BIT, Ordering::Release);
+        self.lock
+            .store((!l & PRIMARY_BIT) | (l & UNLINKED_BIT), Ordering::Release);
     }
 
     /// Unlock and keep the primary bit (abort).
     pub fn release_abort(&self) {
         let l = self.lock.load(Ordering::Relaxed);
         debug_assert!(l & WRITE_BIT != 0);
-        self.lock.store(l & PRIMARY_BIT, Ordering::Release);
+        self.lock.store(l & KEEP_BITS, Ordering::Release);
     }
 
     /// Write `val` (`None`: delete) for transaction `tid`, started at
@@ -636,29 +646,25 @@ impl Drop for EmsObject {
     }
 }
 
-/// `EmsRecord::state`: unlinked from its index (writers that reach it
-/// afterwards go back to the index).
-const UNLINKED: u64 = 1;
-
-/// The record of `--cc ems` (`cc::ems`): an [`EmsObject`] and a state word
-/// for unlinking (ERMIA's `mv_linked` role), with the record's first
-/// version right behind it in the same allocation (as ERMIA's records keep
-/// theirs: the first read of a row never touched since its insert or its
-/// recovery reads one allocation). Every transition of the state is made
-/// under the object's write lock, so a writer that holds the lock and finds
-/// the record linked writes into a record the index still maps.
+/// The record of `--cc ems` (`cc::ems`): an [`EmsObject`], whose lock word
+/// also says whether the record was unlinked from its index (ERMIA's
+/// `mv_linked` role), with both regions' versions right behind it in the
+/// same allocation (as ERMIA's records keep their first: the first read of
+/// a row never touched since its insert or its recovery reads one
+/// allocation). The unlinked bit is set only under the object's write lock,
+/// so a writer that holds the lock and finds the record linked writes into
+/// a record the index still maps.
 #[repr(C)]
 pub struct EmsRecord {
     pub obj: EmsObject,
-    state: AtomicU64,
 }
 
-/// The record header's size: 56 bytes, so that on its 64-byte line it is
-/// followed by the first word of region A's slot, and a read of a row's
-/// current version in that slot touches three lines for a 100-byte value
-/// (the header, the version's header and the first bytes, the rest).
+/// The record header's size: 48 bytes. (A separate state word made it 56,
+/// and a row of 100-byte values 328 bytes, one allocator size class above
+/// the 320 it is now: the resident set of 1M such rows fell from 506 to
+/// 444 MB when the word went into the lock word, docs/BENCHMARKS.md.)
 const HEAD: usize = std::mem::size_of::<EmsRecord>();
-const _: () = assert!(HEAD == 56);
+const _: () = assert!(HEAD == 48);
 
 // SAFETY: `FREE` drops the record as the allocation it was made as, with
 // every version it owns.
@@ -706,13 +712,7 @@ impl EmsRecord {
                 }
                 obj.regions[i].value.store(v, Ordering::Relaxed);
             }
-            std::ptr::write(
-                p,
-                EmsRecord {
-                    obj,
-                    state: AtomicU64::new(0),
-                },
-            );
+            std::ptr::write(p, EmsRecord { obj });
         }
         p
     }
@@ -743,13 +743,14 @@ impl EmsRecord {
     /// Whether the record has been unlinked (read under the lock).
     #[inline]
     pub fn unlinked(&self) -> bool {
-        self.state.load(Ordering::Relaxed) & UNLINKED != 0
+        self.obj.lock.load(Ordering::Relaxed) & UNLINKED_BIT != 0
     }
 
     /// Mark it unlinked, under the lock (the release of the lock publishes
     /// it to the next holder).
     pub fn mark_unlinked(&self) {
-        self.state.fetch_or(UNLINKED, Ordering::Relaxed);
+        debug_assert!(self.obj.lock.load(Ordering::Relaxed) & WRITE_BIT != 0);
+        self.obj.lock.fetch_or(UNLINKED_BIT, Ordering::Relaxed);
     }
 
     /// Free a record and every version it owns.
