@@ -13,6 +13,7 @@
 //! the single-version protocols and the unlinking of deleted records.
 
 pub mod bohm;
+pub(crate) mod cuts;
 pub mod ems;
 pub mod ermia;
 pub mod nocc;

@@ -61,6 +61,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::catalog::Table;
+use crate::cc::cuts::Cuts;
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{OrderedIndex, Unobserved};
@@ -92,14 +93,10 @@ impl RangeTs {
     }
 }
 
-/// A table's partition into logical ranges: range `i` holds the keys in
-/// `starts[i]..starts[i + 1]` (the last one everything from its start).
+/// A table's partition into logical ranges (its [`Cuts`]), each with its
+/// read timestamp and writer array.
 pub(crate) struct Partition {
-    starts: Vec<Box<[u8]>>,
-    /// The first 8 bytes of each start as a big-endian word (zero-padded):
-    /// the search compares these, in one array, and reads a start's bytes
-    /// only on a tie.
-    prefixes: Vec<u64>,
+    pub(crate) cuts: Cuts,
     ranges: Box<[RangeTs]>,
     /// The partition this one replaced, while a running attempt may still
     /// use it (null for the first). Not owned: [`MvTable`] frees it.
@@ -110,70 +107,12 @@ pub(crate) struct Partition {
 
 impl Partition {
     fn new(starts: Vec<Box<[u8]>>, prev: *mut Partition, installed: u64) -> Partition {
-        debug_assert!(starts.first().is_some_and(|s| s.is_empty()));
         let ranges = (0..starts.len()).map(|_| RangeTs::new()).collect();
-        let prefixes = starts.iter().map(|s| prefix_word(s)).collect();
         Partition {
-            starts,
-            prefixes,
+            cuts: Cuts::new(starts),
             ranges,
             prev,
             installed,
-        }
-    }
-
-    /// The range holding `key`.
-    #[inline]
-    pub(crate) fn find(&self, key: &[u8]) -> usize {
-        // The prefix order agrees with the key order where prefixes differ:
-        // every start with a smaller prefix is below `key`, every one with
-        // a larger prefix above it; only equal prefixes need the bytes.
-        // starts[0] is the empty key, so at least one start is <= key.
-        let pk = prefix_word(key);
-        let mut i = self.prefixes.partition_point(|&p| p < pk);
-        while i < self.starts.len() && self.prefixes[i] == pk && &self.starts[i][..] <= key {
-            i += 1;
-        }
-        i - 1
-    }
-
-    /// Number of ranges.
-    pub(crate) fn len(&self) -> usize {
-        self.starts.len()
-    }
-
-    /// The first key of range `i`.
-    pub(crate) fn start(&self, i: usize) -> &[u8] {
-        &self.starts[i]
-    }
-
-    /// The first key past range `i`, if any.
-    pub(crate) fn end(&self, i: usize) -> Option<&[u8]> {
-        self.starts.get(i + 1).map(|s| &s[..])
-    }
-
-    /// The first range a scan from `lo` touches.
-    pub(crate) fn first_for(&self, lo: Bound<&[u8]>) -> usize {
-        match lo {
-            Bound::Unbounded => 0,
-            Bound::Included(k) | Bound::Excluded(k) => self.find(k),
-        }
-    }
-
-    /// The last range a scan up to `hi` touches.
-    pub(crate) fn last_for(&self, hi: Bound<&[u8]>) -> usize {
-        match hi {
-            Bound::Unbounded => self.len() - 1,
-            Bound::Included(k) => self.find(k),
-            // A range starting exactly at an excluded bound is not touched.
-            Bound::Excluded(k) => {
-                let i = self.find(k);
-                if i > 0 && &self.starts[i][..] == k {
-                    i - 1
-                } else {
-                    i
-                }
-            }
         }
     }
 
@@ -184,15 +123,6 @@ impl Partition {
         // `self` while pinned, so `prev` outlives their guard.
         unsafe { self.prev.as_ref() }
     }
-}
-
-/// The first 8 bytes of `k`, zero-padded, as a big-endian word.
-#[inline]
-fn prefix_word(k: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = k.len().min(8);
-    b[..n].copy_from_slice(&k[..n]);
-    u64::from_be_bytes(b)
 }
 
 /// A table's MVRCC state.
@@ -427,7 +357,7 @@ pub(crate) fn register<'g>(
     g: &'g Guard<'_>,
 ) -> TxResult<(&'g Partition, usize)> {
     let p = mt.current(g);
-    let i = p.find(key);
+    let i = p.cuts.find(key);
     let pp = p as *const Partition;
     if local
         .regs
@@ -479,7 +409,7 @@ pub(crate) fn register<'g>(
 #[inline]
 fn prev_check(p: &Partition, key: &[u8], t: u64) -> TxResult<()> {
     if let Some(prev) = p.prev() {
-        if prev.ranges[prev.find(key)].rts.load(Ordering::SeqCst) > t {
+        if prev.ranges[prev.cuts.find(key)].rts.load(Ordering::SeqCst) > t {
             return Err(TxError::Conflict(ConflictReason::TimestampOrder));
         }
     }
@@ -521,11 +451,11 @@ fn protect_one(p: &Partition, i: usize, t: u64) -> TxResult<()> {
 pub(crate) fn protect(p: &Partition, i: usize, t: u64) -> TxResult<()> {
     protect_one(p, i, t)?;
     if let Some(prev) = p.prev() {
-        let mut j = prev.find(p.start(i));
+        let mut j = prev.cuts.find(p.cuts.start(i));
         loop {
             protect_one(prev, j, t)?;
             j += 1;
-            if j >= prev.len() || p.end(i).is_some_and(|e| prev.start(j) >= e) {
+            if j >= prev.cuts.len() || p.cuts.end(i).is_some_and(|e| prev.cuts.start(j) >= e) {
                 break;
             }
         }
@@ -552,62 +482,6 @@ mod tests {
             std::ptr::null_mut(),
             0,
         )
-    }
-
-    #[test]
-    fn ranges_cover_their_bounds() {
-        let p = part(&[b"", b"d", b"m"]);
-        assert_eq!(p.find(b""), 0);
-        assert_eq!(p.find(b"c"), 0);
-        assert_eq!(p.find(b"d"), 1);
-        assert_eq!(p.find(b"z"), 2);
-        assert_eq!(p.first_for(Bound::Unbounded), 0);
-        assert_eq!(p.first_for(Bound::Excluded(b"d")), 1);
-        assert_eq!(p.last_for(Bound::Excluded(b"d")), 0);
-        assert_eq!(p.last_for(Bound::Included(b"d")), 1);
-        assert_eq!(p.last_for(Bound::Excluded(b"e")), 1);
-        assert_eq!(p.last_for(Bound::Unbounded), 2);
-        assert_eq!(p.end(1), Some(&b"m"[..]));
-        assert_eq!(p.end(2), None);
-    }
-
-    #[test]
-    fn find_agrees_with_a_linear_search() {
-        // Starts sharing 8-byte prefixes, of different lengths, with zero
-        // bytes (where padding and a real zero meet).
-        let mut starts: Vec<Vec<u8>> = vec![vec![]];
-        for s in [
-            &b"\0"[..],
-            b"\0\0\0\0\0\0\0\0\0",
-            b"abcdefgh",
-            b"abcdefgh\0",
-            b"abcdefghij",
-            b"abcdefgz",
-            b"b",
-            b"b\0\0",
-            b"zzzzzzzzzzzz",
-        ] {
-            starts.push(s.to_vec());
-        }
-        let refs: Vec<&[u8]> = starts.iter().map(|s| &s[..]).collect();
-        let p = part(&refs);
-        let mut probes = starts.clone();
-        for s in &starts {
-            let mut t = s.clone();
-            t.push(0);
-            probes.push(t);
-            let mut t = s.clone();
-            t.push(0xff);
-            probes.push(t);
-            if let Some(last) = s.len().checked_sub(1) {
-                probes.push(s[..last].to_vec());
-            }
-        }
-        probes.push(b"\xff\xff\xff\xff\xff\xff\xff\xff\xff".to_vec());
-        for k in &probes {
-            let want = starts.iter().rposition(|s| s <= k).unwrap();
-            assert_eq!(p.find(k), want, "{k:?}");
-        }
     }
 
     #[test]

@@ -99,7 +99,7 @@ fn mvto_protect_key<M: Mode>(
     let mt = mvrcc::table_state(&tx.sh.mvrcc, &mut tx.st.mvr, table, g);
     // SAFETY: the worker's table cache keeps it alive.
     let p = unsafe { &*mt }.current(g);
-    mvrcc::protect(p, p.find(key), tx.st.mv.begin)?;
+    mvrcc::protect(p, p.cuts.find(key), tx.st.mv.begin)?;
     Ok((mt, p))
 }
 
@@ -816,7 +816,7 @@ where
     // SAFETY: the worker's table cache keeps it alive.
     let mt = unsafe { &*mt };
     let part = mt.current(g);
-    let (first, last) = (part.first_for(lo), part.last_for(hi));
+    let (first, last) = (part.cuts.first_for(lo), part.cuts.last_for(hi));
     let limit = opts.limit.unwrap_or(usize::MAX);
     let recs = tx.records();
     let st = &mut *tx.st;
@@ -832,8 +832,8 @@ where
                 first + step
             };
             mvrcc::protect(part, i, t)?;
-            let sub_lo = max_lo(lo, Bound::Included(part.start(i)));
-            let sub_hi = match part.end(i) {
+            let sub_lo = max_lo(lo, Bound::Included(part.cuts.start(i)));
+            let sub_hi = match part.cuts.end(i) {
                 Some(e) => min_hi(hi, Bound::Excluded(e)),
                 None => hi,
             };

@@ -42,6 +42,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::catalog::{Table, TableId};
+use crate::cc::cuts::Cuts;
 use crate::epoch::Guard;
 use crate::index::{OrderedIndex, Unobserved};
 
@@ -418,102 +419,33 @@ fn lap_newer(stored: u64, lap: u64) -> bool {
     d > 0
 }
 
-/// One partition of a table: the ranges in key order.
+/// One partition of a table: the ranges in key order, and their cuts (a
+/// copy of each list's start, kept in one array for the search).
 pub(crate) struct RangeMap {
     pub lists: Vec<Arc<RangeList>>,
-    /// The first 8 bytes of each range's start, big-endian and zero-padded
-    /// (the binary search compares these words and reads a start only on
-    /// a tie: one cache line per step instead of three dependent misses).
-    prefix: Vec<u64>,
-    /// Every [`BLOCK`]th prefix word: the search's first level, small
-    /// enough to stay in cache (1,640 ranges: 103 words).
-    top: Vec<u64>,
-}
-
-/// Prefix words per block of [`RangeMap::find`]'s second level: 16 words,
-/// two cache lines.
-const BLOCK: usize = 16;
-
-/// The first 8 bytes of `k` as a big-endian word (zero-padded).
-#[inline]
-fn prefix_word(k: &[u8]) -> u64 {
-    if let Some(w) = k.first_chunk::<8>() {
-        // The common case, without the padding copy (a call to memcpy).
-        return u64::from_be_bytes(*w);
-    }
-    let mut b = [0u8; 8];
-    b[..k.len()].copy_from_slice(k);
-    u64::from_be_bytes(b)
+    cuts: Cuts,
 }
 
 impl RangeMap {
     fn new(lists: Vec<Arc<RangeList>>) -> RangeMap {
-        let prefix: Vec<u64> = lists.iter().map(|l| prefix_word(&l.start)).collect();
-        let top = prefix.iter().step_by(BLOCK).copied().collect();
-        RangeMap { lists, prefix, top }
+        let cuts = Cuts::new(lists.iter().map(|l| l.start.clone()).collect());
+        RangeMap { lists, cuts }
     }
 
-    /// The index of the last word of `p` that is <= `kp` (`p[0]` is, the
-    /// first range's start being empty): a branch-free binary search (the
-    /// commit's hot spot was this search's mispredicted branches).
-    #[inline(always)]
-    fn last_le(p: &[u64], kp: u64) -> usize {
-        let (mut base, mut n) = (0usize, p.len());
-        while n > 1 {
-            let half = n / 2;
-            let mid = base + half;
-            // A conditional move: the compiler made the plain `if` a
-            // branch, mispredicted at half the steps.
-            base = std::hint::select_unpredictable(p[mid] <= kp, mid, base);
-            n -= half;
-        }
-        base
-    }
-
-    /// The range holding `key`: the last whose start is <= `key`. Two
-    /// levels of branch-free search on the prefix words: the block through
-    /// [`RangeMap::top`] (which stays in cache), then the word within the
-    /// block's two cache lines. One binary search over all the words
-    /// missed the cache at most of its dozen dependent steps once the data
-    /// crowded the map out, 8% of a ROCC YCSB run without scans. Then a
-    /// walk back over the ranges whose start shares the key's prefix word
-    /// and lies above it.
+    /// The index of the range holding `key`.
     #[inline]
     pub fn find(&self, key: &[u8]) -> usize {
-        let kp = prefix_word(key);
-        // The first range's start is empty (prefix 0), so some start is <=.
-        let b = Self::last_le(&self.top, kp) * BLOCK;
-        let block = &self.prefix[b..(b + BLOCK).min(self.prefix.len())];
-        let mut base = b + Self::last_le(block, kp);
-        while base > 0 && self.prefix[base] == kp && &self.lists[base].start[..] > key {
-            base -= 1;
-        }
-        base
+        self.cuts.find(key)
     }
 
     /// The index of the first range that can hold keys within `lo`.
     pub fn first_for(&self, lo: Bound<&[u8]>) -> usize {
-        match lo {
-            Bound::Unbounded => 0,
-            Bound::Included(k) | Bound::Excluded(k) => self.find(k),
-        }
+        self.cuts.first_for(lo)
     }
 
     /// The index of the last range that can hold keys within `hi`.
     pub fn last_for(&self, hi: Bound<&[u8]>) -> usize {
-        match hi {
-            Bound::Unbounded => self.lists.len() - 1,
-            Bound::Included(k) => self.find(k),
-            Bound::Excluded(k) => {
-                let i = self.find(k);
-                // `[start, k)` with k == start holds nothing of range i.
-                if i > 0 && &self.lists[i].start[..] == k {
-                    i - 1
-                } else {
-                    i
-                }
-            }
-        }
+        self.cuts.last_for(hi)
     }
 }
 
@@ -713,8 +645,6 @@ impl Drop for TableRanges {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::rngs::SmallRng;
-    use rand::{Rng, SeedableRng};
 
     fn map_of(starts: &[Vec<u8>]) -> RangeMap {
         let lists = starts
@@ -734,45 +664,17 @@ mod tests {
         RangeMap::new(lists)
     }
 
-    /// `find` is the last range whose start is <= the key, also among
-    /// starts that share their first 8 bytes (the tie walk) and keys
-    /// shorter than a word.
+    /// The map's search finds the list whose bounds hold the key (the
+    /// search itself is `cc::cuts`'s, tested there).
     #[test]
-    fn find_matches_a_linear_search() {
-        let mut rng = SmallRng::seed_from_u64(7);
-        for round in 0..200 {
-            // Up to 300 ranges: several blocks of the two-level search.
-            let mut starts: Vec<Vec<u8>> = (0..rng.gen_range(1..300))
-                .map(|_| {
-                    // Mostly one shared 8-byte prefix, so ties are common.
-                    let mut k = if round % 2 == 0 {
-                        b"prefix00".to_vec()
-                    } else {
-                        vec![]
-                    };
-                    for _ in 0..rng.gen_range(0..4) {
-                        k.push(rng.gen_range(0..4));
-                    }
-                    k
-                })
-                .collect();
-            starts.push(Vec::new());
-            starts.sort();
-            starts.dedup();
-            let m = map_of(&starts);
-            for _ in 0..200 {
-                let mut key = if rng.gen_bool(0.7) {
-                    b"prefix00".to_vec()
-                } else {
-                    vec![]
-                };
-                for _ in 0..rng.gen_range(0..5) {
-                    key.push(rng.gen_range(0..5));
-                }
-                let want = starts.iter().rposition(|s| s[..] <= key[..]).unwrap();
-                assert_eq!(m.find(&key), want, "{starts:?} {key:?}");
-            }
+    fn the_map_finds_the_list_holding_a_key() {
+        let starts: Vec<Vec<u8>> = vec![vec![], b"d".to_vec(), b"m".to_vec()];
+        let m = map_of(&starts);
+        for k in [&b""[..], b"c", b"d", b"l\xff", b"m", b"zz"] {
+            let l = &m.lists[m.find(k)];
+            assert!(&l.start[..] <= k && l.end.as_deref().is_none_or(|e| k < e));
         }
+        assert_eq!(m.last_for(Bound::Excluded(b"m")), 1);
     }
 
     /// A scope covers a range exactly when every key of the range is in it.
