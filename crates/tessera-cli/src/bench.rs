@@ -388,6 +388,11 @@ pub struct Common {
     #[arg(long = "rocc-slots", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub rocc_slots: Option<u32>,
+    /// rocc and gwv: where a committing writer registers: `always` (in
+    /// every range it wrote, the book's, the default) or `scanned` (only
+    /// where a scan is in flight; Tessera's addition).
+    #[arg(long = "rocc-registration", value_name = "MODE")]
+    pub rocc_registration: Option<tessera::RoccRegistration>,
     /// silo: how scans are validated against phantoms: `nodeset` (Silo's
     /// node set, the default) or `reread` (each scan run again at commit);
     /// both re-read the scanned rows' TIDs (Cai et al.'s LRV).
@@ -1393,6 +1398,14 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
     if let Some(n) = c.rocc_slots {
         opts = opts.rocc_slots(n);
     }
+    if let Some(r) = c.rocc_registration {
+        if !matches!(cc, Protocol::Rocc | Protocol::Gwv) {
+            return Err(Failure::usage(format!(
+                "--rocc-registration applies to --cc rocc and gwv only, not --cc {cc}"
+            )));
+        }
+        opts = opts.rocc_registration(r);
+    }
     if let Some(v) = c.scan_validation {
         if cc != Protocol::Silo {
             return Err(Failure::usage(format!(
@@ -1441,6 +1454,7 @@ fn load_and_run<W: Workload>(wl: &W, c: &Common) -> Result<(Database, Report), F
     }
     if matches!(cc, Protocol::Rocc | Protocol::Gwv) {
         report.engine["rocc_slots"] = c.rocc_slots.unwrap_or(tessera::ROCC_SLOTS).into();
+        report.engine["rocc_registration"] = c.rocc_registration.unwrap_or_default().name().into();
     }
     if cc == Protocol::Silo {
         report.engine["scan_validation"] = c.scan_validation.unwrap_or_default().name().into();

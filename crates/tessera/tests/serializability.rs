@@ -21,7 +21,10 @@ use std::sync::Mutex;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tessera::{Capabilities, Database, Options, Protocol, ScanOptions, ScanValidation, TableId};
+use tessera::{
+    Capabilities, Database, Options, Protocol, RoccRegistration, ScanOptions, ScanValidation,
+    TableId, ROCC_RANGE_SIZE,
+};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -402,6 +405,22 @@ fn scan_list_append_histories_are_serializable() {
                 .protocol(Protocol::Rocc)
                 .rocc_range_size(size)
                 .rocc_slots(slots),
+        ));
+    }
+    // Registration only where a scan is in flight: writers skip most
+    // ranges, and a scan must still catch every writer it has to (with
+    // splits, with the default ranges, and under GWV's one list).
+    for (p, size) in [
+        (Protocol::Rocc, 1),
+        (Protocol::Rocc, ROCC_RANGE_SIZE),
+        (Protocol::Gwv, ROCC_RANGE_SIZE),
+    ] {
+        runs.push((
+            format!("{p} (registration scanned, range size {size})"),
+            Options::in_memory()
+                .protocol(p)
+                .rocc_range_size(size)
+                .rocc_registration(RoccRegistration::Scanned),
         ));
     }
     // MVRCC with tiny ranges: tables start empty (prefill off) or small,

@@ -1071,6 +1071,7 @@ fn validate_and_install<M: Mode>(tx: &mut STx<'_, M>) -> TxResult<()> {
 /// `BTree::split_leaf` and the test `retried_insert_does_not_split_again`),
 /// so removing the key here leaves the retry room to insert without a split.
 pub(crate) fn abort<M: Mode>(tx: &mut STx<'_, M>) {
+    M::aborted(tx);
     let sets = &tx.st.sets;
     for w in sets.writes.iter().filter(|w| w.created) {
         remove_if_uncommitted(
@@ -1127,6 +1128,9 @@ pub(crate) trait Mode: super::CcProtocol<Local = super::SvLocal, Rec = Record> {
     /// The commit ended (`committed` or rolled back).
     #[inline(always)]
     fn finish(_tx: &mut STx<'_, Self>, _committed: bool) {}
+    /// The transaction was rolled back (after a failed commit too).
+    #[inline(always)]
+    fn aborted(_tx: &mut STx<'_, Self>) {}
 
     /// Commit found `old` in a record of the write set where `w` expected
     /// `w.observed`: may it install anyway? Silo: never (the write was

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::cc::bohm::{BohmConfig, DetProtocol};
 use crate::cc::Protocol;
 use crate::det::{Procedures, SequencerConfig};
-use crate::engine::{RoccConfig, ScanValidation};
+use crate::engine::{RoccConfig, RoccRegistration, ScanValidation};
 use crate::error::Error;
 use crate::log::recovery::RecoveryMode;
 use crate::log::Durability;
@@ -202,6 +202,15 @@ impl Options {
     /// reused aborts (`ConflictReason::RangeOverflow`).
     pub fn rocc_slots(mut self, n: u32) -> Options {
         self.rocc.slots = n.max(1);
+        self
+    }
+
+    /// ROCC and GWV: where a committing writer registers (default
+    /// [`RoccRegistration::Always`], the book's: in every range it wrote).
+    /// [`RoccRegistration::Scanned`] registers only where a scan is in
+    /// flight, which saves writers their shared writes when nobody scans.
+    pub fn rocc_registration(mut self, r: RoccRegistration) -> Options {
+        self.rocc.registration = r;
         self
     }
 

@@ -30,6 +30,36 @@
 //! the range lists) and unlock. Inserts and deletes are writes like any
 //! other, so predicates catch phantoms (section 3.3.4).
 //!
+//! *Registration only where scans are* (`RoccRegistration::Scanned`, not
+//! the book's; the default is the book's `Always`). A registration is a
+//! fetch-and-add on the range's head and a store into a shared slot, cache
+//! lines that every writer of a hot range takes from the other cores; with
+//! nobody scanning there, nobody reads them. So a scan counts itself into
+//! each range it touches (a count on a line of its own) before it reads
+//! the range's version and rows, and counts itself out when its
+//! transaction ends; a writer, after locking its write set, issues a
+//! `SeqCst` fence, reads the count of each range it wrote, and registers
+//! only where it is not zero. A writer that registered nowhere and holds
+//! no predicate also draws no commit stamp: stamps only order registered
+//! writers against predicates.
+//!
+//! Why a scan still meets every writer it must. Take a writer W that
+//! skipped range R (it read R's count as zero) and a scan S of R that
+//! counted itself in. W's lock CASes, then its fence, then its read of the
+//! count; S's count increment, then its fence, then its reads of the
+//! range's rows: the store-buffering shape, in which two `SeqCst` fences
+//! forbid both sides reading the old values. W read the old count, so S's
+//! row reads see W's locks or what came after them:
+//! - a row W holds locked is a dirty read, and S aborts;
+//! - a row W has installed and unlocked is read as W wrote it, so S
+//!   follows W, and S's own stamp, drawn later, is larger.
+//! An insert is a row like any other (it is in the index, locked, before
+//! W reads the count). A split does not open a gap: a writer that finds
+//! its list sealed registers in the new map's lists by the same rule, and
+//! a scanner whose predicate's list was sealed aborts, as before. Counts
+//! are dropped at the end of the transaction, while it is still pinned,
+//! so a count never outlives its list.
+//!
 //! The serial order is the commit-stamp order (Theorem 3.1). The stamp is
 //! one shared counter drawn once per writing commit (the book's: "GWV uses
 //! one counter for both"); read-only transactions only read it. This is the
@@ -77,6 +107,9 @@ pub(crate) struct RoccShared {
     global: std::sync::OnceLock<Arc<RangeList>>,
     range_size: usize,
     slots: usize,
+    /// `RoccRegistration::Scanned`: scans count themselves in their ranges
+    /// and writers register only where a scan is in flight.
+    gated: bool,
     /// Writer entries of workers that went away (freed at close: a slot
     /// may still point at them).
     spare: Mutex<Vec<(u64, usize)>>,
@@ -91,6 +124,7 @@ impl SvShared for RoccShared {
             global: std::sync::OnceLock::new(),
             range_size: s.rocc.range_size as usize,
             slots: s.rocc.slots as usize,
+            gated: s.rocc.registration == crate::engine::RoccRegistration::Scanned,
             spare: Mutex::new(Vec::new()),
         }
     }
@@ -185,6 +219,9 @@ pub(crate) struct RoccLocal {
     claims: Vec<(usize, i64, u64)>,
     /// A scan's stop key (a buffer kept across scans).
     stop_key: Vec<u8>,
+    /// The lists this transaction's scans counted themselves in
+    /// (`RoccRegistration::Scanned`), once per predicate.
+    scanning: Vec<usize>,
 }
 
 // SAFETY: the raw pointers are to shared, `Sync` range lists (kept alive by
@@ -200,6 +237,11 @@ impl RoccLocal {
             self.preds.clear();
             self.pbuf.clear();
         }
+        // Left only if a transaction ended without its commit or abort
+        // (none does; a panic in the body aborts). Counts left raised
+        // make writers register where they need not, never miss a scan;
+        // the lists may be gone by now, so they are not touched.
+        self.scanning.clear();
         if self.entry != 0 {
             // A commit unwound after registering: flag its entry and retire
             // it (now, later than it was published).
@@ -347,6 +389,12 @@ where
             first + step
         };
         let l: &RangeList = &map.lists[i];
+        if tx.sh.gated {
+            // Count this scan in before the predicate's version is read
+            // and before any row of the range (see the module docs).
+            l.scan_begins();
+            tx.st.ranges.scanning.push(l as *const RangeList as usize);
+        }
         // Construct the predicate before scanning the range.
         let ts = l.version();
         let sub_lo = max_lo(lo, Bound::Included(&l.start[..]));
@@ -403,22 +451,15 @@ where
 pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
     let g = tx.g;
     let entry = tx.st.ranges.entry(g, &tx.sh.spare);
-    {
-        // SAFETY: not registered anywhere yet: ours alone.
-        let e = unsafe { &mut *entry };
-        let sets = &tx.st.sets;
-        for w in &sets.writes {
-            e.push_key(w.table, sets.stashed(w.key));
-        }
-    }
     let local = &mut tx.st.ranges;
     let sets = &tx.st.sets;
     local.entry = entry as usize;
     local.registered.clear();
     local.claims.clear();
+    let gated = tx.sh.gated;
     // Three passes, so that the misses of several ranges overlap: find the
-    // ranges (prefetching their heads), claim a position in each
-    // (prefetching its slot), publish.
+    // ranges (prefetching their heads, or their scan counts), claim a
+    // position in each (prefetching its slot), publish.
     for w in &sets.writes {
         let table = &tx.core.tables[w.table.0 as usize];
         let inserted = match (
@@ -438,7 +479,11 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
         match local.registered.iter().position(|&a| a == addr) {
             Some(i) => local.claims[i].1 += inserted,
             None => {
-                l.prefetch_head();
+                if gated {
+                    l.prefetch_scanners();
+                } else {
+                    l.prefetch_head();
+                }
                 local.registered.push(addr);
                 local
                     .claims
@@ -446,17 +491,39 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
             }
         }
     }
+    if gated {
+        // The write set is locked: a scan that counts itself in after the
+        // counts below are read sees those locks (see the module docs).
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+    let mut claimed = false;
     for (i, &addr) in local.registered.iter().enumerate() {
         // SAFETY: a list of a map read under `g`: retired maps (and the
         // lists only they hold) outlive the guard.
-        local.claims[i].2 = unsafe { &*(addr as *const RangeList) }.claim();
+        let l = unsafe { &*(addr as *const RangeList) };
+        local.claims[i].2 = if gated && !l.scanned() {
+            // No scan in flight here: nothing to register.
+            UNCLAIMED
+        } else {
+            claimed = true;
+            l.claim()
+        };
+    }
+    if claimed || !gated {
+        // SAFETY: not published anywhere yet: ours alone.
+        let e = unsafe { &mut *entry };
+        for w in &sets.writes {
+            e.push_key(w.table, sets.stashed(w.key));
+        }
     }
     let mut sealed = false;
     for (i, &addr) in local.registered.iter().enumerate() {
         // SAFETY: as above.
         let l = unsafe { &*(addr as *const RangeList) };
         let (tr, inserted, q) = local.claims[i];
-        l.publish(q, entry);
+        if q != UNCLAIMED {
+            l.publish(q, entry);
+        }
         // SAFETY: the table cache holds an `Arc` of it.
         let tr = unsafe { &*(tr as *const TableRanges) };
         if l.count(inserted, tr.target()) {
@@ -465,7 +532,20 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
         sealed |= l.sealed();
     }
     if sealed {
+        if gated && !claimed {
+            // SAFETY: not published anywhere yet: ours alone.
+            let e = unsafe { &mut *entry };
+            for w in &sets.writes {
+                e.push_key(w.table, sets.stashed(w.key));
+            }
+        }
         register_after_split(tx, entry);
+    } else if !claimed && gated && tx.st.ranges.preds.is_empty() {
+        // Registered nowhere and validating no predicate: nobody compares
+        // this commit's stamp with anything (stamps order the writers in
+        // the lists against predicates), so it draws none, sparing the
+        // shared counter. Its entry, never published, is retired unused.
+        return;
     }
     let cts = tx.sh.cts.fetch_add(1, Ordering::SeqCst) + 1;
     // SAFETY: published; the stamp word is atomic.
@@ -489,8 +569,11 @@ fn register_after_split<P: RangeProto>(tx: &mut STx<'_, P>, entry: *const Writer
             let l: &RangeList = &map.lists[map.find(sets.stashed(w.key))];
             let addr = l as *const RangeList as usize;
             if !local.registered.contains(&addr) {
-                // Its records were counted in the sealed list.
-                l.register(entry, 0, tr.target());
+                // Its records were counted in the sealed list. (The fence
+                // of `register` came after the locks, before this count.)
+                if !tx.sh.gated || l.scanned() {
+                    l.register(entry, 0, tr.target());
+                }
                 local.registered.push(addr);
             }
             if !l.sealed() {
@@ -574,10 +657,22 @@ pub(crate) fn bound<P: RangeProto>(tx: &STx<'_, P>) -> u64 {
     }
 }
 
-/// The commit in progress ended: flag the entry if it failed, and retire it
-/// through the memory epoch.
+/// The transaction's scans are over (`RoccRegistration::Scanned`): count
+/// them out of their ranges. Called at the end of every commit and abort,
+/// while pinned; a second call finds nothing left.
+pub(crate) fn scans_done(local: &mut RoccLocal) {
+    for a in local.scanning.drain(..) {
+        // SAFETY: a list reached through a map while this transaction was
+        // pinned, as it still is; retired lists outlive its guard.
+        unsafe { &*(a as *const RangeList) }.scan_done();
+    }
+}
+
+/// The commit in progress ended: count its scans out, flag the entry if it
+/// failed, and retire it through the memory epoch.
 pub(crate) fn finish<P: RangeProto>(tx: &mut STx<'_, P>, committed: bool) {
     let local = &mut tx.st.ranges;
+    scans_done(local);
     if local.entry == 0 {
         return;
     }
@@ -616,6 +711,9 @@ fn retire(sh: &RoccShared, local: &mut RoccLocal) {
         local.entry = 0;
     }
 }
+
+/// A claim slot of a range this commit need not register in.
+const UNCLAIMED: u64 = u64::MAX;
 
 /// What ROCC's code needs of its two protocols.
 pub(crate) trait RangeProto: Mode + super::CcProtocol<Shared = RoccShared> {
@@ -685,6 +783,10 @@ macro_rules! range_mode {
             #[inline]
             fn finish(tx: &mut STx<'_, Self>, committed: bool) {
                 finish(tx, committed)
+            }
+            #[inline]
+            fn aborted(tx: &mut STx<'_, Self>) {
+                scans_done(&mut tx.st.ranges)
             }
         }
     };

@@ -39,6 +39,7 @@ use std::ops::Bound;
 use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 use crate::catalog::{Table, TableId};
@@ -139,6 +140,9 @@ pub(crate) struct RangeList {
     /// Where the slot array goes when the list is dropped (a table's
     /// lists; GWV's one list has none).
     pool: Option<Arc<SlotPool>>,
+    /// Scans in flight over this range (`RoccRegistration::Scanned`): on
+    /// a line of its own, which writers only read while nobody scans.
+    scanners: CachePadded<AtomicU64>,
 }
 
 impl RangeList {
@@ -162,7 +166,35 @@ impl RangeList {
                 None => zeroed_slots(n),
             },
             pool: pool.cloned(),
+            scanners: CachePadded::new(AtomicU64::new(0)),
         }
+    }
+
+    /// A scan is about to construct its predicate on this range
+    /// (`RoccRegistration::Scanned`): count it in, then a fence, so that
+    /// a writer that has locked its write set and then finds no scanner
+    /// here has its locks seen by every row this scan reads (see
+    /// `cc::rocc`). The caller calls [`RangeList::scan_done`] once when its
+    /// transaction ends, while still pinned.
+    #[inline]
+    pub fn scan_begins(&self) {
+        self.scanners.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// The end of a transaction that counted itself in with
+    /// [`RangeList::scan_begins`].
+    #[inline]
+    pub fn scan_done(&self) {
+        let was = self.scanners.fetch_sub(1, Ordering::Release);
+        debug_assert!(was > 0);
+    }
+
+    /// Whether a scan is in flight over this range. A writer calls it after
+    /// locking its write set and a `fence(SeqCst)`.
+    #[inline]
+    pub fn scanned(&self) -> bool {
+        self.scanners.load(Ordering::SeqCst) != 0
     }
 
     /// One range over every key (GWV's global list).
@@ -217,6 +249,12 @@ impl RangeList {
     #[inline(always)]
     pub fn prefetch_head(&self) {
         crate::storage::prefetch_bytes(&self.head as *const AtomicU64 as *const u8, 8);
+    }
+
+    /// Hint the CPU to fetch the scan count (`RoccRegistration::Scanned`).
+    #[inline(always)]
+    pub fn prefetch_scanners(&self) {
+        crate::storage::prefetch_bytes(&*self.scanners as *const AtomicU64 as *const u8, 8);
     }
 
     /// Take the next registration position, and prefetch its slot.
