@@ -53,6 +53,7 @@
 //! - a row W holds locked is a dirty read, and S aborts;
 //! - a row W has installed and unlocked is read as W wrote it, so S
 //!   follows W, and S's own stamp, drawn later, is larger.
+//!
 //! An insert is a row like any other (it is in the index, locked, before
 //! W reads the count). A split does not open a gap: a writer that finds
 //! its list sealed registers in the new map's lists by the same rule, and
