@@ -95,6 +95,21 @@ fn db() -> Database {
     db_with(Protocol::Silo)
 }
 
+/// A table holding keys 0, 10, ..., 90, and two workers.
+fn every_tenth_key(db: &Database) -> (tessera::TableId, tessera::Worker, tessera::Worker) {
+    let t = db.create_table("t").unwrap();
+    let mut a = db.worker().unwrap();
+    let b = db.worker().unwrap();
+    a.run(|tx| {
+        for i in (0..100).step_by(10) {
+            tx.put(t, &k(i), b"x")?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    (t, a, b)
+}
+
 /// T1 scans an empty range and writes elsewhere; T2 inserts into the range
 /// and commits first: T1 must fail node-set validation.
 #[test]
@@ -104,16 +119,7 @@ fn scan_then_concurrent_insert_aborts_the_scanner() {
         .flat_map(|p| [(p, false), (p, true)])
     {
         let db = db_with(p);
-        let t = db.create_table("t").unwrap();
-        let mut a = db.worker().unwrap();
-        let mut b = db.worker().unwrap();
-        a.run(|tx| {
-            for i in (0..100).step_by(10) {
-                tx.put(t, &k(i), b"x")?;
-            }
-            Ok(())
-        })
-        .unwrap();
+        let (t, mut a, mut b) = every_tenth_key(&db);
         let mut opts = ScanOptions::new();
         if reverse {
             opts = opts.reverse();
@@ -1284,16 +1290,7 @@ fn registration_only_where_scans_are_still_catches_phantoms_and_updates() {
                 .rocc_registration(tessera::RoccRegistration::Scanned),
         )
         .unwrap();
-        let t = db.create_table("t").unwrap();
-        let mut a = db.worker().unwrap();
-        let mut b = db.worker().unwrap();
-        a.run(|tx| {
-            for i in (0..100).step_by(10) {
-                tx.put(t, &k(i), b"x")?;
-            }
-            Ok(())
-        })
-        .unwrap();
+        let (t, mut a, mut b) = every_tenth_key(&db);
         let scan = |tx: &mut Txn<'_>, lo: u64, hi: u64| {
             tx.scan(
                 t,
