@@ -238,10 +238,11 @@ impl RoccLocal {
             self.preds.clear();
             self.pbuf.clear();
         }
-        // Left only if a transaction ended without its commit or abort
-        // (none does; a panic in the body aborts). Counts left raised
-        // make writers register where they need not, never miss a scan;
-        // the lists may be gone by now, so they are not touched.
+        // Left only if a transaction ended without its commit's `finish` or
+        // its abort: a panic inside the commit itself (a panic in the body
+        // aborts). Counts left raised make writers register where they
+        // need not, never miss a scan; the lists may be gone by now, so
+        // they are not touched.
         self.scanning.clear();
         if self.entry != 0 {
             // A commit unwound after registering: flag its entry and retire
@@ -492,29 +493,37 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
             }
         }
     }
+    let mut claimed = !gated;
     if gated {
         // The write set is locked: a scan that counts itself in after the
         // counts below are read sees those locks (see the module docs).
         std::sync::atomic::fence(Ordering::SeqCst);
+        for (i, &addr) in local.registered.iter().enumerate() {
+            // SAFETY: a list of a map read under `g`: retired maps (and
+            // the lists only they hold) outlive the guard.
+            let l = unsafe { &*(addr as *const RangeList) };
+            if l.scanned() {
+                l.prefetch_head();
+                claimed = true;
+            } else {
+                // No scan in flight here: nothing to register.
+                local.claims[i].2 = UNCLAIMED;
+            }
+        }
     }
-    let mut claimed = false;
-    for (i, &addr) in local.registered.iter().enumerate() {
-        // SAFETY: a list of a map read under `g`: retired maps (and the
-        // lists only they hold) outlive the guard.
-        let l = unsafe { &*(addr as *const RangeList) };
-        local.claims[i].2 = if gated && !l.scanned() {
-            // No scan in flight here: nothing to register.
-            UNCLAIMED
-        } else {
-            claimed = true;
-            l.claim()
-        };
-    }
-    if claimed || !gated {
+    if claimed {
+        // The keys go in before any position is claimed: a validator that
+        // reaches a claimed position waits until it is published.
         // SAFETY: not published anywhere yet: ours alone.
         let e = unsafe { &mut *entry };
         for w in &sets.writes {
             e.push_key(w.table, sets.stashed(w.key));
+        }
+        for (i, &addr) in local.registered.iter().enumerate() {
+            if local.claims[i].2 != UNCLAIMED {
+                // SAFETY: as above.
+                local.claims[i].2 = unsafe { &*(addr as *const RangeList) }.claim();
+            }
         }
     }
     let mut sealed = false;
@@ -533,7 +542,7 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
         sealed |= l.sealed();
     }
     if sealed {
-        if gated && !claimed {
+        if !claimed {
             // SAFETY: not published anywhere yet: ours alone.
             let e = unsafe { &mut *entry };
             for w in &sets.writes {
@@ -651,9 +660,13 @@ pub(crate) fn bound<P: RangeProto>(tx: &STx<'_, P>) -> u64 {
         0 => tx.sh.cts.load(Ordering::SeqCst) + 1,
         e => {
             // SAFETY: our registered entry.
-            unsafe { &*(e as *const WriterEntry) }
+            let c = unsafe { &*(e as *const WriterEntry) }
                 .cts
-                .load(Ordering::Relaxed)
+                .load(Ordering::Relaxed);
+            // A commit with predicates always draws its stamp (`register`);
+            // a bound of 0 would validate nothing.
+            debug_assert!(c != 0, "a validating commit without a stamp");
+            c
         }
     }
 }
