@@ -250,6 +250,13 @@ pub trait OrderedIndex: Send + Sync {
     fn stamp_floor(&self) -> u64;
 }
 
+/// How many rows ahead a scan prefetches the records it is about to hand
+/// out (see [`BTree::scan`]).
+const SCAN_PREFETCH: usize = 4;
+/// The bytes of each such record prefetched: two lines, a record's header
+/// and the start of its value under every layout.
+const SCAN_PREFETCH_BYTES: usize = 128;
+
 impl OrderedIndex for BTree {
     #[inline]
     fn get(&self, key: &[u8], g: &Guard<'_>) -> Lookup {
@@ -1395,16 +1402,38 @@ impl BTree {
             };
             on_leaf.observe(LeafRef(st.leaf), st.version);
             let entries = &buf[..st.n];
-            let mut emit = |(k, val): &(KeyRef, u64)| {
+            let n = entries.len();
+            let mut emit = |j: usize| {
+                // The value `SCAN_PREFETCH` rows ahead is a record's address
+                // (in every table of the engine; a prefetch of anything else
+                // is harmless, it never faults): ask for its first lines now,
+                // so that the caller's reads of the rows overlap their misses
+                // instead of taking them one after another.
+                let ahead = if reverse {
+                    j.checked_sub(SCAN_PREFETCH)
+                } else {
+                    Some(j + SCAN_PREFETCH).filter(|&a| a < n)
+                };
+                if let Some(a) = ahead {
+                    crate::storage::prefetch_bytes(entries[a].1 as *const u8, SCAN_PREFETCH_BYTES);
+                }
+                let (k, val) = &entries[j];
                 // SAFETY: copied from a validated leaf read while pinned: a
                 // key copy is linked or retired after we pinned, so it stays
                 // allocated while the guard lives.
                 f(unsafe { k.bytes() }, *val)
             };
+            if n > 0 {
+                let first = if reverse { n - 1 } else { 0 };
+                for d in 0..SCAN_PREFETCH.min(n) {
+                    let a = if reverse { first - d } else { first + d };
+                    crate::storage::prefetch_bytes(entries[a].1 as *const u8, SCAN_PREFETCH_BYTES);
+                }
+            }
             let go_on = if reverse {
-                entries.iter().rev().all(&mut emit)
+                (0..n).rev().all(&mut emit)
             } else {
-                entries.iter().all(&mut emit)
+                (0..n).all(&mut emit)
             };
             if !go_on {
                 return;
