@@ -80,7 +80,7 @@ use super::silo::{
     abort, commit, delete, get, get_many, get_slice, insert, put, scan_rows, update, update_slice,
     Mode, STx,
 };
-use super::{max_lo, min_hi, OrphanUnlinks, SvLocal, SvShared, WorkerCore, WriteKind};
+use super::{max_lo, min_hi, OrphanUnlinks, SvLocal, SvShared, TxnSets, WorkerCore, WriteKind};
 use crate::catalog::{Table, TableId};
 use crate::engine::Settings;
 use crate::epoch::Guard;
@@ -493,6 +493,7 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
             }
         }
     }
+    // Without gating every range is claimed; with it, only scanned ones.
     let mut claimed = !gated;
     if gated {
         // The write set is locked: a scan that counts itself in after the
@@ -514,11 +515,7 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
     if claimed {
         // The keys go in before any position is claimed: a validator that
         // reaches a claimed position waits until it is published.
-        // SAFETY: not published anywhere yet: ours alone.
-        let e = unsafe { &mut *entry };
-        for w in &sets.writes {
-            e.push_key(w.table, sets.stashed(w.key));
-        }
+        push_keys(entry, sets);
         for (i, &addr) in local.registered.iter().enumerate() {
             if local.claims[i].2 != UNCLAIMED {
                 // SAFETY: as above.
@@ -543,14 +540,10 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
     }
     if sealed {
         if !claimed {
-            // SAFETY: not published anywhere yet: ours alone.
-            let e = unsafe { &mut *entry };
-            for w in &sets.writes {
-                e.push_key(w.table, sets.stashed(w.key));
-            }
+            push_keys(entry, sets);
         }
         register_after_split(tx, entry);
-    } else if !claimed && gated && tx.st.ranges.preds.is_empty() {
+    } else if !claimed && tx.st.ranges.preds.is_empty() {
         // Registered nowhere and validating no predicate: nobody compares
         // this commit's stamp with anything (stamps order the writers in
         // the lists against predicates), so it draws none, sparing the
@@ -560,6 +553,15 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
     let cts = tx.sh.cts.fetch_add(1, Ordering::SeqCst) + 1;
     // SAFETY: published; the stamp word is atomic.
     unsafe { &*entry }.cts.store(cts, Ordering::Release);
+}
+
+/// Put the write set's keys into `entry`, before it is published anywhere.
+fn push_keys(entry: *mut WriterEntry, sets: &TxnSets) {
+    // SAFETY: not published anywhere yet: the committer's alone.
+    let e = unsafe { &mut *entry };
+    for w in &sets.writes {
+        e.push_key(w.table, sets.stashed(w.key));
+    }
 }
 
 /// Some list this commit registered in was sealed by a split: register in
