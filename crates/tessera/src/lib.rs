@@ -5,8 +5,7 @@
 //! into them and are chosen at run time.
 //!
 //! ```
-//! use tessera::{Database, Options, Protocol, ScanOptions, TxError};
-//! use std::ops::Bound;
+//! use tessera::{Database, Options, Protocol};
 //!
 //! let db = Database::open(Options::in_memory().protocol(Protocol::Silo))?;
 //! let accounts = db.create_table("accounts")?;
@@ -32,10 +31,8 @@
 //! })?;
 //! assert_eq!(moved, 30);
 //!
-//! // An ordered range scan, newest key first, at most 10 rows.
-//! let rows = w.run(|tx| {
-//!     tx.scan_collect(accounts, Bound::Unbounded, Bound::Unbounded, ScanOptions::new().reverse().limit(10))
-//! })?;
+//! // An ordered range scan, an iterator: newest key first, at most 10 rows.
+//! let rows = w.run(|tx| tx.range(accounts, "a".."z").rev().take(10).collect::<Result<Vec<_>, _>>())?;
 //! assert_eq!(rows[0].0, b"bob");
 //! assert_eq!(u64::from_le_bytes(rows[1].1.clone().try_into().unwrap()), 70);
 //!
@@ -57,6 +54,7 @@ mod engine;
 pub mod epoch;
 pub mod error;
 pub mod index;
+mod iter;
 pub mod layouts;
 pub mod log;
 pub mod request;
@@ -68,6 +66,7 @@ pub use cc::{Capabilities, Protocol};
 pub use db::{Database, Options, Worker, WorkerStats};
 pub use engine::{RoccRegistration, ScanValidation, ROCC_RANGE_SIZE, ROCC_SLOTS};
 pub use error::{ConflictReason, Error, IoError, TxError, TxResult};
+pub use iter::{RangeIter, Row};
 pub use log::checkpoint::CheckpointInfo;
 pub use log::recovery::{Loss, RecoveryMode, RecoveryReport};
 pub use log::{CommitToken, Durability, LogStats};

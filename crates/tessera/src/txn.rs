@@ -5,10 +5,11 @@
 //! `Worker::run`'s closures receive, is the same operations behind one
 //! object-safe table ([`TxnOps`]): the application API, protocol-agnostic.
 
-use std::ops::{Bound, Range};
+use std::ops::{Bound, Range, RangeBounds};
 
 use crate::catalog::TableId;
 use crate::error::{Error, TxError, TxResult};
+use crate::iter::RangeIter;
 
 /// Largest key accepted (bytes).
 pub const MAX_KEY_LEN: usize = 1024;
@@ -230,6 +231,30 @@ pub trait Transaction {
         Ok(out)
     }
 
+    /// Iterate over the rows with keys in `range` (any Rust range of
+    /// byte-slice-like keys: `&[u8]`, `&str`, `Vec<u8>`, byte arrays), in
+    /// ascending key order; `.rev()` for descending. Phantom protection is
+    /// the callback scan's; see [`RangeIter`].
+    fn range<K, R>(&mut self, t: TableId, range: R) -> RangeIter<'_, Self>
+    where
+        Self: Sized,
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        let (lo, hi) = crate::iter::owned_bounds(range);
+        RangeIter::new(self, t, lo, hi)
+    }
+
+    /// Iterate over the rows whose keys start with `prefix` (an empty
+    /// prefix: the whole table), as [`Transaction::range`] does.
+    fn prefix(&mut self, t: TableId, prefix: impl AsRef<[u8]>) -> RangeIter<'_, Self>
+    where
+        Self: Sized,
+    {
+        let (lo, hi) = crate::iter::prefix_bounds(prefix.as_ref());
+        RangeIter::new(self, t, lo, hi)
+    }
+
     /// Roll the transaction back on the application's request: return this
     /// from the transaction body (`return tx.user_abort();`).
     fn user_abort<T>(&self) -> TxResult<T> {
@@ -418,6 +443,79 @@ impl<'a> Txn<'a> {
         opts: ScanOptions,
     ) -> TxResult<Vec<(Vec<u8>, Vec<u8>)>> {
         Transaction::scan_collect(self, t, lo, hi, opts)
+    }
+
+    /// Iterate over the rows with keys in `range`, in ascending key order
+    /// (`.rev()` for descending). `range` is any Rust range over
+    /// byte-slice-like keys (`&[u8]`, `&str`, `Vec<u8>`, byte arrays).
+    /// Each item is a `(key, value)` pair, or the transaction's error (end
+    /// the closure with it, `?`, and `Worker::run` retries a conflict).
+    ///
+    /// The rows are fetched in chunks through the protocol's own scan, so
+    /// an iterator run to its end protects its range against phantoms
+    /// exactly as [`Txn::scan`] does, and one dropped early protects what
+    /// it fetched. The iterator borrows the transaction: write after
+    /// iterating, or collect first.
+    ///
+    /// ```
+    /// # use tessera::{Database, Options};
+    /// let db = Database::open(Options::in_memory())?;
+    /// let users = db.create_table("users")?;
+    /// let mut w = db.worker()?;
+    /// w.run(|tx| {
+    ///     for (k, v) in [("user001", "ada"), ("user002", "bob"), ("user003", "cy")] {
+    ///         tx.put(users, k.as_bytes(), v.as_bytes())?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// let names = w.run(|tx| {
+    ///     let mut names = Vec::new();
+    ///     for row in tx.range(users, "user002"..) {
+    ///         let (_key, value) = row?;
+    ///         names.push(String::from_utf8(value).unwrap());
+    ///     }
+    ///     Ok(names)
+    /// })?;
+    /// assert_eq!(names, ["bob", "cy"]);
+    /// // Newest key first, at most two rows.
+    /// let keys = w.run(|tx| {
+    ///     tx.range(users, "user001"..="user003")
+    ///         .rev()
+    ///         .take(2)
+    ///         .map(|row| row.map(|(k, _)| k))
+    ///         .collect::<Result<Vec<_>, _>>()
+    /// })?;
+    /// assert_eq!(keys, [b"user003".to_vec(), b"user002".to_vec()]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn range<K, R>(&mut self, t: TableId, range: R) -> RangeIter<'_, Txn<'a>>
+    where
+        K: AsRef<[u8]> + ?Sized,
+        R: RangeBounds<K>,
+    {
+        Transaction::range(self, t, range)
+    }
+
+    /// Iterate over the rows whose keys start with `prefix` (an empty
+    /// prefix: the whole table), as [`Txn::range`] does.
+    ///
+    /// ```
+    /// # use tessera::{Database, Options};
+    /// let db = Database::open(Options::in_memory())?;
+    /// let t = db.create_table("t")?;
+    /// let mut w = db.worker()?;
+    /// w.run(|tx| {
+    ///     for k in ["a/1", "a/2", "b/1"] {
+    ///         tx.put(t, k.as_bytes(), b"")?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// let n = w.run(|tx| tx.prefix(t, "a/").try_fold(0, |n, row| row.map(|_| n + 1)))?;
+    /// assert_eq!(n, 2);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn prefix(&mut self, t: TableId, prefix: impl AsRef<[u8]>) -> RangeIter<'_, Txn<'a>> {
+        Transaction::prefix(self, t, prefix)
     }
 
     /// Roll the transaction back on the application's request: return this
