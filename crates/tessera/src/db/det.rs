@@ -380,23 +380,6 @@ impl Database {
         }
     }
 
-    /// Close this handle and say what went wrong at the end, which a drop
-    /// would not: under a deterministic protocol the stages stop (the last
-    /// batch is cut, executed and released) and an error is a stage
-    /// thread that failed or an input log that could not be written; under
-    /// every protocol, the last background checkpoint's failure. Other
-    /// clones of the database stay usable only under an interactive
-    /// protocol (a deterministic one's stages have stopped).
-    pub fn close(self) -> Result<(), Error> {
-        if let Some(d) = self.det() {
-            d.close()?;
-        }
-        match self.inner.checkpoint_error.lock().take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-
     /// The stages' counters and what recovery replayed, under a
     /// deterministic protocol (`None` under an interactive one).
     pub fn det_stats(&self) -> Option<DetStats> {

@@ -149,23 +149,42 @@ impl Checkpointer {
     }
 }
 
-impl Drop for DbInner {
-    fn drop(&mut self) {
+impl DbInner {
+    /// Stop the engine's threads (no worker exists any more: each holds an
+    /// `Arc`): a deterministic protocol's stages cut, execute and release
+    /// their last batch; the epoch ticker stops; the loggers run a final
+    /// round that makes every commit durable. Returns the first failure
+    /// among them (a stage that failed, a logger's I/O error), which
+    /// [`Database::close`] reports and a drop can only ignore. Running it
+    /// again is harmless.
+    fn stop_threads(&self) -> Result<(), Error> {
+        let mut first = None;
         if let Some(d) = &self.det {
-            // The last batch is cut, executed and released; an error was
-            // already given to its submitters.
-            let _ = d.close();
+            if let Err(e) = d.close() {
+                first.get_or_insert(e);
+            }
         }
-        // Stop the ticker first; then no worker exists (each holds an Arc), so
-        // the tables can free their records.
+        // Stop the ticker first; then the final log round's epochs are ours.
         drop(self.ticker.lock().take());
         if let Some(log) = &self.log {
             // Close the current epoch so the final round marks every commit
-            // durable (no worker exists any more).
+            // durable.
             self.epochs.tick();
             self.epochs.tick();
             log.shutdown();
+            if let Some(e) = log.failure() {
+                first.get_or_insert(e);
+            }
         }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for DbInner {
+    fn drop(&mut self) {
+        // Errors were given to submitters and committers as they happened;
+        // `Database::close` is where a caller sees the last of them.
+        let _ = self.stop_threads();
         // The protocol releases what it holds (queued records of dropped
         // workers) before the tables free their records.
         self.cc.close();
@@ -321,6 +340,98 @@ impl Database {
                 Some(Checkpointer::start(Arc::downgrade(&db.inner), every));
         }
         Ok(db)
+    }
+
+    /// Make everything committed so far durable: wait until the log's
+    /// durable epoch covers every transaction that committed before this
+    /// call (about one epoch, 40 ms by default, plus an `fdatasync`), and
+    /// return the loggers' error if they failed. With
+    /// [`Durability::Async`](crate::Durability::Async) this is how a
+    /// program makes its acknowledged commits safe before it goes on; with
+    /// `Sync` they already are. In-memory databases and deterministic
+    /// protocols (whose outcomes are released only once durable) return at
+    /// once.
+    ///
+    /// ```
+    /// # use tessera::{Database, Durability, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Database::open(Options::durable(dir.path()).durability(Durability::Async))?;
+    /// let t = db.create_table("t")?;
+    /// let mut w = db.worker()?;
+    /// w.run(|tx| tx.put(t, b"k", b"v"))?; // returns at commit
+    /// db.flush()?; // now it survives a crash
+    /// assert!(db.durable_epoch() >= w.last_commit().epoch());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn flush(&self) -> Result<(), Error> {
+        if self.inner.det.is_some() {
+            return Ok(());
+        }
+        match &self.inner.log {
+            // Every transaction that committed before this call read a
+            // commit epoch no larger than the global epoch read now.
+            Some(l) => l.wait_durable(self.inner.epochs.global()),
+            None => Ok(()),
+        }
+    }
+
+    /// Close this handle and say what went wrong at the end, which a drop
+    /// cannot:
+    /// - everything committed so far is made durable ([`Database::flush`]);
+    ///   under a deterministic protocol the stages stop (the last batch is
+    ///   cut, executed and released);
+    /// - the last background checkpoint's failure, if any, is returned;
+    /// - if this is the last handle (no clone and no [`Worker`] is left),
+    ///   the engine closes here: the checkpointer and the loggers stop
+    ///   after a final round, the data directory is unlocked, and a
+    ///   logger's failure is returned.
+    ///
+    /// The first error is returned. Other clones and workers of an
+    /// interactive database stay usable, and the engine closes when the
+    /// last of them is dropped (a deterministic one's stages have stopped).
+    ///
+    /// ```
+    /// # use tessera::{Database, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Database::open(Options::durable(dir.path()))?;
+    /// let t = db.create_table("t")?;
+    /// db.worker()?.run(|tx| tx.put(t, b"k", b"v"))?;
+    /// db.close()?; // durable, closed and unlocked
+    /// let db = Database::open(Options::durable(dir.path()))?;
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn close(self) -> Result<(), Error> {
+        let mut first = None;
+        let mut note = |r: Result<(), Error>| {
+            if let Err(e) = r {
+                first.get_or_insert(e);
+            }
+        };
+        if let Some(d) = &self.inner.det {
+            note(d.close().map(drop));
+        } else {
+            note(self.flush());
+        }
+        if let Some(e) = self.inner.checkpoint_error.lock().take() {
+            note(Err(e));
+        }
+        let Database {
+            pool,
+            closer,
+            inner,
+        } = self;
+        // The pooled workers go first (they hold the closer and the engine).
+        drop(pool);
+        if Arc::strong_count(&closer) == 1 {
+            // The last user handle: stopping the checkpointer (joined here)
+            // leaves the engine to this thread.
+            drop(closer);
+            if let Ok(inner) = Arc::try_unwrap(inner) {
+                note(inner.stop_threads());
+                drop(inner);
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 
     /// Take a checkpoint now, in the calling thread, while transactions go
