@@ -93,6 +93,19 @@ impl Epochs {
         self.reclaim_bound.store(e, Ordering::SeqCst);
     }
 
+    /// Start the global epoch above `top`, the largest epoch recovery
+    /// found, at the first epoch whose snapshot boundary lies above `top`
+    /// (a multiple of `k`, plus one): a snapshot transaction run right
+    /// after the open sees every recovered row, rather than what lay below
+    /// an older boundary until `k` more epochs have passed. The epochs
+    /// skipped hold no transaction.
+    pub fn start_after(&self, top: u64) {
+        let k = self.snapshot_k;
+        let boundary = (top + 1).div_ceil(k) * k;
+        self.start_at(boundary + 1);
+        debug_assert!(self.snapshot_boundary() > top);
+    }
+
     /// The global epoch `E`.
     #[inline]
     pub fn global(&self) -> u64 {

@@ -256,6 +256,68 @@ fn read_only_open_changes_nothing_and_refuses_writes() {
     assert!(e.to_string().contains("is not a directory"), "{e}");
 }
 
+/// A copy whose files and directory are all read-only (a backup on
+/// read-only media, a directory owned by someone else) opens read-only:
+/// nothing is created (no `LOCK`), nothing changes, reads and snapshot
+/// reads are served, writes are refused with `Error::ReadOnly`. Run as
+/// root the permissions bind nothing, so the test also checks that no
+/// file's bytes changed and that no file appeared.
+#[test]
+fn read_only_open_of_a_directory_whose_files_are_all_read_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let rows = fill(dir.path(), 2, true);
+    std::fs::remove_file(dir.path().join("LOCK")).unwrap();
+    let before = snapshot(dir.path());
+    let names = |p: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let listed = names(dir.path());
+    let set_mode = |mode: u32, dir_mode: u32| {
+        for f in before.keys() {
+            let p = dir.path().join(f);
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(dir_mode)).unwrap();
+    };
+    set_mode(0o444, 0o555);
+    let opened = Database::open(opts(dir.path()).read_only(true).snapshots(true));
+    let db = match opened {
+        Ok(db) => db,
+        Err(e) => {
+            set_mode(0o644, 0o755);
+            panic!("a read-only open of a read-only directory failed: {e}");
+        }
+    };
+    assert_eq!(dump(&db), rows);
+    let t = db.open_table("t").unwrap();
+    let mut w = db.worker().unwrap();
+    // The first snapshot boundary lies above every recovered row.
+    let n = w
+        .run_snapshot(|tx| tx.prefix(t, b"").try_fold(0, |n, r| r.map(|_| n + 1)))
+        .unwrap();
+    assert_eq!(n, rows.len());
+    assert!(matches!(
+        w.run(|tx| tx.put(t, b"x", b"y")),
+        Err(Error::ReadOnly)
+    ));
+    assert!(matches!(db.checkpoint(), Err(_)));
+    drop(w);
+    db.close().unwrap();
+    set_mode(0o644, 0o755);
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "a read-only open changed a file"
+    );
+    assert_eq!(names(dir.path()), listed, "a read-only open created a file");
+}
+
 #[test]
 fn salvage_keeps_what_can_be_read_past_damage_in_the_middle() {
     let dir = tempfile::tempdir().unwrap();

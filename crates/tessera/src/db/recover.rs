@@ -467,7 +467,7 @@ impl Database {
         if meta.gen >= crate::log::meta::MAX_GEN {
             return exhausted(format!("{META_FILE} generation numbers"));
         }
-        epochs.start_at(top + 1);
+        epochs.start_after(top);
         crate::log::recovery::replay(
             &scan,
             ckpt_bytes
