@@ -61,6 +61,10 @@ enum Cmd {
     /// checkpoints and input log and what recovery would load and replay
     /// (exit status 1 on damage).
     Inspect(tools::InspectArgs),
+    /// Write a consistent, verified copy of a data directory to a new
+    /// directory (a fresh checkpoint and the log after it). The library's
+    /// Database::backup_to does the same while a program runs.
+    Backup(tools::BackupArgs),
     /// Recover a data directory and check a workload's invariants on it.
     #[command(subcommand)]
     Check(tools::CheckCmd),
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         Cmd::Bench(b) => bench::main(b),
         Cmd::Recover(a) => tools::recover(&a),
         Cmd::Inspect(a) => tools::inspect(&a),
+        Cmd::Backup(a) => tools::backup(&a),
         Cmd::Check(c) => tools::check(&c),
         Cmd::Sweep(a) => sweep::main(&a),
     }

@@ -167,6 +167,50 @@ fn tpcc_async_bench_then_recover_then_check() {
             .starts_with("consistency: all 14 conditions hold"),
         "{out}"
     );
+
+    // A backup of the directory: verified, and a TPC-C database of its own.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let backup = elsewhere.path().join("backup");
+    let b = ok_json(&[
+        "backup",
+        "--data-dir",
+        d,
+        "--to",
+        dir_str(&backup),
+        "--json",
+    ]);
+    let info = &b["backup"];
+    assert!(info["files"].as_u64().unwrap() >= 3, "{b}");
+    assert!(info["rows"].as_u64().unwrap() > 100_000, "{b}");
+    let c = ok_json(&["check", "tpcc", "--data-dir", dir_str(&backup), "--json"]);
+    assert_eq!(c["consistency"]["passed"], true, "{c}");
+    // A second backup to the same place is refused, naming it.
+    fails_with(
+        &[
+            "backup",
+            "--data-dir",
+            d,
+            "--to",
+            dir_str(&backup),
+            "--json",
+        ],
+        2,
+        "invalid_argument",
+        "not empty",
+    );
+    let o = tessera(&[
+        "backup",
+        "--data-dir",
+        d,
+        "--to",
+        dir_str(&elsewhere.path().join("b2")),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        out.starts_with("backed up") && out.contains("verified"),
+        "{out}"
+    );
 }
 
 #[test]

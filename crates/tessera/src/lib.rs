@@ -63,7 +63,7 @@ pub mod txn;
 
 pub use catalog::TableId;
 pub use cc::{Capabilities, Protocol};
-pub use db::{Database, Options, Worker, WorkerStats};
+pub use db::{BackupInfo, Database, Options, Worker, WorkerStats};
 pub use engine::{RoccRegistration, ScanValidation, ROCC_RANGE_SIZE, ROCC_SLOTS};
 pub use error::{ConflictReason, Error, IoError, TxError, TxResult};
 pub use iter::{RangeIter, Row};

@@ -6,6 +6,7 @@
 //! (`Options`), `recover` (the data directory: its lock, recovery and the
 //! reports of an accepted loss) and `worker` (`Worker` and the retry loop).
 
+mod backup;
 mod det;
 mod options;
 mod recover;
@@ -30,6 +31,7 @@ pub use crate::engine::WorkerStats;
 use crate::engine::{Engine, Settings};
 
 pub use crate::cc::{Capabilities, Protocol};
+pub use backup::BackupInfo;
 pub use det::{DetStats, Rows};
 pub use options::Options;
 pub use worker::Worker;

@@ -537,6 +537,13 @@ impl Log {
         Ok(deleted)
     }
 
+    /// Run `f` while no logger writes `tessera.frontier` (a backup copies
+    /// the file under this lock).
+    pub(crate) fn with_frontier_quiet<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _fr = self.frontier.lock();
+        f()
+    }
+
     /// `tessera.meta` moved to generation `gen`: the next frontier write
     /// records it.
     pub fn note_meta_gen(&self, gen: u64) {
