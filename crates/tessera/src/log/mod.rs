@@ -70,11 +70,17 @@ pub enum Durability {
     /// No log at all: the in-memory engine (the embedded default).
     None,
     /// Log every committed update; `run` returns at commit, before the
-    /// transaction is durable. [`crate::Worker::last_commit`] gives a
-    /// [`CommitToken`] to wait on.
+    /// transaction is durable (a crash in the next epoch or so may lose
+    /// it). [`crate::Worker::last_commit`] gives a [`CommitToken`] to
+    /// wait on ([`crate::Database::wait_durable`]), and
+    /// [`crate::Database::flush`] makes every commit so far durable.
     Async,
     /// Log every committed update; `run` returns only once the
-    /// transaction's epoch is durable (Silo's rule).
+    /// transaction's epoch is durable (Silo's rule): the epoch closed
+    /// (every 40 ms by default) and the log synced. So a commit waits
+    /// about one epoch plus an `fdatasync`, and every commit of an epoch
+    /// shares that wait (group commit): throughput comes from many
+    /// threads, not from one thread's commits in a row.
     Sync,
 }
 
