@@ -207,7 +207,7 @@ impl Request for CartProc {
                 // The writes are declared from what the client added; a
                 // cart that holds anything else is refused, deterministically.
                 if items.iter().any(|i| !declared.contains(i)) {
-                    return Err(TxError::UserAbort);
+                    return Err(TxError::Error(Error::UserAbort));
                 }
                 for i in &items {
                     let k = key8(*i);

@@ -64,7 +64,10 @@ fn spec_behaviour(db: &Database, wl: &Tpcc) {
     }
     no.lines[4].i_id = tessera_workloads::tpcc::ITEMS + 1;
     let r = w.try_run(|tx| txns::new_order(tx, &t, &no, &mut s));
-    assert!(matches!(r, Err(TxError::UserAbort)), "{r:?}");
+    assert!(
+        matches!(r, Err(TxError::Error(tessera::Error::UserAbort))),
+        "{r:?}"
+    );
     assert_eq!(next_o_id(&mut w, 3), 3001);
 
     // A real one takes D_NEXT_O_ID and is the customer's latest order.

@@ -1,10 +1,21 @@
-//! Errors. Three kinds are kept apart in the types:
+//! Errors. One enum, [`Error`], is every outcome a user sees from the
+//! engine; inside a transaction one more outcome exists, kept apart in the
+//! types:
 //!
 //! * a **conflict abort** ([`TxError::Conflict`]): the protocol could not
-//!   serialize the transaction; it is retryable and counted by reason;
-//! * a **user abort** ([`TxError::UserAbort`]): the transaction's own logic
-//!   rolled back (e.g. TPC-C's 1% NewOrder with an unused item); not retried;
-//! * a **real error** ([`Error`]): bad input, misuse, I/O; it names what and where.
+//!   serialize the transaction; it is retryable, counted by reason, and
+//!   retried by [`Worker::run`](crate::Worker::run) (a conflict reaches
+//!   the caller only as [`Error::TooManyRetries`]);
+//! * everything else is an [`Error`] ([`TxError::Error`] inside the
+//!   closure): a **user abort** ([`Error::UserAbort`], what
+//!   `tx.user_abort()` returns: the transaction's own logic rolled back,
+//!   e.g. TPC-C's 1% NewOrder with an unused item; not retried) or a
+//!   **real error** (bad input, misuse, I/O; it names what and where).
+//!
+//! A user abort that carries the application's own reason goes through
+//! [`Worker::run_abortable`](crate::Worker::run_abortable): its closure
+//! returns an [`Abort<E>`] and its caller gets the `E` back in
+//! [`RunError::Aborted`].
 
 use std::fmt;
 
@@ -116,15 +127,24 @@ impl fmt::Display for ConflictReason {
     }
 }
 
-/// The outcome of one transaction attempt that did not commit.
+/// The outcome of one transaction attempt that did not commit: what the
+/// operations of a [`Txn`](crate::Txn) return, and what its closure
+/// returns (with `?`).
 #[derive(Debug)]
 pub enum TxError {
     /// Concurrency-control abort; retryable.
     Conflict(ConflictReason),
-    /// The transaction's logic asked to roll back; not retried.
-    UserAbort,
-    /// A real error; not retried.
+    /// Not retried: a user abort ([`Error::UserAbort`], see
+    /// [`TxError::is_user_abort`]) or a real error.
     Error(Error),
+}
+
+impl TxError {
+    /// Whether this is the transaction's own request to roll back
+    /// (`tx.user_abort()`).
+    pub fn is_user_abort(&self) -> bool {
+        matches!(self, TxError::Error(Error::UserAbort))
+    }
 }
 
 impl From<Error> for TxError {
@@ -137,13 +157,71 @@ impl fmt::Display for TxError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TxError::Conflict(r) => write!(f, "conflict abort ({r})"),
-            TxError::UserAbort => f.write_str("user abort"),
             TxError::Error(e) => write!(f, "{e}"),
         }
     }
 }
 
 impl std::error::Error for TxError {}
+
+/// What the closure of [`Worker::run_abortable`](crate::Worker::run_abortable)
+/// returns when it does not commit: the engine's outcome of an operation
+/// (passed on with `?`), or the application's own reason to roll back.
+#[derive(Debug)]
+pub enum Abort<E> {
+    /// An operation's outcome (a conflict, which is retried; an error).
+    Tx(TxError),
+    /// Roll back, and hand `E` to the caller of `run_abortable` (not
+    /// retried).
+    User(E),
+}
+
+impl<E> From<TxError> for Abort<E> {
+    fn from(e: TxError) -> Self {
+        Abort::Tx(e)
+    }
+}
+
+impl<E> From<Error> for Abort<E> {
+    fn from(e: Error) -> Self {
+        Abort::Tx(TxError::Error(e))
+    }
+}
+
+/// The outcome of [`Worker::run_abortable`](crate::Worker::run_abortable)
+/// that is not a commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError<E> {
+    /// The closure rolled the transaction back with [`Abort::User`]: the
+    /// application's reason, as it gave it.
+    Aborted(E),
+    /// The engine's error (the retry limit, bad input, I/O, ...).
+    Engine(Error),
+}
+
+impl<E> From<Error> for RunError<E> {
+    fn from(e: Error) -> Self {
+        RunError::Engine(e)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for RunError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Aborted(e) => write!(f, "transaction aborted: {e}"),
+            RunError::Engine(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for RunError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RunError::Aborted(e) => Some(e),
+            RunError::Engine(e) => Some(e),
+        }
+    }
+}
 
 /// A real error (or the final outcome of [`crate::Worker::run`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -65,7 +65,7 @@ pub use catalog::TableId;
 pub use cc::{Capabilities, Protocol};
 pub use db::{BackupInfo, Database, Options, Worker, WorkerStats};
 pub use engine::{RoccRegistration, ScanValidation, ROCC_RANGE_SIZE, ROCC_SLOTS};
-pub use error::{ConflictReason, Error, IoError, TxError, TxResult};
+pub use error::{Abort, ConflictReason, Error, IoError, RunError, TxError, TxResult};
 pub use iter::{RangeIter, Row};
 pub use log::checkpoint::CheckpointInfo;
 pub use log::recovery::{Loss, RecoveryMode, RecoveryReport};

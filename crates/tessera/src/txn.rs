@@ -258,7 +258,7 @@ pub trait Transaction {
     /// Roll the transaction back on the application's request: return this
     /// from the transaction body (`return tx.user_abort();`).
     fn user_abort<T>(&self) -> TxResult<T> {
-        Err(TxError::UserAbort)
+        Err(TxError::Error(Error::UserAbort))
     }
 }
 
@@ -521,7 +521,7 @@ impl<'a> Txn<'a> {
     /// Roll the transaction back on the application's request: return this
     /// from the transaction closure (`return tx.user_abort();`).
     pub fn user_abort<T>(&self) -> TxResult<T> {
-        Err(TxError::UserAbort)
+        Err(TxError::Error(Error::UserAbort))
     }
 
     /// Whether this is a read-only snapshot transaction.

@@ -135,7 +135,7 @@ fn random_txn(
     });
     match r {
         Ok(()) => *model = view,
-        Err(TxError::UserAbort) => {}
+        Err(TxError::Error(tessera::Error::UserAbort)) => {}
         Err(e) => panic!("{p}: {e:?}"),
     }
     // What committed is what the model holds.

@@ -198,5 +198,8 @@ fn iterators_inside_transactions_that_write_and_abort() {
         }
         Ok(())
     });
-    assert!(matches!(r, Err(TxError::UserAbort)), "{r:?}");
+    assert!(
+        matches!(r, Err(TxError::Error(tessera::Error::UserAbort))),
+        "{r:?}"
+    );
 }

@@ -554,7 +554,10 @@ fn rolled_back_miss(
         absent = Some(ta.get(t, b"k").map(|v| v.is_none()));
         tx.user_abort()
     });
-    assert!(matches!(rx, Err(TxError::UserAbort)), "{rx:?}");
+    assert!(
+        matches!(rx, Err(TxError::Error(tessera::Error::UserAbort))),
+        "{rx:?}"
+    );
     assert!(absent.expect("X ran")?, "A saw X's uncommitted insert");
     Ok(())
 }

@@ -415,7 +415,10 @@ fn rolled_back_writes_leave_nothing() {
             assert!(tx.delete(t, &k(1))?);
             tx.user_abort()
         });
-        assert!(matches!(r, Err(TxError::UserAbort)), "{r:?}");
+        assert!(
+            matches!(r, Err(TxError::Error(tessera::Error::UserAbort))),
+            "{r:?}"
+        );
         assert_eq!(
             keys(&mut a, t),
             vec![1],
@@ -452,7 +455,7 @@ fn rolled_back_writes_leave_nothing() {
                 assert_eq!(ta.get(t, &k(60))?, None);
                 tb.user_abort::<()>()
             });
-            assert!(matches!(rb, Err(TxError::UserAbort)));
+            assert!(matches!(rb, Err(TxError::Error(tessera::Error::UserAbort))));
             assert_eq!(ta.get(t, &k(60))?, None);
             let n = ta.scan(
                 t,
@@ -494,7 +497,7 @@ fn rolled_back_writes_leave_nothing() {
                 assert!(tx.insert(t, &k(7), b"x")?);
                 tx.user_abort()
             });
-            assert!(matches!(r, Err(TxError::UserAbort)));
+            assert!(matches!(r, Err(TxError::Error(tessera::Error::UserAbort))));
             assert_eq!(get(&mut b, t, 7), None);
         }
         a.run(|tx| tx.insert(t, &k(7), b"kept").map(|_| ()))

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
-use tessera::{ConflictReason, Database, LogStats, TxError, Worker};
+use tessera::{ConflictReason, Database, Error, LogStats, TxError, Worker};
 
 use super::report::{
     round2, Aborts, Latency, LoadReport, LogReport, Report, TypeReport, TypeReports,
@@ -262,7 +262,7 @@ fn worker_loop<W: Workload>(
                         backoff(&mut rng, attempts);
                     }
                 }
-                Err(TxError::UserAbort) => {
+                Err(TxError::Error(Error::UserAbort)) => {
                     if phase.load(Ordering::Relaxed) == PHASE_MEASURE {
                         stats[ty].user_aborts += 1;
                     }

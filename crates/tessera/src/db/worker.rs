@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::cc::{CcProtocol, Tx, Visit, WorkerCore};
 use crate::epoch::LocalEpoch;
-use crate::error::{Error, TxError, TxResult};
+use crate::error::{Abort, Error, RunError, TxError, TxResult};
 use crate::log::{CommitToken, Durability, LogCursor};
 use crate::request::{CheckedRequest, KeySet, Reconnaissance, Request};
 use crate::txn::Txn;
@@ -109,12 +109,74 @@ impl Worker {
     /// Run a one-shot transaction, retrying conflict aborts with randomized
     /// exponential backoff. `f` may run several times; it must not have
     /// effects outside the transaction. Returns `Error::UserAbort` if `f`
-    /// returned `Err(TxError::UserAbort)`.
+    /// returned `Err(TxError::Error(Error::UserAbort))`.
+    ///
+    /// What an `Ok` acknowledges depends on the database's
+    /// [`Durability`](crate::Durability): in memory (`None`), that the
+    /// transaction committed; with `Sync` (the default of
+    /// [`Options::durable`](crate::Options::durable)), that it is also
+    /// durable, which takes about one epoch (40 ms) plus an `fdatasync`;
+    /// with `Async`, that it committed, and
+    /// [`Database::flush`](crate::Database::flush) or
+    /// [`Database::wait_durable`](crate::Database::wait_durable) with
+    /// [`Worker::last_commit`] make it durable later.
     pub fn run<T, F>(&mut self, mut f: F) -> Result<T, Error>
     where
         F: FnMut(&mut Txn<'_>) -> TxResult<T>,
     {
         self.retrying(|w| w.try_run(&mut f))
+    }
+
+    /// Run a one-shot transaction as [`Worker::run`] does, with a closure
+    /// that can roll it back for a reason of the application's own type
+    /// `E`: it returns `Err(Abort::User(e))`, and the caller gets
+    /// `Err(RunError::Aborted(e))`, never retried and never mistaken for
+    /// an engine error. Operations pass their outcome on with `?`
+    /// (conflicts are retried as by `run`); an engine error comes back as
+    /// `RunError::Engine`.
+    ///
+    /// ```
+    /// use tessera::{Abort, Database, Options, RunError};
+    ///
+    /// #[derive(Debug, PartialEq)]
+    /// enum BankError {
+    ///     Insufficient { balance: u64 },
+    /// }
+    ///
+    /// let db = Database::open(Options::in_memory())?;
+    /// let accounts = db.create_table("accounts")?;
+    /// let mut w = db.worker()?;
+    /// w.run(|tx| tx.put(accounts, b"alice", &10u64.to_le_bytes()))?;
+    /// let r = w.run_abortable(|tx| {
+    ///     let v = tx.get(accounts, b"alice")?.unwrap();
+    ///     let balance = u64::from_le_bytes(v.try_into().unwrap());
+    ///     if balance < 30 {
+    ///         return Err(Abort::User(BankError::Insufficient { balance }));
+    ///     }
+    ///     tx.put(accounts, b"alice", &(balance - 30).to_le_bytes())?;
+    ///     Ok(())
+    /// });
+    /// assert_eq!(r, Err(RunError::Aborted(BankError::Insufficient { balance: 10 })));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn run_abortable<T, E, F>(&mut self, mut f: F) -> Result<T, RunError<E>>
+    where
+        F: FnMut(&mut Txn<'_>) -> Result<T, Abort<E>>,
+    {
+        let mut reason = None;
+        let out = self.run(|tx| match f(tx) {
+            Ok(v) => Ok(v),
+            Err(Abort::Tx(e)) => Err(e),
+            Err(Abort::User(e)) => {
+                reason = Some(e);
+                Err(TxError::Error(Error::UserAbort))
+            }
+        });
+        match (out, reason) {
+            (Ok(v), _) => Ok(v),
+            (Err(Error::UserAbort), Some(e)) => Err(RunError::Aborted(e)),
+            (Err(e), _) => Err(RunError::Engine(e)),
+        }
     }
 
     /// One attempt: execute `f`, then commit. Conflicts are returned, not
@@ -237,7 +299,6 @@ impl Worker {
                     }
                     self.backoff(attempts);
                 }
-                Err(TxError::UserAbort) => return Err(Error::UserAbort),
                 Err(TxError::Error(e)) => return Err(e),
             }
         }
@@ -263,7 +324,6 @@ impl Worker {
         });
         match out {
             Ok(v) => Ok(v),
-            Err(TxError::UserAbort) => Err(Error::UserAbort),
             Err(TxError::Error(e)) => Err(e),
             Err(TxError::Conflict(r)) => Err(Error::TooManyRetries {
                 attempts: 1,
@@ -324,7 +384,7 @@ impl Worker {
         match &out {
             Ok(_) => core.stats.commits += 1,
             Err(TxError::Conflict(r)) => core.stats.conflicts[r.index()] += 1,
-            Err(TxError::UserAbort) => core.stats.user_aborts += 1,
+            Err(TxError::Error(Error::UserAbort)) => core.stats.user_aborts += 1,
             Err(TxError::Error(_)) => {}
         }
         if let Some(log) = &db.log {

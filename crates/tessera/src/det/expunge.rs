@@ -178,16 +178,16 @@ impl DynProcedure for ExpungedRequest {
         Ok(())
     }
     fn run(&mut self, _tx: &mut Txn<'_>) -> TxResult<Box<dyn std::any::Any + Send>> {
-        Err(TxError::UserAbort)
+        Err(TxError::Error(Error::UserAbort))
     }
     fn pieces(&self, _plan: &mut PiecePlan) -> bool {
         false
     }
     fn run_piece(&self, _i: PieceId, _tx: &mut Txn<'_>, _io: &mut PieceIo<'_>) -> TxResult<()> {
-        Err(TxError::UserAbort)
+        Err(TxError::Error(Error::UserAbort))
     }
     fn pieces_output(&mut self, _outputs: &[&[u8]]) -> TxResult<Box<dyn std::any::Any + Send>> {
-        Err(TxError::UserAbort)
+        Err(TxError::Error(Error::UserAbort))
     }
     fn now_phase(
         &mut self,

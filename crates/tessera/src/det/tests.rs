@@ -28,7 +28,7 @@ impl Request for Bump {
             .map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()));
         let new = old + self.by;
         if new > self.cap {
-            return Err(TxError::UserAbort);
+            return Err(TxError::Error(Error::UserAbort));
         }
         tx.put(self.t, &k, &new.to_le_bytes())?;
         Ok(new)

@@ -510,7 +510,7 @@ fn run_now(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn) -> BoxedO
                 skip_all(
                     txn,
                     match e {
-                        TxError::UserAbort => Ok(Outcome::Aborted),
+                        TxError::Error(Error::UserAbort) => Ok(Outcome::Aborted),
                         TxError::Conflict(ConflictReason::Reconnaissance) => Ok(Outcome::Aborted),
                         TxError::Error(e) => Err(e),
                         TxError::Conflict(r) => Err(Error::InvalidArgument(format!(

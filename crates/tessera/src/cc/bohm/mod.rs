@@ -3409,7 +3409,7 @@ fn execute(sh: &Shared, local: &LocalEpoch, g: &Guard<'_>, txn: &BTxn, depth: u3
                 sh.lazy.later_errors.fetch_add(1, Ordering::Relaxed);
             }
             match e {
-                TxError::UserAbort => Ok(Outcome::Aborted),
+                TxError::Error(Error::UserAbort) => Ok(Outcome::Aborted),
                 // A reconnaissance that no longer holds aborts the request,
                 // deterministically (replay finds the same state), and its
                 // client may submit it again.

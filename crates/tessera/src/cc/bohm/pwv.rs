@@ -1569,11 +1569,11 @@ fn outcome(pt: &PTxn, txn: &BTxn) {
     let proc = unsafe { &mut *txn.proc.get() };
     *out = Some(match proc.pieces_output(&outs) {
         Ok(o) => Ok(Outcome::Committed(o)),
-        Err(TxError::Error(e)) => Err(e),
-        Err(TxError::UserAbort) => Err(Error::InvalidArgument(format!(
+        Err(TxError::Error(Error::UserAbort)) => Err(Error::InvalidArgument(format!(
             "'{}': pieces_output aborted after the commit point",
             proc.name()
         ))),
+        Err(TxError::Error(e)) => Err(e),
         Err(TxError::Conflict(r)) => Err(Error::InvalidArgument(format!(
             "a PWV transaction cannot have a conflict ({r})"
         ))),
@@ -1647,8 +1647,8 @@ fn run(
             }
             Ok(())
         }
-        Err(TxError::UserAbort) if piece.abortable => Err(None),
-        Err(TxError::UserAbort) => Err(Some(Error::InvalidArgument(format!(
+        Err(TxError::Error(Error::UserAbort)) if piece.abortable => Err(None),
+        Err(TxError::Error(Error::UserAbort)) => Err(Some(Error::InvalidArgument(format!(
             "'{}': piece {p} aborted, but it was not declared abortable (after the commit point)",
             name()
         )))),

@@ -97,7 +97,7 @@ impl Request for P {
                     let old = val(tx.get(t, &k(key))?);
                     sum += old;
                     if old + add > *cap {
-                        return Err(TxError::UserAbort);
+                        return Err(TxError::Error(Error::UserAbort));
                     }
                     tx.put(t, &k(key), &(old + add).to_le_bytes())?;
                 }
@@ -236,7 +236,7 @@ impl Procedure for P {
             let old = val(tx.get(t, &k(key))?);
             sum += old;
             if old + add > *cap {
-                return Err(TxError::UserAbort);
+                return Err(TxError::Error(Error::UserAbort));
             }
         }
         let first = keys[0];
