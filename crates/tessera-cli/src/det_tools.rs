@@ -35,7 +35,7 @@ fn procedures() -> Result<Procedures, Error> {
         .register::<tessera_workloads::tpcc::det::TpccProc>()
 }
 
-use tessera::db::Rows;
+use tessera::Rows;
 
 /// What a recovery found and did.
 struct Recovered {

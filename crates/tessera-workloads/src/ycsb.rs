@@ -1018,7 +1018,7 @@ impl tessera::det::Procedure for YcsbProc {
     }
 
     fn later_phase(&mut self, tx: &mut tessera::Txn<'_>) -> TxResult<()> {
-        tessera::request::Request::run(self, tx)
+        tessera::Request::run(self, tx)
     }
 
     fn pieces(&self, plan: &mut tessera::det::PiecePlan) -> bool {

@@ -45,25 +45,47 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+/// Declares engine-internal modules: public (and hidden from the docs)
+/// with the `internals` feature, which only the CLI, the workloads crate,
+/// the benchmarks and the tests enable; private otherwise. Their items are
+/// no API: they change without notice, and some of them (raw record
+/// pointers, the log's byte formats) let a caller break the engine's
+/// invariants. What users need from them is re-exported below.
+macro_rules! internal_modules {
+    ($($(#[$a:meta])* $m:ident;)*) => {$(
+        $(#[$a])*
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $m;
+        $(#[$a])*
+        #[cfg(not(feature = "internals"))]
+        #[allow(dead_code, unused_imports)]
+        pub(crate) mod $m;
+    )*};
+}
+
 mod backoff;
-pub mod catalog;
-pub mod cc;
-pub mod db;
+mod catalog;
+mod db;
 pub mod det;
 mod engine;
-pub mod epoch;
-pub mod error;
-pub mod index;
+mod error;
 mod iter;
-pub mod layouts;
-pub mod log;
-pub mod request;
-pub mod storage;
-pub mod txn;
+mod request;
+mod txn;
+
+internal_modules! {
+    cc;
+    epoch;
+    index;
+    layouts;
+    log;
+    storage;
+}
 
 pub use catalog::TableId;
 pub use cc::{Capabilities, Protocol};
-pub use db::{BackupInfo, Database, Options, Worker, WorkerStats};
+pub use db::{BackupInfo, Database, DetStats, Options, Rows, Worker, WorkerStats};
 pub use engine::{RoccRegistration, ScanValidation, ROCC_RANGE_SIZE, ROCC_SLOTS};
 pub use error::{Abort, ConflictReason, Error, IoError, RunError, TxError, TxResult};
 pub use iter::{RangeIter, Row};

@@ -308,7 +308,7 @@ pub(crate) trait TxnOps {
 }
 
 /// A transaction in progress, as `Worker::run` hands it to a closure:
-/// every operation is one call through the protocol's [`TxnOps`] table.
+/// every operation is one call through the protocol's table of operations.
 /// Bodies written generic over [`Transaction`] accept it too.
 ///
 /// # What the transaction body sees

@@ -1181,7 +1181,7 @@ pub(crate) struct WriteEntry {
 
 impl WriteEntry {
     /// A write of `rec` that has not locked anything yet.
-    pub fn new(rec: *const Record, table: TableId, kind: WriteKind, val: (u32, u32)) -> Self {
+    pub(crate) fn new(rec: *const Record, table: TableId, kind: WriteKind, val: (u32, u32)) -> Self {
         WriteEntry {
             rec,
             table,
@@ -1575,7 +1575,7 @@ fn short_key(key: &[u8]) -> Option<(u64, u8)> {
 
 impl LastFound {
     #[inline]
-    pub fn set(&mut self, table: TableId, key: &[u8], rec: *const Record, tid: u64) {
+    pub(crate) fn set(&mut self, table: TableId, key: &[u8], rec: *const Record, tid: u64) {
         self.table = table.0;
         match short_key(key) {
             Some((word, len)) => (self.word, self.len) = (word, len),
@@ -1625,7 +1625,7 @@ impl LastFound {
 
     /// The scan returned `key` (record `rec`, TID `tid` in the read set).
     #[inline]
-    pub fn scanned(&mut self, table: TableId, key: &[u8], rec: *const Record, tid: u64) {
+    pub(crate) fn scanned(&mut self, table: TableId, key: &[u8], rec: *const Record, tid: u64) {
         if self.n_scanned < SCAN_MEMO {
             if let Some((word, len)) = short_key(key) {
                 self.scanned[self.n_scanned] = ScanHit {

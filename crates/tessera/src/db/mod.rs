@@ -30,7 +30,7 @@ use crate::log::{CommitToken, LogStats};
 pub use crate::engine::WorkerStats;
 use crate::engine::{Engine, Settings};
 
-pub use crate::cc::{Capabilities, Protocol};
+pub use crate::cc::Protocol;
 pub use backup::BackupInfo;
 pub use det::{DetStats, Rows};
 pub use options::Options;

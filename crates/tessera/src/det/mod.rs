@@ -17,17 +17,19 @@
 //! body may depend on besides the database (clock readings, random draws)
 //! is in its arguments, fixed by the client, and encoded with them.
 //!
-//! This module knows no protocol. [`serial::SerialExecutor`] runs batches
+//! This module knows no protocol. `serial::SerialExecutor` (an engine internal) runs batches
 //! one transaction after another on a worker of any interactive protocol:
 //! the reference a deterministic protocol's state is compared with, and
 //! the executor of the substrate's own tests.
 
-pub mod checkpoint;
-pub mod expunge;
-pub mod input;
-pub mod pieces;
-pub mod sequencer;
-pub mod serial;
+pub(crate) mod pieces;
+internal_modules! {
+    checkpoint;
+    expunge;
+    input;
+    sequencer;
+    serial;
+}
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -37,8 +39,10 @@ use crate::error::{Error, TxResult};
 use crate::request::{KeySet, Request};
 use crate::txn::Txn;
 
+pub use crate::cc::bohm::{BohmStats, ReplayStats};
 pub use pieces::{PieceAccess, PieceId, PieceIo, PiecePlan};
-pub use sequencer::{Batch, Receipt, Sequencer, SequencerConfig, Submission};
+pub(crate) use sequencer::Sequencer;
+pub use sequencer::{Receipt, SequencerConfig};
 
 /// A procedure's identifier in the input log (unique within a
 /// [`Procedures`] registry).
@@ -95,7 +99,7 @@ pub const MAX_ARGS_LEN: usize = 1 << 20;
 /// ```
 ///
 /// A procedure may also decompose itself into pieces for piece-wise
-/// visibility (`--cc pwv`; see [`pieces`]): [`Procedure::pieces`],
+/// visibility (`--cc pwv`; see [`PiecePlan`]): [`Procedure::pieces`],
 /// [`Procedure::run_piece`] and [`Procedure::pieces_output`]. Pieces of one
 /// transaction run on several threads at once, hence `Sync`.
 pub trait Procedure: Request + Send + Sync + Sized + 'static
@@ -115,7 +119,7 @@ where
     fn decode(bytes: &[u8]) -> Result<Self, String>;
 
     /// Declare the transaction's pieces in `plan` and return `true`; the
-    /// default, `false`, runs the whole body as one piece (see [`pieces`]).
+    /// default, `false`, runs the whole body as one piece (see [`PiecePlan`]).
     fn pieces(&self, plan: &mut PiecePlan) -> bool {
         let _ = plan;
         false

@@ -52,7 +52,7 @@ pub struct PieceAccess {
     pub piece: PieceId,
     /// The table.
     pub table: TableId,
-    /// Where the key (or the group's prefix) is in [`PiecePlan::bytes`].
+    /// Where the key (or the group's prefix) is in the [`PiecePlan`]'s key bytes.
     pub at: u32,
     /// Its length.
     pub len: u32,

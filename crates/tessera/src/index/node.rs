@@ -683,7 +683,7 @@ impl Inner {
 
     /// Insert separator `kp` at `pos` and `right` as child `pos + 1` into a
     /// node holding `n < INNER_MAX` separators (lock held or unpublished).
-    pub fn insert_child(&self, pos: usize, n: usize, kp: OwnedKey, right: *mut Header) {
+    pub(crate) fn insert_child(&self, pos: usize, n: usize, kp: OwnedKey, right: *mut Header) {
         debug_assert!(pos <= n && n < INNER_MAX);
         let mut j = n;
         while j > pos {

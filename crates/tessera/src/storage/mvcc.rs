@@ -426,7 +426,7 @@ impl MvRecord {
     /// Install `new` over `old` with one CAS on the head (ERMIA's update).
     /// Fails if the head is no longer `old`: another writer got there first.
     #[inline]
-    pub fn cas_head(&self, old: *mut Version, new: *mut Version) -> bool {
+    pub(crate) fn cas_head(&self, old: *mut Version, new: *mut Version) -> bool {
         self.0
             .data
             .compare_exchange(old, new, Ordering::SeqCst, Ordering::Relaxed)
@@ -492,7 +492,7 @@ impl MvRecord {
     /// Set the head (its holder only: before publishing the record, when
     /// replacing its own uncommitted version, or rolling one back).
     #[inline]
-    pub fn set_head(&self, v: *mut Version) {
+    pub(crate) fn set_head(&self, v: *mut Version) {
         self.0.data.store(v, Ordering::Release);
     }
 
@@ -504,7 +504,7 @@ impl MvRecord {
     /// through the memory epoch (readers still walking them are pinned).
     ///
     /// The caller holds [`Record::mv_lock`], so two cuts never race.
-    pub fn prune_mv(&self, from: *mut Version, watermark: u64, g: &Guard<'_>) -> Pruned {
+    pub(crate) fn prune_mv(&self, from: *mut Version, watermark: u64, g: &Guard<'_>) -> Pruned {
         let mut v = from;
         let mut out = Pruned::default();
         while !v.is_null() {

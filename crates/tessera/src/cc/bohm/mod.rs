@@ -585,7 +585,7 @@ impl Default for BohmConfig {
     }
 }
 
-/// What [`Bohm::start`] replayed from the input log.
+/// What the deterministic engine's start replayed from the input log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplayStats {
     /// Batches replayed.

@@ -238,7 +238,7 @@ impl RangeList {
 
     /// Register `w` (Algorithm 3.1 line 3): [`RangeList::claim`], then
     /// [`RangeList::publish`]. Returns true if it asked for a split.
-    pub fn register(&self, w: *const WriterEntry, inserted: i64, target: i64) -> bool {
+    pub(crate) fn register(&self, w: *const WriterEntry, inserted: i64, target: i64) -> bool {
         let q = self.claim();
         self.publish(q, w);
         self.count(inserted, target)
@@ -272,7 +272,7 @@ impl RangeList {
     /// Store `w`, tagged with `q`'s lap, into position `q`'s slot (unless
     /// a later lap is already there).
     #[inline]
-    pub fn publish(&self, q: u64, w: *const WriterEntry) {
+    pub(crate) fn publish(&self, q: u64, w: *const WriterEntry) {
         let n = self.slots.len() as u64;
         debug_assert_eq!(w as u64 & !PTR_MASK, 0, "a user-space address fits 48 bits");
         let word = tag(q / n) | (w as u64 & PTR_MASK);
