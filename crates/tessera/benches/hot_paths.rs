@@ -7,7 +7,10 @@
 //! * `record/read` of a 16-, 100- and 500-byte value (Silo's record read:
 //!   TID word, value copy, TID re-check);
 //! * `commit/silo` and the other protocols: a transaction of n blind writes
-//!   (n = 1, 10, 100) to existing keys of a 100K-row table, run to commit.
+//!   (n = 1, 10, 100) to existing keys of a 100K-row table, run to commit;
+//! * `scan/callback`, `scan/collect`, `scan/iterator`: a read-only
+//!   transaction reading n = 10, 100, 1000 consecutive rows by the callback
+//!   scan, `scan_collect` and the iterator scan (`tx.range`).
 //!
 //! `cargo bench -p tessera --bench hot_paths` runs them at full size;
 //! `cargo bench -p tessera --bench hot_paths -- index/get` one group. Run
@@ -208,9 +211,89 @@ fn commit(c: &mut Criterion) {
     }
 }
 
+/// A read-only Silo transaction that reads `n` consecutive rows (100-byte
+/// values) of a 100K-row table three ways: the callback scan (the rows
+/// only looked at), `scan_collect` (copied into a `Vec`), and the iterator
+/// (`tx.range`, copied in chunks): what the iterator's chunks and copies
+/// cost against the other two.
+fn scan(c: &mut Criterion) {
+    let rows: u64 = if full() { 100_000 } else { 2_000 };
+    let db = Database::open(Options::in_memory().workers(1)).expect("open");
+    let t = db.create_table("t").expect("table");
+    let mut w = db.worker().expect("worker");
+    for chunk in (0..rows).collect::<Vec<_>>().chunks(1000) {
+        w.run(|tx| {
+            for &i in chunk {
+                tx.put(t, &i.to_be_bytes(), &[1u8; 100])?;
+            }
+            Ok(())
+        })
+        .expect("load");
+    }
+    let mut grp = c.benchmark_group("scan");
+    for n in [10u64, 100, 1000] {
+        grp.throughput(Throughput::Elements(n));
+        let mut at = 0u64;
+        let mut next = move || {
+            at = (at + 7919) % (rows - n);
+            at
+        };
+        grp.bench_function(BenchmarkId::new("callback", n), |b| {
+            b.iter(|| {
+                let lo = next();
+                w.run(|tx| {
+                    let mut bytes = 0usize;
+                    tx.scan(
+                        t,
+                        std::ops::Bound::Included(&lo.to_be_bytes()),
+                        std::ops::Bound::Excluded(&(lo + n).to_be_bytes()),
+                        tessera::ScanOptions::new(),
+                        |k, v| {
+                            bytes += k.len() + v.len();
+                            true
+                        },
+                    )?;
+                    Ok(black_box(bytes))
+                })
+                .expect("scan")
+            })
+        });
+        grp.bench_function(BenchmarkId::new("collect", n), |b| {
+            b.iter(|| {
+                let lo = next();
+                w.run(|tx| {
+                    let rows = tx.scan_collect(
+                        t,
+                        std::ops::Bound::Included(&lo.to_be_bytes()),
+                        std::ops::Bound::Excluded(&(lo + n).to_be_bytes()),
+                        tessera::ScanOptions::new(),
+                    )?;
+                    Ok(black_box(rows.len()))
+                })
+                .expect("scan")
+            })
+        });
+        grp.bench_function(BenchmarkId::new("iterator", n), |b| {
+            b.iter(|| {
+                let lo = next();
+                w.run(|tx| {
+                    let mut bytes = 0usize;
+                    for row in tx.range(t, lo.to_be_bytes()..(lo + n).to_be_bytes()) {
+                        let (k, v) = row?;
+                        bytes += k.len() + v.len();
+                    }
+                    Ok(black_box(bytes))
+                })
+                .expect("scan")
+            })
+        });
+    }
+    grp.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(Duration::from_secs(1));
-    targets = index, record, commit
+    targets = index, record, commit, scan
 }
 criterion_main!(benches);
