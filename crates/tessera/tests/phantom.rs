@@ -288,6 +288,36 @@ fn concurrent_scan_insert_race_admits_exactly_one() {
 }
 
 fn scan_insert_race(p: Protocol, pause: bool) {
+    scan_insert_race_with(p, pause, false);
+}
+
+/// Rows of `lo..hi` counted by the callback scan, or by the iterator scan
+/// (forward in even rounds, reverse in odd ones) when `iterator`.
+fn count_range(
+    tx: &mut Txn,
+    t: tessera::TableId,
+    (lo, hi): (u64, u64),
+    iterator: bool,
+) -> TxResult<usize> {
+    if !iterator {
+        return tx.scan(
+            t,
+            Bound::Included(&k(lo)),
+            Bound::Excluded(&k(hi)),
+            ScanOptions::new(),
+            |_, _| true,
+        );
+    }
+    let count = |n: usize, row: TxResult<Row>| row.map(|_| n + 1);
+    let mut it = tx.range(t, k(lo)..k(hi));
+    if (lo / 100) % 2 == 0 {
+        it.try_fold(0, count)
+    } else {
+        it.rev().try_fold(0, count)
+    }
+}
+
+fn scan_insert_race_with(p: Protocol, pause: bool, iterator: bool) {
     let db = db_with(p);
     let t = db.create_table("t").unwrap();
     let threads = 4;
@@ -302,13 +332,7 @@ fn scan_insert_race(p: Protocol, pause: bool) {
                     barrier.wait();
                     let (lo, hi) = (r * 100, r * 100 + 100);
                     w.run(|tx| {
-                        let n = tx.scan(
-                            t,
-                            Bound::Included(&k(lo)),
-                            Bound::Excluded(&k(hi)),
-                            ScanOptions::new(),
-                            |_, _| true,
-                        )?;
+                        let n = count_range(tx, t, (lo, hi), iterator)?;
                         if pause {
                             std::thread::yield_now();
                         }
@@ -325,19 +349,11 @@ fn scan_insert_race(p: Protocol, pause: bool) {
     let mut w = db.worker().unwrap();
     for r in 0..rounds {
         let n = w
-            .run(|tx| {
-                tx.scan(
-                    t,
-                    Bound::Included(&k(r * 100)),
-                    Bound::Excluded(&k(r * 100 + 100)),
-                    ScanOptions::new(),
-                    |_, _| true,
-                )
-            })
+            .run(|tx| count_range(tx, t, (r * 100, r * 100 + 100), false))
             .unwrap();
         assert_eq!(
             n, 1,
-            "{p} (pause={pause}): round {r}: {n} inserts committed"
+            "{p} (pause={pause}, iterator={iterator}): round {r}: {n} inserts committed"
         );
     }
 }
@@ -1432,47 +1448,6 @@ fn iterator_scan_over_many_chunks_protects_the_whole_range() {
 #[test]
 fn concurrent_iterator_insert_race_admits_exactly_one() {
     for p in phantom_safe() {
-        let db = db_with(p);
-        let t = db.create_table("t").unwrap();
-        let threads = 4;
-        let rounds = 200u64;
-        let barrier = Arc::new(Barrier::new(threads));
-        std::thread::scope(|s| {
-            for th in 0..threads as u64 {
-                let (db, barrier) = (db.clone(), Arc::clone(&barrier));
-                s.spawn(move || {
-                    let mut w = db.worker().unwrap();
-                    for r in 0..rounds {
-                        barrier.wait();
-                        let (lo, hi) = (r * 100, r * 100 + 100);
-                        w.run(|tx| {
-                            let count = |n: usize, row: TxResult<Row>| row.map(|_| n + 1);
-                            let mut it = tx.range(t, k(lo)..k(hi));
-                            let n = if r % 2 == 0 {
-                                it.try_fold(0, count)?
-                            } else {
-                                it.rev().try_fold(0, count)?
-                            };
-                            std::thread::yield_now();
-                            if n == 0 {
-                                tx.insert(t, &k(lo + 1 + th), b"winner")?;
-                            }
-                            Ok(())
-                        })
-                        .unwrap();
-                    }
-                });
-            }
-        });
-        let mut w = db.worker().unwrap();
-        for r in 0..rounds {
-            let n = w
-                .run(|tx| {
-                    tx.range(t, k(r * 100)..k(r * 100 + 100))
-                        .try_fold(0, |n, row| row.map(|_| n + 1))
-                })
-                .unwrap();
-            assert_eq!(n, 1, "{p}: round {r}: {n} inserts committed");
-        }
+        scan_insert_race_with(p, true, true);
     }
 }
