@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 
 use crate::catalog::TableId;
-use crate::error::TxResult;
+use crate::error::{TxError, TxResult};
 use crate::txn::{ScanOptions, Transaction};
 
 /// The first chunk's size in rows.
@@ -46,7 +46,8 @@ pub type Row = (Vec<u8>, Vec<u8>);
 ///
 /// Each item is a `(key, value)` pair or the transaction's error (a
 /// conflict, which `Worker::run` retries once the closure returns it). After
-/// an error the iterator ends. It borrows the transaction mutably, so the
+/// an error the iterator ends; a conflict fails the transaction even if
+/// the body drops it (a `.flatten()`), so a cut-short range never commits. It borrows the transaction mutably, so the
 /// body writes after iterating (or collects first).
 #[must_use = "an iterator scan reads nothing until it is iterated"]
 pub struct RangeIter<'t, T: Transaction> {
@@ -148,8 +149,14 @@ impl<'t, T: Transaction> RangeIter<'t, T> {
         Ok(())
     }
 
-    /// End the iteration (after an error).
-    fn stop(&mut self) {
+    /// End the iteration after error `e`. A conflict also fails the
+    /// transaction at its end, so a body that drops the error (with
+    /// `.flatten()`, say) cannot commit what it decided on a cut-short
+    /// range.
+    fn stop(&mut self, e: &TxError) {
+        if let TxError::Conflict(r) = e {
+            self.tx.poison(*r);
+        }
         self.middle_done = true;
         self.front.clear();
         self.back.clear();
@@ -162,7 +169,7 @@ impl<T: Transaction> Iterator for RangeIter<'_, T> {
     fn next(&mut self) -> Option<TxResult<Row>> {
         if self.front.is_empty() && !self.middle_done {
             if let Err(e) = self.fetch(false) {
-                self.stop();
+                self.stop(&e);
                 return Some(Err(e));
             }
         }
@@ -177,7 +184,7 @@ impl<T: Transaction> DoubleEndedIterator for RangeIter<'_, T> {
     fn next_back(&mut self) -> Option<TxResult<Row>> {
         if self.back.is_empty() && !self.middle_done {
             if let Err(e) = self.fetch(true) {
-                self.stop();
+                self.stop(&e);
                 return Some(Err(e));
             }
         }

@@ -8,7 +8,7 @@
 use std::ops::{Bound, Range, RangeBounds};
 
 use crate::catalog::TableId;
-use crate::error::{Error, TxError, TxResult};
+use crate::error::{ConflictReason, Error, TxError, TxResult};
 use crate::iter::RangeIter;
 
 /// Largest key accepted (bytes).
@@ -255,6 +255,12 @@ pub trait Transaction {
         RangeIter::new(self, t, lo, hi)
     }
 
+    /// Make the transaction fail with conflict `r` at its end even if its
+    /// body drops the error (what an iterator scan does with a conflict
+    /// it yielded). Engine use; by default nothing.
+    #[doc(hidden)]
+    fn poison(&mut self, _r: ConflictReason) {}
+
     /// Roll the transaction back on the application's request: return this
     /// from the transaction body (`return tx.user_abort();`).
     fn user_abort<T>(&self) -> TxResult<T> {
@@ -305,6 +311,9 @@ pub(crate) trait TxnOps {
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> TxResult<usize>;
     fn is_snapshot(&self) -> bool;
+    /// See [`Transaction::poison`]; by default nothing (the deterministic
+    /// protocols' transactions have no conflicts to drop).
+    fn poison(&mut self, _r: ConflictReason) {}
 }
 
 /// A transaction in progress, as `Worker::run` hands it to a closure:
@@ -591,5 +600,8 @@ impl Transaction for Txn<'_> {
     }
     fn is_snapshot(&self) -> bool {
         self.ops.is_snapshot()
+    }
+    fn poison(&mut self, r: ConflictReason) {
+        self.ops.poison(r)
     }
 }

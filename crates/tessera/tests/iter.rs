@@ -203,3 +203,37 @@ fn iterators_inside_transactions_that_write_and_abort() {
         "{r:?}"
     );
 }
+
+/// An iterator's conflict fails the transaction even when the body drops
+/// it (`.flatten()`): under 2PL no-wait, a scan that meets a row another
+/// transaction holds locked yields a conflict; a body that counts only
+/// the rows it got and writes the count must not commit that count.
+#[test]
+fn a_conflict_dropped_by_the_body_still_fails_the_transaction() {
+    let db = Database::open(Options::in_memory().protocol(Protocol::TwoPlNoWait)).unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut a = db.worker().unwrap();
+    let mut b = db.worker().unwrap();
+    a.run(|tx| {
+        for i in 0..10 {
+            tx.put(t, &k(i), b"v")?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    a.try_run(|tx| {
+        tx.put(t, &k(5), b"locked by a")?;
+        let r = b.try_run(|tx2| {
+            let n = tx2.range(t, k(0)..k(10)).flatten().count() as u64;
+            tx2.put(t, b"count", &n.to_le_bytes())?;
+            Ok(n)
+        });
+        assert!(matches!(r, Err(TxError::Conflict(_))), "{r:?}");
+        Ok(())
+    })
+    .unwrap();
+    let count = b
+        .run(|tx| Ok(tx.get(t, b"count")?.map(<[u8]>::to_vec)))
+        .unwrap();
+    assert_eq!(count, None, "a count of a cut-short range committed");
+}

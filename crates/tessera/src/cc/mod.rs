@@ -33,7 +33,7 @@ use parking_lot::Mutex;
 use crate::catalog::{RecordHead, Table, TableId};
 use crate::engine::{Engine, Settings, WorkerStats};
 use crate::epoch::Guard;
-use crate::error::{Error, TxError, TxResult};
+use crate::error::{ConflictReason, Error, TxError, TxResult};
 use crate::index::OrderedIndex;
 use crate::index::{Insert, LeafRef};
 use crate::log::LogCursor;
@@ -420,6 +420,10 @@ pub(crate) struct WorkerCore {
     /// A row buffer for the default `update_slice` (kept across
     /// transactions, so that it allocates only while it grows).
     pub scratch: Vec<u8>,
+    /// A conflict that an operation reported and the body may have
+    /// dropped (an iterator scan's error, which `.flatten()` would
+    /// swallow): the attempt aborts with it instead of committing.
+    pub poisoned: Option<ConflictReason>,
 }
 
 /// A transaction in progress under protocol `P`: the substrate, the
@@ -639,6 +643,10 @@ impl<P: CcProtocol> Transaction for Tx<'_, P> {
     fn is_snapshot(&self) -> bool {
         self.snapshot.is_some()
     }
+
+    fn poison(&mut self, r: ConflictReason) {
+        self.core.poisoned.get_or_insert(r);
+    }
 }
 
 /// `f` shown only bytes `slice` of each value (all of it for `None`): a
@@ -701,6 +709,9 @@ impl<P: CcProtocol> TxnOps for Tx<'_, P> {
     }
     fn is_snapshot(&self) -> bool {
         self.snapshot.is_some()
+    }
+    fn poison(&mut self, r: ConflictReason) {
+        Transaction::poison(self, r)
     }
 }
 

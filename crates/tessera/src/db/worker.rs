@@ -44,6 +44,7 @@ impl Database {
                 rng: seed,
                 log: LogCursor::default(),
                 scratch: Vec::new(),
+                poisoned: None,
             },
             cc: self.inner.cc.new_local(slot),
             db: Arc::clone(&self.inner),
@@ -133,7 +134,8 @@ impl Worker {
     /// `Err(RunError::Aborted(e))`, never retried and never mistaken for
     /// an engine error. Operations pass their outcome on with `?`
     /// (conflicts are retried as by `run`); an engine error comes back as
-    /// `RunError::Engine`.
+    /// `RunError::Engine`. (A plain `tx.user_abort()` has no reason to hand
+    /// back: it comes back as `RunError::Engine(Error::UserAbort)`.)
     ///
     /// ```
     /// use tessera::{Abort, Database, Options, RunError};
@@ -361,12 +363,21 @@ impl Worker {
             g: &g,
             snapshot,
         };
+        tx.core.poisoned = None;
         P::begin(&mut tx);
         // A body that panics still rolls back (locks released, uncommitted
         // inserts removed) before the panic goes on: otherwise a lock-based
         // protocol would leave its locks held for ever.
         let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut tx))) {
-            Ok(Ok(v)) => P::commit(&mut tx).map(|_| v),
+            Ok(Ok(v)) => match tx.core.poisoned.take() {
+                // A conflict the body dropped: it decided on what it did
+                // not read.
+                Some(r) => {
+                    P::abort(&mut tx);
+                    Err(TxError::Conflict(r))
+                }
+                None => P::commit(&mut tx).map(|_| v),
+            },
             Ok(Err(e)) => {
                 P::abort(&mut tx);
                 Err(e)
