@@ -100,10 +100,18 @@ impl Epochs {
     /// an older boundary until `k` more epochs have passed. The epochs
     /// skipped hold no transaction.
     pub fn start_after(&self, top: u64) {
-        let k = self.snapshot_k;
-        let boundary = (top + 1).div_ceil(k) * k;
-        self.start_at(boundary + 1);
+        self.start_at(self.first_epoch_after(top));
         debug_assert!(self.snapshot_boundary() > top);
+    }
+
+    /// The epoch [`Epochs::start_after`] starts at (saturating: recovery
+    /// refuses a start at or past the largest epoch before it starts).
+    pub fn first_epoch_after(&self, top: u64) -> u64 {
+        let k = self.snapshot_k;
+        (top.saturating_add(1))
+            .div_ceil(k)
+            .saturating_mul(k)
+            .saturating_add(1)
     }
 
     /// The global epoch `E`.

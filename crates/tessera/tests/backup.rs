@@ -170,7 +170,29 @@ fn bad_destinations_and_databases_are_refused() {
     std::fs::create_dir(&empty).unwrap();
     db.backup_to(&empty).unwrap();
     db.backup_to(root.path().join("again")).unwrap();
+    // A folder named like an unfinished backup that is not one is left
+    // alone; an unfinished one (its marker inside) is replaced.
+    let stranger = root.path().join("mine.partial");
+    std::fs::create_dir(&stranger).unwrap();
+    std::fs::write(stranger.join("precious"), b"x").unwrap();
+    let e = msg(db.backup_to(root.path().join("mine")).unwrap_err());
+    assert!(e.contains("not an unfinished backup"), "{e}");
+    assert!(stranger.join("precious").exists());
+    let crashed = root.path().join("later.partial");
+    std::fs::create_dir(&crashed).unwrap();
+    std::fs::write(crashed.join("BACKUP-IN-PROGRESS"), b"").unwrap();
+    std::fs::write(crashed.join("log-000-00000000.tlog"), b"torn").unwrap();
+    db.backup_to(root.path().join("later")).unwrap();
+    assert!(!crashed.exists());
     db.close().unwrap();
+    // A database whose directory is named like the destination's
+    // unfinished copy is never removed by a backup.
+    let odd = root.path().join("x.partial");
+    let db2 = Database::open(opts(&odd, Protocol::Silo, Durability::Sync)).unwrap();
+    let e = msg(db2.backup_to(root.path().join("x")).unwrap_err());
+    assert!(e.contains("own directory"), "{e}");
+    assert!(odd.join("tessera.meta").exists());
+    db2.close().unwrap();
     // In memory: nothing to copy.
     let mem = Database::open(Options::in_memory()).unwrap();
     let e = msg(mem.backup_to(root.path().join("m")).unwrap_err());

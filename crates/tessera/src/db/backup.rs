@@ -57,6 +57,18 @@ fn io(what: &str, p: &Path, e: std::io::Error) -> Error {
     Error::io(format!("backup: cannot {what} {}", p.display()), e)
 }
 
+/// The file that marks `DEST.partial` as this code's unfinished work (so
+/// a later backup may remove it); removed before the verification.
+const PARTIAL_MARKER: &str = "BACKUP-IN-PROGRESS";
+
+/// Write `bytes` to the new file `to` and sync it.
+fn write_synced(to: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(to).map_err(|e| io("create", to, e))?;
+    f.write_all(bytes).map_err(|e| io("write", to, e))?;
+    f.sync_all().map_err(|e| io("sync", to, e))
+}
+
 /// Copy `from` to `to` and sync it; returns the bytes copied.
 fn copy_synced(from: &Path, to: &Path) -> Result<u64, Error> {
     let n = std::fs::copy(from, to).map_err(|e| io("copy", from, e))?;
@@ -79,8 +91,10 @@ impl Database {
     /// consistent). Background checkpoints wait while it copies. `dest`
     /// must not exist, or be an empty directory; the copy is written
     /// beside it as `DEST.partial` and renamed into place once verified.
-    /// A deterministic protocol's directory (an input log) is not
-    /// supported yet: back it up while it is closed.
+    /// The verification recovers the copy into memory, so for a moment
+    /// the process holds the database twice. A deterministic protocol's
+    /// directory (an input log) is not supported yet: back it up while it
+    /// is closed.
     ///
     /// ```
     /// # use tessera::{Database, Options};
@@ -119,12 +133,25 @@ impl Database {
             ));
         };
         let partial = partial_dir(dest)?;
-        check_dest(dest, src)?;
+        check_dest(dest)?;
+        for p in [dest, &partial] {
+            check_not_source(p, src)?;
+        }
         if partial.exists() {
-            // A backup that crashed or failed before its rename.
+            // A backup that crashed or failed before its rename; only a
+            // folder this code made (it holds the marker) is removed.
+            if !partial.join(PARTIAL_MARKER).is_file() {
+                return Err(Error::InvalidArgument(format!(
+                    "{} exists and is not an unfinished backup (no {PARTIAL_MARKER} in it): \
+                     move it away",
+                    partial.display()
+                )));
+            }
             std::fs::remove_dir_all(&partial).map_err(|e| io("remove", &partial, e))?;
         }
         std::fs::create_dir_all(&partial).map_err(|e| io("create", &partial, e))?;
+        std::fs::write(partial.join(PARTIAL_MARKER), b"")
+            .map_err(|e| io("create", &partial.join(PARTIAL_MARKER), e))?;
         let copied = (|| {
             // 1. A fresh checkpoint; everything committed so far durable.
             self.checkpoint()?;
@@ -132,15 +159,22 @@ impl Database {
             // 2. and 3., with no checkpoint running.
             let _one = inner.checkpoint_lock.lock();
             let (mut files, mut bytes) = (0usize, 0u64);
-            let checkpoint = {
-                let m = inner.meta.lock();
-                bytes += copy_synced(&src.join(META_FILE), &partial.join(META_FILE))?;
-                bytes += log.with_frontier_quiet(|| {
-                    copy_synced(&src.join(FRONTIER_FILE), &partial.join(FRONTIER_FILE))
-                })?;
-                files += 2;
-                m.checkpoint.clone()
+            // Read under the locks, written after them: a logger waits for
+            // the frontier lock to publish a durable epoch.
+            let read = |name: &str| {
+                std::fs::read(src.join(name)).map_err(|e| io("read", &src.join(name), e))
             };
+            let (meta, frontier, checkpoint) = {
+                let m = inner.meta.lock();
+                let meta = read(META_FILE)?;
+                let frontier = log.with_frontier_quiet(|| read(FRONTIER_FILE))?;
+                (meta, frontier, m.checkpoint.clone())
+            };
+            for (name, b) in [(META_FILE, &meta), (FRONTIER_FILE, &frontier)] {
+                write_synced(&partial.join(name), b)?;
+                bytes += b.len() as u64;
+                files += 1;
+            }
             let checkpoint_epoch = match &checkpoint {
                 Some((name, c)) => {
                     bytes += copy_synced(&src.join(name), &partial.join(name))?;
@@ -163,6 +197,8 @@ impl Database {
                 bytes += copy_synced(&src.join(name), &partial.join(name))?;
                 files += 1;
             }
+            std::fs::remove_file(partial.join(PARTIAL_MARKER))
+                .map_err(|e| io("remove", &partial.join(PARTIAL_MARKER), e))?;
             sync_dir(&partial).map_err(|e| io("sync", &partial, e))?;
             Ok::<_, Error>((files, bytes, checkpoint_epoch))
         })();
@@ -227,8 +263,8 @@ fn partial_dir(dest: &Path) -> Result<PathBuf, Error> {
     Ok(dest.with_file_name(n))
 }
 
-/// `dest` must be new, or an empty directory, and not the source.
-fn check_dest(dest: &Path, src: &Path) -> Result<(), Error> {
+/// `dest` must be new, or an empty directory.
+fn check_dest(dest: &Path) -> Result<(), Error> {
     match std::fs::read_dir(dest) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -247,15 +283,21 @@ fn check_dest(dest: &Path, src: &Path) -> Result<(), Error> {
         }
         Err(e) => return Err(io("read", dest, e)),
     }
-    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if same(dest, src) {
-        return Err(Error::InvalidArgument(format!(
-            "backup destination {} is the database's own directory",
-            dest.display()
-        )));
+    Ok(())
+}
+
+/// `dest` (which a backup may remove or replace) must not be, or hold,
+/// the database's directory `src`.
+fn check_not_source(dest: &Path, src: &Path) -> Result<(), Error> {
+    // The source inside the destination (or the same folder): refused, so
+    // that nothing this code removes or replaces can be the database.
+    if let (Ok(d), Ok(s)) = (dest.canonicalize(), src.canonicalize()) {
+        if s.starts_with(&d) {
+            return Err(Error::InvalidArgument(format!(
+                "backup destination {} is, or holds, the database's own directory",
+                dest.display()
+            )));
+        }
     }
     Ok(())
 }

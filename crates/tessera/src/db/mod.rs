@@ -424,14 +424,14 @@ impl Database {
         } = self;
         // The pooled workers go first (they hold the closer and the engine).
         drop(pool);
-        if Arc::strong_count(&closer) == 1 {
-            // The last user handle: stopping the checkpointer (joined here)
-            // leaves the engine to this thread.
-            drop(closer);
-            if let Ok(inner) = Arc::try_unwrap(inner) {
-                note(inner.stop_threads());
-                drop(inner);
-            }
+        // `Arc::into_inner` picks exactly one winner among handles closed
+        // at the same time. The last user handle stops the checkpointer
+        // (joined here), which leaves the engine to whoever holds its last
+        // reference: this thread, normally.
+        drop(Arc::into_inner(closer));
+        if let Some(inner) = Arc::into_inner(inner) {
+            note(inner.stop_threads());
+            drop(inner);
         }
         first.map_or(Ok(()), Err)
     }

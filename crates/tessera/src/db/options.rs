@@ -11,6 +11,10 @@ use crate::error::Error;
 use crate::log::recovery::RecoveryMode;
 use crate::log::Durability;
 
+/// The most epochs between two snapshot boundaries
+/// ([`Options::snapshot_epochs`]): about 11 hours of 40 ms epochs.
+const MAX_SNAPSHOT_EPOCHS: u64 = 1 << 20;
+
 /// How to open a database.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -109,7 +113,26 @@ impl Options {
     /// written, nothing is logged), e.g. to check a read-only copy. The
     /// recovery report says what an ordinary open would change. Writes and
     /// new tables are refused with [`Error::ReadOnly`]. Background
-    /// checkpoints are turned off with it.
+    /// checkpoints are turned off with it. It opens a directory on a
+    /// read-only file system, or one whose files are all read-only (it
+    /// creates no `LOCK` file where none can be made).
+    ///
+    /// ```
+    /// # use tessera::{Database, Error, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Database::open(Options::durable(dir.path()))?;
+    /// let t = db.create_table("t")?;
+    /// db.worker()?.run(|tx| tx.put(t, b"k", b"v"))?;
+    /// db.close()?;
+    ///
+    /// let copy = Database::open(Options::durable(dir.path()).read_only(true))?;
+    /// let t = copy.table("t")?;
+    /// let mut w = copy.worker()?;
+    /// let v = w.run(|tx| Ok(tx.get(t, b"k")?.map(|v| v.to_vec())))?;
+    /// assert_eq!(v.as_deref(), Some(&b"v"[..]));
+    /// assert_eq!(w.run(|tx| tx.put(t, b"k", b"w")), Err(Error::ReadOnly));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn read_only(mut self, on: bool) -> Options {
         self.read_only = on;
         if on {
@@ -322,7 +345,8 @@ impl Options {
         self
     }
 
-    /// Epochs per snapshot epoch (Silo: 25, i.e. one second at 40 ms).
+    /// Epochs per snapshot epoch (Silo: 25, i.e. one second at 40 ms; at
+    /// most 2^20).
     pub fn snapshot_epochs(mut self, k: u64) -> Options {
         self.snapshot_epochs = k;
         self
@@ -363,10 +387,11 @@ impl Options {
                 self.protocol
             )));
         }
-        if self.snapshot_epochs == 0 {
-            return Err(Error::InvalidArgument(
-                "snapshot_epochs must be at least 1".into(),
-            ));
+        if !(1..=MAX_SNAPSHOT_EPOCHS).contains(&self.snapshot_epochs) {
+            return Err(Error::InvalidArgument(format!(
+                "snapshot_epochs must be in 1..={MAX_SNAPSHOT_EPOCHS}, got {}",
+                self.snapshot_epochs
+            )));
         }
         if self.read_only {
             if self.data_dir.is_none() {

@@ -448,9 +448,9 @@ impl Database {
                 dir.display()
             )))
         };
-        // The run starts at top + 1 and needs epochs after it to make
-        // anything durable.
-        if top + 1 >= crate::storage::tid::MAX_EPOCH {
+        // The run starts above top (at the next snapshot boundary) and
+        // needs epochs after it to make anything durable.
+        if epochs.first_epoch_after(top) >= crate::storage::tid::MAX_EPOCH {
             return exhausted(format!("epochs (at {top})"));
         }
         for (l, s) in scan.starts(opts.loggers).iter().enumerate() {
