@@ -7,9 +7,11 @@
 //!    committed before the call made durable;
 //! 2. under the checkpoint lock (no checkpoint deletes a segment or changes
 //!    the catalog's checkpoint while the copy runs) and the catalog's lock:
-//!    `tessera.meta`, then `tessera.frontier` under the log's frontier lock
-//!    (no logger rewrites it meanwhile), so the pair is one the directory
-//!    itself held;
+//!    `tessera.meta` read, then `tessera.frontier` read under the log's
+//!    frontier lock (no logger rewrites it meanwhile), so the pair is one
+//!    the directory itself held; both are written to the copy after the
+//!    two locks are released (a logger waits for the frontier lock to
+//!    publish a durable epoch);
 //! 3. the checkpoint that `tessera.meta` names, then every log segment. A
 //!    segment is only appended to, and what the copied frontier covers was
 //!    synced before the frontier was written, so each copied segment holds
@@ -20,7 +22,10 @@
 //! The files go to a sibling folder `DEST.partial`, are synced, the copy is
 //! verified by a read-only open (a strict recovery of it), and only then is
 //! the folder renamed to `DEST`: a crash or an error leaves no `DEST` that
-//! looks complete.
+//! looks complete. `DEST.partial` holds a marker file until the copy is
+//! complete; a later backup removes a leftover `DEST.partial` only if the
+//! marker is there, and no destination that is, or holds, the database's
+//! own directory is accepted.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
