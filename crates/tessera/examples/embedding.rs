@@ -13,7 +13,7 @@ fn main() -> Result<(), tessera::Error> {
                                                        // durable: about one epoch, 40 ms, plus an fdatasync, shared by every commit
                                                        // of the epoch); a background checkpoint every 30 s, which deletes the log
                                                        // it covers (.checkpoint_interval(d), or .no_background_checkpoints()).
-    let users = db.create_table("users")?; // or db.table("users") when reopening
+    let users = db.open_table("users")?; // created the first time, found on a reopen
     let mut w = db.worker()?;
     w.run(|tx| tx.put(users, b"user001", b"ada"))?; // durable when it returns
                                                     // Iterators over any Rust range of byte-like keys, or a prefix; .rev() too.
