@@ -39,6 +39,25 @@
 //! w.run(|tx| tx.delete(accounts, b"bob").map(|_| ()))?;
 //! # Ok::<(), tessera::Error>(())
 //! ```
+//!
+//! # The API at a glance
+//!
+//! - Opening: [`Database::open`] with [`Options::in_memory`] or
+//!   [`Options::durable`] (sync commits, a checkpoint every 30 s; see its
+//!   docs for what a commit costs), [`Options::read_only`] for a copy.
+//! - Transactions: [`Worker::run`] (one worker per thread; conflicts
+//!   retried), [`Worker::run_abortable`] (roll back with your own error),
+//!   [`Worker::run_snapshot`]; inside, [`Txn`]: `get`, `put`, `insert`,
+//!   `update`, `delete`, [`Txn::range`] and [`Txn::prefix`] iterators, the
+//!   callback [`Txn::scan`].
+//! - Durability: [`Durability`], [`Database::flush`],
+//!   [`Database::wait_durable`], [`Database::checkpoint`],
+//!   [`Database::backup_to`], [`Database::close`] (shutdown errors as a
+//!   `Result`), [`Database::recovery_report`].
+//! - Errors: [`Error`] for everything a call returns; inside a
+//!   transaction [`TxError`] adds the retryable conflict.
+//! - Deterministic protocols: the [`det`] module's [`det::Procedure`] and
+//!   [`Database::submit`].
 #![warn(missing_docs)]
 // Every unsafe block says why it is sound, and an unsafe fn's body is not
 // one implicit unsafe block: each unsafe operation in it is marked.
