@@ -112,18 +112,9 @@ impl<'t, T: Transaction> RangeIter<'t, T> {
         if reverse {
             opts = opts.reverse();
         }
-        let mut rows = Vec::new();
-        let n = self.tx.scan(
-            self.table,
-            as_slice(&self.lo),
-            as_slice(&self.hi),
-            opts,
-            |k, v| {
-                rows.push((k.to_vec(), v.to_vec()));
-                true
-            },
-        )?;
-        debug_assert_eq!(n, rows.len());
+        let rows =
+            self.tx
+                .scan_collect(self.table, as_slice(&self.lo), as_slice(&self.hi), opts)?;
         if rows.len() < chunk {
             // The scan ran to the far bound: nothing is left between.
             self.middle_done = true;
@@ -163,35 +154,38 @@ impl<'t, T: Transaction> RangeIter<'t, T> {
     }
 }
 
-impl<T: Transaction> Iterator for RangeIter<'_, T> {
-    type Item = TxResult<Row>;
-
-    fn next(&mut self) -> Option<TxResult<Row>> {
-        if self.front.is_empty() && !self.middle_done {
-            if let Err(e) = self.fetch(false) {
+impl<T: Transaction> RangeIter<'_, T> {
+    /// The next row from the front, or from the back when `back`: from that
+    /// end's buffer (fetched when empty and rows are left between), then
+    /// from the other end's once the middle is empty.
+    fn step(&mut self, back: bool) -> Option<TxResult<Row>> {
+        let own = if back { &self.back } else { &self.front };
+        if own.is_empty() && !self.middle_done {
+            if let Err(e) = self.fetch(back) {
                 self.stop(&e);
                 return Some(Err(e));
             }
         }
-        self.front
-            .pop_front()
-            .or_else(|| self.back.pop_front())
-            .map(Ok)
+        let row = if back {
+            self.back.pop_back().or_else(|| self.front.pop_back())
+        } else {
+            self.front.pop_front().or_else(|| self.back.pop_front())
+        };
+        row.map(Ok)
+    }
+}
+
+impl<T: Transaction> Iterator for RangeIter<'_, T> {
+    type Item = TxResult<Row>;
+
+    fn next(&mut self) -> Option<TxResult<Row>> {
+        self.step(false)
     }
 }
 
 impl<T: Transaction> DoubleEndedIterator for RangeIter<'_, T> {
     fn next_back(&mut self) -> Option<TxResult<Row>> {
-        if self.back.is_empty() && !self.middle_done {
-            if let Err(e) = self.fetch(true) {
-                self.stop(&e);
-                return Some(Err(e));
-            }
-        }
-        self.back
-            .pop_back()
-            .or_else(|| self.front.pop_back())
-            .map(Ok)
+        self.step(true)
     }
 }
 

@@ -363,13 +363,15 @@ impl Worker {
             g: &g,
             snapshot,
         };
-        tx.core.poisoned = None;
         P::begin(&mut tx);
         // A body that panics still rolls back (locks released, uncommitted
         // inserts removed) before the panic goes on: otherwise a lock-based
         // protocol would leave its locks held for ever.
-        let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut tx))) {
-            Ok(Ok(v)) => match tx.core.poisoned.take() {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut tx)));
+        // Taken on every path, so that no attempt starts with the last one's.
+        let poisoned = tx.core.poisoned.take();
+        let out = match run {
+            Ok(Ok(v)) => match poisoned {
                 // A conflict the body dropped: it decided on what it did
                 // not read.
                 Some(r) => {
