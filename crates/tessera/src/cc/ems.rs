@@ -67,7 +67,7 @@ use crate::catalog::{Table, TableId};
 use crate::engine::{Engine, Settings};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
-use crate::index::{Insert, Lookup, OrderedIndex};
+use crate::index::{Insert, InsertHint, Lookup, OrderedIndex};
 use crate::storage::ems::{EmsConflict, EmsRecord};
 use crate::storage::Record;
 use crate::txn::ScanOptions;
@@ -217,6 +217,9 @@ pub(crate) struct EmsLocal {
     wbuf: Vec<u8>,
     rbuf: Vec<u8>,
     pending_unlinks: VecDeque<PendingUnlink>,
+    /// Where this attempt's last insert went (cleared when it begins: the
+    /// hint is valid only under the guard it was made under).
+    hint: InsertHint,
 }
 
 // SAFETY: the record pointers are only dereferenced by the owning worker
@@ -236,6 +239,7 @@ impl EmsLocal {
             wbuf: Vec::new(),
             rbuf: Vec::new(),
             pending_unlinks: VecDeque::new(),
+            hint: InsertHint::default(),
         }
     }
 
@@ -292,7 +296,7 @@ fn write(
             }
             // A new record: invisible until our commit flips it.
             let r = EmsRecord::new_insert(st.xid, val);
-            match table.index.insert(key, r as u64, g) {
+            match table.index.insert_hinted(key, r as u64, g, &mut st.hint) {
                 Insert::Inserted { .. } => {
                     let k = stash(&mut st.wbuf, key);
                     st.writes.push(EmsWrite {
@@ -589,6 +593,7 @@ impl CcProtocol for Ems {
         let st = &mut *tx.st;
         st.writes.clear();
         st.wbuf.clear();
+        st.hint.clear();
         let (xid, sts) = tx.sh.xids.begin_from(st.slot, &tx.sh.stamps.visible);
         st.xid = xid;
         st.sts = sts;

@@ -68,7 +68,10 @@ fn find<'a>(tx: &mut STx<'a>, table: &Table, key: &[u8], attempt: usize) -> Opti
 fn create(tx: &mut STx<'_>, table: &Table, key: &[u8], val: &[u8]) -> bool {
     let tid = new_tid(tx, 0) | LATEST;
     let rec = Record::new(val, tid, 0);
-    match table.index.insert(key, rec as u64, tx.g) {
+    match table
+        .index
+        .insert_hinted(key, rec as u64, tx.g, &mut tx.st.sets.hint)
+    {
         Insert::Inserted { .. } => true,
         Insert::Exists(_) => {
             // SAFETY: never published.

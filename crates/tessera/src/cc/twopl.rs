@@ -558,7 +558,9 @@ fn create<P: Policy>(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8])
     unsafe { &*v }
         .lock_word()
         .store(X | (tx.core.slot as u64 + 1), Ordering::Relaxed);
-    let ins = table.index.insert(key, r as u64, tx.g);
+    let ins = table
+        .index
+        .insert_hinted(key, r as u64, tx.g, &mut tx.st.sv.sets.hint);
     if let Insert::Exists(_) = ins {
         // SAFETY: never published: the insert failed.
         unsafe { Record::free(r as *mut u8) };

@@ -84,7 +84,9 @@ mod visibility;
 
 pub(crate) use commit::{abort, commit};
 pub(crate) use gc::maintain;
-pub(crate) use ops::{delete, get, get_many, insert, put, scan, update, update_slice};
+pub(crate) use ops::{
+    delete, get, get_many, get_slice, insert, put, scan, update, update_slice,
+};
 use ssn::*;
 pub(crate) use visibility::read_latest_committed;
 use visibility::*;
@@ -238,6 +240,16 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     #[inline]
     fn get<'t>(tx: &'t mut ETx<'_, M>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
         get(tx, table, key)
+    }
+    #[inline]
+    fn get_slice<'t>(
+        tx: &'t mut ETx<'_, M>,
+        table: &Table,
+        key: &[u8],
+        start: usize,
+        end: usize,
+    ) -> TxResult<Option<&'t [u8]>> {
+        get_slice(tx, table, key, start, end)
     }
     /// Gets start from a record a prefetch found (under SSN only when it
     /// answers "present": an absent answer needs the leaf for the node set;

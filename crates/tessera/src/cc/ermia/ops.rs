@@ -2,22 +2,30 @@
 //! writes (section 3.6.1), inserts of new records, scans with the node set.
 
 use super::*;
-use crate::txn::{clamp_slice, patch_row};
+use crate::txn::patch_row;
 
-/// Read `rec` for the running transaction: the visible version (with the
-/// SSN read hook) into `rbuf`; `Ok(false)` if the key is absent to us.
-pub(super) fn read_record<M: Mode>(tx: &mut ETx<'_, M>, rec: &MvRecord) -> TxResult<bool> {
-    read_if_present(tx, rec, false)
+/// Read bytes `cols.0..cols.1` of `rec`'s value for the running
+/// transaction: the visible version (with the SSN read hook), only the
+/// words holding those bytes copied into `rbuf` (a column read, as Silo's
+/// `Record::read_slice`); `Ok(Some(skip))` with the bytes at `rbuf[skip..]`,
+/// `Ok(None)` if the key is absent to us.
+pub(super) fn read_record<M: Mode>(
+    tx: &mut ETx<'_, M>,
+    rec: &MvRecord,
+    cols: (usize, usize),
+) -> TxResult<Option<usize>> {
+    read_if_present(tx, rec, false, cols)
 }
 
 /// [`read_record`]; with `only_present`, a record whose visible version is
-/// a tombstone is left unread (`false`, and nothing recorded for SSN), so
+/// a tombstone is left unread (`None`, and nothing recorded for SSN), so
 /// that the caller can answer "absent" through the index.
 fn read_if_present<M: Mode>(
     tx: &mut ETx<'_, M>,
     rec: &MvRecord,
     only_present: bool,
-) -> TxResult<bool> {
+    cols: (usize, usize),
+) -> TxResult<Option<usize>> {
     let st = &mut *tx.st;
     let seen = if M::MVTO {
         mvto_visible(tx.sh, st, rec)?
@@ -25,23 +33,23 @@ fn read_if_present<M: Mode>(
         visible(tx.sh, my_flagged(st), st.mv.begin, rec)
     };
     let Some(seen) = seen else {
-        return Ok(false);
+        return Ok(None);
     };
     // SAFETY: pinned.
     if only_present && unsafe { &*seen.v }.is_tombstone() {
-        return Ok(false);
+        return Ok(None);
     }
     if !seen.own && M::SSN {
         on_read(st, seen.v, seen.cstamp)?;
     }
     // SAFETY: pinned.
     if unsafe { &*seen.v }.is_tombstone() {
-        return Ok(false);
+        return Ok(None);
     }
     st.sets.rbuf.clear();
     // SAFETY: a visible version's data never changes (committed), or it is ours.
-    unsafe { Version::read_into(seen.v, &mut st.sets.rbuf) };
-    Ok(true)
+    let skip = unsafe { Version::read_slice_into(seen.v, cols.0, cols.1, &mut st.sets.rbuf) };
+    Ok(Some(skip))
 }
 
 /// MVRCC's read of `rec` at the transaction's timestamp `t`: the visible
@@ -122,6 +130,7 @@ fn get_mvto<'t, M: Mode>(
     tx: &'t mut ETx<'_, M>,
     table: &Table,
     key: &[u8],
+    cols: (usize, usize),
 ) -> TxResult<Option<&'t [u8]>> {
     let mut prot = None;
     loop {
@@ -135,9 +144,9 @@ fn get_mvto<'t, M: Mode>(
             Some(_) => tx.records().lookup(table, key),
         };
         if let Some(rec) = found {
-            if read_if_present(tx, rec, true)? {
+            if let Some(skip) = read_if_present(tx, rec, true, cols)? {
                 tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
-                return Ok(Some(&tx.st.sets.rbuf[..]));
+                return Ok(Some(&tx.st.sets.rbuf[skip..]));
             }
         }
         if let Some(p) = prot {
@@ -154,8 +163,21 @@ pub(crate) fn get<'t, M: Mode>(
     table: &Table,
     key: &[u8],
 ) -> TxResult<Option<&'t [u8]>> {
+    get_slice(tx, table, key, 0, usize::MAX)
+}
+
+/// `Txn::get_slice` under ERMIA: [`get`], copying only the words that hold
+/// bytes `start..end` of the visible version.
+pub(crate) fn get_slice<'t, M: Mode>(
+    tx: &'t mut ETx<'_, M>,
+    table: &Table,
+    key: &[u8],
+    start: usize,
+    end: usize,
+) -> TxResult<Option<&'t [u8]>> {
+    let cols = (start, end);
     if M::MVTO {
-        return get_mvto(tx, table, key);
+        return get_mvto(tx, table, key, cols);
     }
     if !ssn(tx) {
         // A record a prefetch found (linked then, after this snapshot
@@ -172,9 +194,9 @@ pub(crate) fn get<'t, M: Mode>(
         return match found {
             None => Ok(None),
             Some(rec) => {
-                let found = read_record(tx, rec)?;
+                let found = read_record(tx, rec, cols)?;
                 tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
-                Ok(found.then_some(&tx.st.sets.rbuf[..]))
+                Ok(found.map(|skip| &tx.st.sets.rbuf[skip..]))
             }
         };
     }
@@ -189,9 +211,9 @@ pub(crate) fn get<'t, M: Mode>(
         // SAFETY: found by this attempt's prefetch while pinned, so not
         // freed; records of this database are multi-version.
         let rec = unsafe { MvRecord::from_record(&*r) };
-        if read_if_present(tx, rec, true)? {
+        if let Some(skip) = read_if_present(tx, rec, true, cols)? {
             tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
-            return Ok(Some(&tx.st.sets.rbuf[..]));
+            return Ok(Some(&tx.st.sets.rbuf[skip..]));
         }
     }
     let (found, leaf, version) = tx.records().lookup_with_leaf(table, key);
@@ -199,13 +221,13 @@ pub(crate) fn get<'t, M: Mode>(
         tx.st.sets.nodes.push(NodeEntry { leaf, version });
         return Ok(None);
     };
-    let present = read_record(tx, rec)?;
+    let present = read_record(tx, rec, cols)?;
     tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
-    if !present {
+    let Some(skip) = present else {
         tx.st.sets.nodes.push(NodeEntry { leaf, version });
         return Ok(None);
-    }
-    Ok(Some(&tx.st.sets.rbuf[..]))
+    };
+    Ok(Some(&tx.st.sets.rbuf[skip..]))
 }
 
 pub(super) use crate::cc::PointWrite as Op;
@@ -231,7 +253,11 @@ pub(super) fn create<M: Mode>(
         let m = unsafe { ssn_meta(bot) }.expect("meta");
         m.sstamp.store(my_flagged(st), Ordering::Relaxed);
     }
-    let ins = table.index.insert(key, r as u64, tx.g);
+    // Hinted, as Silo's inserts are: NewOrder's order lines go into one
+    // leaf one after another.
+    let ins = table
+        .index
+        .insert_hinted(key, r as u64, tx.g, &mut st.sets.hint);
     match ins {
         Insert::Exists(v) => {
             // SAFETY: never published.
@@ -669,18 +695,14 @@ pub(crate) fn get_many<M: Mode>(
             // guard), so not freed; records of this database are
             // multi-version.
             let rec = unsafe { MvRecord::from_record(&*rec) };
-            let present = read_if_present(tx, rec, ssn)?;
-            if present || !ssn {
+            let present = read_if_present(tx, rec, ssn, (start, end))?;
+            if present.is_some() || !ssn {
                 tx.st.sets.last.set(table.id, key, rec.as_record(), 0);
-                f(
-                    i,
-                    present.then(|| clamp_slice(&tx.st.sets.rbuf, start, end)),
-                );
+                f(i, present.map(|skip| &tx.st.sets.rbuf[skip..]));
                 return Ok(());
             }
         }
-        let v = get(tx, table, key)?;
-        f(i, v.map(|v| clamp_slice(v, start, end)));
+        f(i, get_slice(tx, table, key, start, end)?);
         Ok(())
     })
 }
