@@ -102,7 +102,7 @@ macro_rules! single_version_protocol {
                 value_len: usize,
             ) {
                 if tx.snapshot.is_none() {
-                    tx.st.sets.prefetched.fill(table, keys, value_len, tx.g);
+                    tx.st.sets.prefetched.fill(table, keys, value_len, false, tx.g);
                 }
             }
             #[inline]
@@ -717,31 +717,50 @@ impl<P: CcProtocol> TxnOps for Tx<'_, P> {
 
 /// The lookup half of a protocol's own `Txn::get_many`: `keys` looked up
 /// 16 at a time with one batched descent, the first `prefetch` bytes of
-/// each record found prefetched, then `each(i, key, rec)` for every key in
-/// order, `rec` null where the batch found nothing (absent, or its descent
-/// met a change: look it up alone). The records are the index's, reached
-/// while pinned by `g`.
+/// each record found prefetched (with `newest`, then those of each record's
+/// newest version: multi-version records), then `each(i, key, rec)` for
+/// every key in order, `rec` null where the batch found nothing (absent, or
+/// its descent met a change: look it up alone). The records are the
+/// index's, reached while pinned by `g`.
 pub(crate) fn for_each_found(
     table: &Table,
     keys: &[&[u8]],
     prefetch: usize,
+    newest: bool,
     g: &Guard<'_>,
     mut each: impl FnMut(usize, &[u8], *const Record) -> TxResult<()>,
 ) -> TxResult<()> {
     use crate::index::BATCH_MAX;
     let mut found = [0u64; BATCH_MAX];
+    let len = prefetch.min(GET_MANY_PREFETCH);
     for (c, chunk) in keys.chunks(BATCH_MAX).enumerate() {
         table.index.get_batch(chunk, &mut found[..chunk.len()], g);
         for &v in &found[..chunk.len()] {
             if v != 0 {
-                Record::prefetch(v as *const Record, prefetch.min(GET_MANY_PREFETCH));
+                Record::prefetch(v as *const Record, len);
             }
+        }
+        if newest {
+            prefetch_newest(&found[..chunk.len()], len);
         }
         for (j, key) in chunk.iter().enumerate() {
             each(c * BATCH_MAX + j, key, found[j] as *const Record)?;
         }
     }
     Ok(())
+}
+
+/// [`Record::prefetch_newest`] for each record in `found` (index values, 0
+/// for none), which were found while the caller is pinned.
+#[inline]
+fn prefetch_newest(found: &[u64], value_len: usize) {
+    for &v in found {
+        if v != 0 {
+            // SAFETY: found through the index while the caller is pinned, so
+            // not freed.
+            unsafe { &*(v as *const Record) }.prefetch_newest(value_len);
+        }
+    }
 }
 
 /// `Txn::get_many` as a `prefetch` and a `get_slice` per key (the default
@@ -1461,9 +1480,17 @@ impl Prefetched {
     }
 
     /// Look `keys` up in `table` with one batched descent, prefetch the
-    /// first `value_len` bytes of each record's value and remember the
-    /// records found.
-    pub fn fill(&mut self, table: &Table, keys: &[&[u8]], value_len: usize, g: &Guard<'_>) {
+    /// first `value_len` bytes of each record's value (with `newest`, of
+    /// each record's newest version too: multi-version records) and
+    /// remember the records found.
+    pub fn fill(
+        &mut self,
+        table: &Table,
+        keys: &[&[u8]],
+        value_len: usize,
+        newest: bool,
+        g: &Guard<'_>,
+    ) {
         use crate::index::BATCH_MAX;
         if self.n + keys.len() > PREFETCH_MEMO {
             // The older prefetches' gets are most likely done.
@@ -1493,6 +1520,9 @@ impl Prefetched {
                     tid: 0,
                 };
                 self.n += 1;
+            }
+            if newest {
+                prefetch_newest(&out[..chunk.len()], value_len);
             }
         }
     }
