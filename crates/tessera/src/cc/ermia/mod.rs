@@ -295,6 +295,8 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     fn delete(tx: &mut ETx<'_, M>, table: &Table, key: &[u8]) -> TxResult<bool> {
         delete(tx, table, key)
     }
+    /// Scans copy only the columns asked for (`ScanOptions::slice`).
+    const SLICED_SCANS: bool = true;
     fn scan<F>(
         tx: &mut ETx<'_, M>,
         table: &Table,

@@ -749,6 +749,7 @@ where
         return scan_mvto(tx, table, lo, hi, opts, f);
     }
     let limit = opts.limit.unwrap_or(usize::MAX);
+    let cols = opts.slice.unwrap_or((0, usize::MAX));
     let is_ssn = ssn(tx);
     let sh = tx.sh;
     let recs = tx.records();
@@ -756,6 +757,9 @@ where
     let my = my_flagged(st);
     let begin = st.mv.begin;
     let mut count = 0usize;
+    // The rows handed out are remembered, as Silo's scans remember them,
+    // so that a write of one (Delivery's order lines) needs no descent.
+    st.sets.last.scan_begins();
     let mut failed: Option<TxError> = None;
     // The node callback and the row callback both need the sets: the node
     // set is taken out for the scan (no allocation) and put back after.
@@ -779,7 +783,11 @@ where
                     return false;
                 }
             }
-            emit_row(seen.v, k, &mut st.sets.rbuf, &mut count, limit, &mut f)
+            // SAFETY: pinned; the visible version is committed or ours.
+            if !unsafe { &*seen.v }.is_tombstone() {
+                st.sets.last.scanned(table.id, k, rec.as_record(), 0);
+            }
+            emit_row(seen.v, k, &mut st.sets.rbuf, cols, &mut count, limit, &mut f)
         },
     );
     st.sets.nodes = nodes;
@@ -789,7 +797,8 @@ where
     }
 }
 
-/// A scan's visible version `v` of key `k`, handed to the visitor `f`
+/// A scan's visible version `v` of key `k`, bytes `cols.0..cols.1` of it
+/// (only the words that hold them are copied), handed to the visitor `f`
 /// through `buf` unless it is a tombstone (skipped); whether the scan goes
 /// on (the visitor's answer, and `count`, the rows handed over, below
 /// `limit`). The caller is pinned and `v` is committed or its own.
@@ -798,6 +807,7 @@ fn emit_row<F: FnMut(&[u8], &[u8]) -> bool>(
     v: *const Version,
     k: &[u8],
     buf: &mut Vec<u8>,
+    cols: (usize, usize),
     count: &mut usize,
     limit: usize,
     f: &mut F,
@@ -809,8 +819,8 @@ fn emit_row<F: FnMut(&[u8], &[u8]) -> bool>(
     *count += 1;
     buf.clear();
     // SAFETY: committed (immutable) or the caller's own version; pinned.
-    unsafe { Version::read_into(v, buf) };
-    f(k, buf) && *count < limit
+    let skip = unsafe { Version::read_slice_into(v, cols.0, cols.1, buf) };
+    f(k, &buf[skip..]) && *count < limit
 }
 
 /// `Txn::scan` under MVRCC: range by range, each protected whole (its read
@@ -840,6 +850,7 @@ where
     let part = mt.current(g);
     let (first, last) = (part.cuts.first_for(lo), part.cuts.last_for(hi));
     let limit = opts.limit.unwrap_or(usize::MAX);
+    let cols = opts.slice.unwrap_or((0, usize::MAX));
     let recs = tx.records();
     let st = &mut *tx.st;
     let (my, t) = (my_flagged(st), st.mv.begin);
@@ -874,7 +885,8 @@ where
                             return false;
                         }
                     };
-                    let go = emit_row(seen.v, k, &mut st.sets.rbuf, &mut count, limit, &mut f);
+                    let go =
+                        emit_row(seen.v, k, &mut st.sets.rbuf, cols, &mut count, limit, &mut f);
                     stopped |= !go;
                     go
                 },
