@@ -13,8 +13,10 @@ use tessera::{Database, Durability, Options, Protocol};
 use tessera_workloads::cart::{Cart, CartCheck, CartConfig};
 use tessera_workloads::driver::{self, Report, RunConfig, Workload};
 use tessera_workloads::smallbank::{SmallBank, SmallBankConfig};
-use tessera_workloads::tpcc::hybrid::{HybridConfig, TpccHybrid, DEFAULT_Q2_SIZE_PCT};
-use tessera_workloads::tpcc::toppayer::{TopPayerConfig, TpccTopPayer, DEFAULT_SCAN};
+use tessera_workloads::tpcc::hybrid::{HybridConfig, Q2Knobs, TpccHybrid, DEFAULT_Q2_SIZE_PCT};
+use tessera_workloads::tpcc::toppayer::{
+    TopPayerConfig, TopPayerKnobs, TpccTopPayer, DEFAULT_SCAN,
+};
 use tessera_workloads::tpcc::{
     check_consistency, ConsistencyJson, Tpcc, TpccConfig, TpccReport, MAX_WAREHOUSES,
 };
@@ -671,12 +673,13 @@ impl TpccHybridArgs {
         let tpcc = self
             .knobs
             .six_type_config(self.warehouses, self.common.threads);
-        let warehouses = tpcc.warehouses;
         HybridConfig {
             tpcc,
             mix: self.mix,
-            q2_size_pct: self.q2_size,
-            ..HybridConfig::new(warehouses)
+            extra: Q2Knobs {
+                size_pct: self.q2_size,
+                ..Q2Knobs::default()
+            },
         }
     }
 }
@@ -712,7 +715,9 @@ impl TpccTopPayerArgs {
                 .knobs
                 .six_type_config(self.warehouses, self.common.threads),
             mix: self.mix,
-            scan: self.top_payer_scan,
+            extra: TopPayerKnobs {
+                scan: self.top_payer_scan,
+            },
         }
     }
 }
@@ -1243,8 +1248,8 @@ fn tpcc_hybrid(a: &TpccHybridArgs) -> ExitCode {
             c.threads,
             cfg.tpcc.warehouses,
             cfg.mix.map(|x| x.to_string()).join("/"),
-            cfg.q2_size_pct,
-            cfg.q2_suppliers(),
+            cfg.extra.size_pct,
+            cfg.extra.suppliers(),
             cfg.tpcc.remote_item_pct,
             cfg.tpcc.remote_payment_pct,
         );
@@ -1269,7 +1274,7 @@ fn tpcc_toppayer(a: &TpccTopPayerArgs) -> ExitCode {
             c.threads,
             cfg.tpcc.warehouses,
             cfg.mix.map(|x| x.to_string()).join("/"),
-            cfg.scan,
+            cfg.extra.scan,
             cfg.tpcc.remote_item_pct,
             cfg.tpcc.remote_payment_pct,
         );

@@ -221,7 +221,7 @@ mod tests {
         let c = a.hybrid_config();
         assert_eq!(c.tpcc.warehouses, 2);
         assert_eq!(c.mix, [40, 38, 10, 4, 4, 4]);
-        assert_eq!((c.q2_size_pct, c.q2_suppliers()), (40, 4000));
+        assert_eq!((c.extra.size_pct, c.extra.suppliers()), (40, 4000));
         assert_eq!(c.tpcc.remote_payment_pct, 30);
         assert!(c.validate().is_ok());
         for (flag, value) in [

@@ -64,7 +64,7 @@ fn tpcc_hybrid_declares_q2_star_coarsely() {
     for p in [Protocol::Silo, Protocol::TwoPlWaitDie] {
         let mut cfg = HybridConfig::new(1);
         cfg.mix = [35, 35, 20, 4, 3, 3];
-        cfg.q2_size_pct = 5;
+        cfg.extra.size_pct = 5;
         let wl = TpccHybrid::new(cfg).unwrap();
         let (db, rep) = bench(p, &wl);
         assert!(

@@ -191,7 +191,7 @@ fn every_type_commits_and_stays_consistent(protocol: Protocol) {
     let mut cfg = HybridConfig::new(2);
     // Q2* at 5%: large enough to conflict with NewOrder, small enough to
     // commit often in a short run of the (lightly optimised) test build.
-    cfg.q2_size_pct = 5;
+    cfg.extra.size_pct = 5;
     let wl = TpccHybrid::new(cfg).unwrap();
     let db = Database::open(Options::in_memory().protocol(protocol).workers(4)).unwrap();
     let rep = driver::bench(&db, &wl, &run_config(2, 1.5)).unwrap();

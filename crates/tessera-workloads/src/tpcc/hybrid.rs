@@ -25,9 +25,11 @@
 //!   restock) added. Only S_QUANTITY changes, which no TPC-C consistency
 //!   condition reads, so the conditions still hold after a run.
 //!
-//! [`TpccHybrid`] reuses [`Tpcc`] for the five TPC-C transactions (inputs,
-//! terminals, execution) and adds Q2\*; it is one [`Workload`] for the shared
-//! driver, so every protocol runs it unchanged.
+//! [`TpccHybrid`] reuses [`Tpcc`](super::Tpcc) for the five TPC-C
+//! transactions (inputs, terminals, execution) and adds Q2\* through
+//! [`super::extended`] ([`Q2Star`] is the added transaction); it is one
+//! [`Workload`](crate::driver::Workload) for the shared driver, so every
+//! protocol runs it unchanged.
 
 use std::ops::Bound;
 use std::sync::OnceLock;
@@ -37,14 +39,14 @@ use tessera::{
     Database, Error, KeySet, Request, ScanOptions, Transaction, TxError, TxResult, Worker,
 };
 
+use super::extended::{ExtendedConfig, ExtendedThread, ExtendedTxn, ExtraTxn, TpccExtended};
 use super::random::uniform;
 use super::schema::{
     region_key, stock_key, supplier_key, Field, HybridTables, Nation, Region, Row, Stock, Supplier,
     Tables, Text,
 };
 use super::txns::{missing, must_get, vanished};
-use super::{load, Tpcc, TpccConfig, TpccThread, TxnType, ITEMS};
-use crate::driver::Workload;
+use super::{load, TpccThread, TxnType, ITEMS};
 
 /// SUPPLIER rows (CH-benCHmark), keys `0..SUPPLIERS`; also the modulus of
 /// the stock-to-supplier rule.
@@ -91,98 +93,48 @@ pub const Q2_THRESHOLD: i32 = 15;
 /// which lifts a refilled row above any threshold up to 101.
 pub const Q2_REFILL: i32 = 91;
 
-/// The six transaction types, in report (and `--mix`) order.
+/// TPC-CH Q2\*, the transaction TPC-C-hybrid adds to TPC-C (as a value, the
+/// [`ExtendedTxn::Extra`] of [`HybridTxn`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HybridTxn {
-    /// One of the five TPC-C transactions.
-    Tpcc(TxnType),
-    /// TPC-CH Q2\*.
-    Q2Star,
-}
+pub struct Q2Star;
 
-impl HybridTxn {
-    /// All of them, in the order of [`HybridConfig::mix`] and of reports:
-    /// the order in which ERMIA lists its mix (40/38/10/4/4/4).
-    pub const ALL: [HybridTxn; 6] = [
-        HybridTxn::Tpcc(TxnType::NewOrder),
-        HybridTxn::Tpcc(TxnType::Payment),
-        HybridTxn::Q2Star,
-        HybridTxn::Tpcc(TxnType::OrderStatus),
-        HybridTxn::Tpcc(TxnType::Delivery),
-        HybridTxn::Tpcc(TxnType::StockLevel),
-    ];
+/// The six transaction types, in report (and `--mix`) order: NewOrder,
+/// Payment, Q2\*, OrderStatus, Delivery, StockLevel, the order in which
+/// ERMIA lists its mix (40/38/10/4/4/4).
+pub type HybridTxn = ExtendedTxn<Q2Star>;
 
-    /// The name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            HybridTxn::Tpcc(t) => t.name(),
-            HybridTxn::Q2Star => "q2_star",
-        }
-    }
-}
+/// TPC-C-hybrid knobs: TPC-C's, the six-way mix (in [`HybridTxn::ALL`]'s
+/// order; ERMIA's 40/38/10/4/4/4 by default) and Q2\*'s ([`Q2Knobs`]).
+pub type HybridConfig = ExtendedConfig<Q2Star>;
 
-/// TPC-C-hybrid knobs.
+/// Q2\*'s knobs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HybridConfig {
-    /// The TPC-C knobs (scale, remote percentages, seed, ...). Its `mix` is
-    /// not used: [`HybridConfig::mix`] replaces it.
-    pub tpcc: TpccConfig,
-    /// Percentages of NewOrder, Payment, Q2\*, OrderStatus, Delivery and
-    /// StockLevel (in that order), adding up to 100. ERMIA: 40/38/10/4/4/4.
-    pub mix: [u32; 6],
+pub struct Q2Knobs {
     /// Percentage of SUPPLIER one Q2\* scans, 1..=100.
-    pub q2_size_pct: u32,
+    pub size_pct: u32,
     /// Q2\* refills STOCK rows with S_QUANTITY below this.
-    pub q2_threshold: i32,
+    pub threshold: i32,
     /// Amount Q2\* adds to such a row's S_QUANTITY.
-    pub q2_refill: i32,
+    pub refill: i32,
 }
 
-impl HybridConfig {
-    /// ERMIA's mix on `warehouses` warehouses, the spec's TPC-C settings,
-    /// Q2\* at 10%.
-    pub fn new(warehouses: u32) -> HybridConfig {
-        HybridConfig {
-            tpcc: TpccConfig::new(warehouses),
-            mix: [40, 38, 10, 4, 4, 4],
-            q2_size_pct: DEFAULT_Q2_SIZE_PCT,
-            q2_threshold: Q2_THRESHOLD,
-            q2_refill: Q2_REFILL,
+impl Default for Q2Knobs {
+    /// Scans of [`DEFAULT_Q2_SIZE_PCT`] (10%) of SUPPLIER, [`Q2_THRESHOLD`]
+    /// and [`Q2_REFILL`].
+    fn default() -> Q2Knobs {
+        Q2Knobs {
+            size_pct: DEFAULT_Q2_SIZE_PCT,
+            threshold: Q2_THRESHOLD,
+            refill: Q2_REFILL,
         }
     }
+}
 
-    /// Parse a mix: six comma-separated percentages (NewOrder, Payment, Q2\*,
-    /// OrderStatus, Delivery, StockLevel) adding up to 100.
-    pub fn parse_mix(s: &str) -> Result<[u32; 6], String> {
-        super::parse_percentages(s, &HybridTxn::ALL.map(HybridTxn::name))
-    }
-
+impl Q2Knobs {
     /// Suppliers one Q2\* scans.
-    pub fn q2_suppliers(&self) -> u32 {
+    pub fn suppliers(&self) -> u32 {
         // 1% is 100 suppliers: exact for every whole percentage.
-        SUPPLIERS * self.q2_size_pct / 100
-    }
-
-    /// Check the knobs; the message names the offending option.
-    pub fn validate(&self) -> Result<(), String> {
-        self.tpcc_part().validate()?;
-        TpccConfig::check_mix(&self.mix).map_err(|e| format!("--mix: {e}"))?;
-        if !(1..=100).contains(&self.q2_size_pct) {
-            return Err(format!(
-                "--q2-size must be in 1..=100, got {}",
-                self.q2_size_pct
-            ));
-        }
-        Ok(())
-    }
-
-    /// The TPC-C configuration the five TPC-C transactions run with. Its mix
-    /// is a placeholder that passes validation; the hybrid draws the type.
-    fn tpcc_part(&self) -> TpccConfig {
-        TpccConfig {
-            mix: [100, 0, 0, 0, 0],
-            ..self.tpcc.clone()
-        }
+        SUPPLIERS * self.size_pct / 100
     }
 }
 
@@ -512,194 +464,145 @@ pub fn q2_star<T: Transaction>(
 // ---------------------------------------------------------------------------
 // The workload
 
-/// The TPC-C-hybrid workload: [`Tpcc`]'s five transactions and terminals,
-/// plus Q2\*, with a six-way mix.
-pub struct TpccHybrid {
-    cfg: HybridConfig,
-    tpcc: Tpcc,
-    names: [&'static str; 6],
-    /// Cumulative mix, as in [`Tpcc`].
-    cum: [u32; 6],
+/// The TPC-C-hybrid workload: [`Tpcc`](super::Tpcc)'s five transactions and
+/// terminals, plus Q2\*, with a six-way mix.
+pub type TpccHybrid = TpccExtended<Q2Star>;
+
+/// Per-thread state: a TPC-C terminal's (its RNG draws the hybrid's type and
+/// Q2\*'s inputs too) plus Q2\*'s inputs and buffers.
+pub type TpccHybridThread = ExtendedThread<Q2Star>;
+
+/// What TPC-C-hybrid keeps beside [`Tpcc`](super::Tpcc): the
+/// stock-to-supplier map, computed once, and its three tables, once loaded.
+pub struct Q2State {
     supply: SupplyMap,
     htables: OnceLock<HybridTables>,
 }
 
-/// Per-thread state: a TPC-C terminal's (its RNG draws the hybrid's type and
-/// Q2\*'s inputs too) plus Q2\*'s inputs and buffers.
-pub struct TpccHybridThread {
-    tpcc: TpccThread,
-    /// The current transaction is a Q2\* (else the TPC-C one in `tpcc`).
-    q2_next: bool,
-    q2: Q2Input,
-    q2_scratch: Q2Scratch,
-}
-
 impl TpccHybrid {
-    /// The workload for these knobs (validated).
-    pub fn new(cfg: HybridConfig) -> Result<TpccHybrid, String> {
-        cfg.validate()?;
-        let tpcc = Tpcc::new(cfg.tpcc_part())?;
-        let cum = super::cumulative(cfg.mix);
-        Ok(TpccHybrid {
-            supply: SupplyMap::new(cfg.tpcc.warehouses),
-            names: HybridTxn::ALL.map(HybridTxn::name),
-            cum,
-            tpcc,
-            cfg,
-            htables: OnceLock::new(),
-        })
-    }
-
-    /// The knobs.
-    pub fn config_ref(&self) -> &HybridConfig {
-        &self.cfg
-    }
-
-    /// The TPC-C configuration (for [`super::check_consistency`]; its mix is
-    /// not the hybrid's).
-    pub fn tpcc_config(&self) -> &TpccConfig {
-        self.tpcc.config_ref()
-    }
-
-    /// The TPC-C workload running the five TPC-C transactions.
-    pub fn tpcc(&self) -> &Tpcc {
-        &self.tpcc
-    }
-
-    /// The TPC-C tables, once loaded.
-    pub fn tables(&self) -> Option<Tables> {
-        self.tpcc.tables()
-    }
-
     /// SUPPLIER, NATION and REGION, once loaded.
     pub fn hybrid_tables(&self) -> Option<HybridTables> {
-        self.htables.get().copied()
+        self.state.htables.get().copied()
     }
 
     /// The stock-to-supplier map of this scale.
     pub fn supply_map(&self) -> &SupplyMap {
-        &self.supply
+        &self.state.supply
     }
 
     /// Q2\*'s inputs with a random region and start, drawn from `rng`.
     pub fn draw_q2<R: Rng>(&self, rng: &mut R) -> Q2Input {
+        let k = &self.cfg.extra;
         Q2Input {
             region: uniform(rng, 0, REGION_NAMES.len() as u32 - 1) as u8,
             first: uniform(rng, 0, SUPPLIERS - 1) as u16,
-            suppliers: self.cfg.q2_suppliers() as u16,
-            threshold: self.cfg.q2_threshold,
-            refill: self.cfg.q2_refill,
+            suppliers: k.suppliers() as u16,
+            threshold: k.threshold,
+            refill: k.refill,
         }
     }
 }
 
-impl Workload for TpccHybrid {
-    type Thread = TpccHybridThread;
+impl ExtraTxn for Q2Star {
+    const WORKLOAD: &'static str = "tpcc-hybrid";
+    const NAME: &'static str = "q2_star";
+    const ORDER: [HybridTxn; 6] = [
+        HybridTxn::Tpcc(TxnType::NewOrder),
+        HybridTxn::Tpcc(TxnType::Payment),
+        HybridTxn::Extra(Q2Star),
+        HybridTxn::Tpcc(TxnType::OrderStatus),
+        HybridTxn::Tpcc(TxnType::Delivery),
+        HybridTxn::Tpcc(TxnType::StockLevel),
+    ];
+    const DEFAULT_MIX: [u32; 6] = [40, 38, 10, 4, 4, 4];
 
-    fn name(&self) -> &'static str {
-        "tpcc-hybrid"
+    type Knobs = Q2Knobs;
+    type State = Q2State;
+    type Input = Q2Input;
+    type Scratch = Q2Scratch;
+
+    fn validate(k: &Q2Knobs) -> Result<(), String> {
+        if !(1..=100).contains(&k.size_pct) {
+            return Err(format!("--q2-size must be in 1..=100, got {}", k.size_pct));
+        }
+        Ok(())
     }
 
-    fn txn_types(&self) -> &[&'static str] {
-        &self.names
+    fn state(cfg: &HybridConfig) -> Q2State {
+        Q2State {
+            supply: SupplyMap::new(cfg.tpcc.warehouses),
+            htables: OnceLock::new(),
+        }
     }
 
-    fn rows_to_load(&self) -> u64 {
-        load::rows_to_load(self.tpcc.config_ref()) + load::hybrid_rows_to_load()
+    fn scratch() -> Q2Scratch {
+        Q2Scratch::new()
     }
 
+    fn rows_to_load(wl: &TpccHybrid) -> u64 {
+        load::rows_to_load(wl.tpcc.config_ref()) + load::hybrid_rows_to_load()
+    }
+
+    /// The TPC-C tables and SUPPLIER, NATION and REGION, in one parallel
+    /// pass.
     fn load(
-        &self,
+        wl: &TpccHybrid,
         db: &Database,
         threads: usize,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<u64, Error> {
         let t = Tables::create(db)?;
         let h = HybridTables::create(db)?;
-        let t = *self.tpcc.tables.get_or_init(|| t);
-        let h = *self.htables.get_or_init(|| h);
+        let t = *wl.tpcc.tables.get_or_init(|| t);
+        let h = *wl.state.htables.get_or_init(|| h);
         load::load_hybrid(
             db,
             &t,
             &h,
-            self.tpcc.config_ref(),
-            &self.tpcc.c_load,
+            wl.tpcc.config_ref(),
+            &wl.tpcc.c_load,
             threads,
             progress,
         )
     }
 
-    fn thread_state(&self, thread: usize, threads: usize, seed: u64) -> TpccHybridThread {
-        TpccHybridThread {
-            tpcc: self.tpcc.thread_state(thread, threads, seed),
-            q2_next: false,
-            q2: Q2Input::default(),
-            q2_scratch: Q2Scratch::new(),
-        }
+    fn draw(wl: &TpccHybrid, t: &mut TpccThread) -> Q2Input {
+        wl.draw_q2(&mut t.rng)
     }
 
-    fn next(&self, st: &mut TpccHybridThread) -> usize {
-        let x = st.tpcc.rng.gen_range(0..100u32);
-        let ty = self.cum.iter().position(|&c| x < c).unwrap_or(0);
-        match HybridTxn::ALL[ty] {
-            HybridTxn::Tpcc(kind) => {
-                st.q2_next = false;
-                self.tpcc.draw(&mut st.tpcc, kind);
-            }
-            HybridTxn::Q2Star => {
-                st.q2_next = true;
-                st.q2 = self.draw_q2(&mut st.tpcc.rng);
-            }
-        }
-        ty
-    }
-
-    fn execute(&self, st: &mut TpccHybridThread, w: &mut Worker) -> TxResult<()> {
-        if !st.q2_next {
-            return self.tpcc.execute(&mut st.tpcc, w);
-        }
-        let t = self.tpcc.t();
-        let h = self
+    fn execute(wl: &TpccHybrid, st: &mut TpccHybridThread, w: &mut Worker) -> TxResult<()> {
+        let h = wl
+            .state
             .htables
             .get()
             .expect("TPC-C-hybrid run before it was loaded");
         let mut req = Q2Request {
-            t,
+            t: wl.tpcc.t(),
             h,
-            supply: &self.supply,
-            inp: &st.q2,
-            s: &mut st.q2_scratch,
+            supply: &wl.state.supply,
+            inp: &st.input,
+            s: &mut st.scratch,
         };
         w.try_execute(&mut req).map(drop)
     }
 
-    fn config(&self) -> serde_json::Value {
-        let c = &self.cfg;
-        let mut v = self.tpcc.config();
-        let mix: serde_json::Map<String, serde_json::Value> = HybridTxn::ALL
-            .iter()
-            .zip(c.mix)
-            .map(|(t, m)| (t.name().to_string(), serde_json::json!(m)))
-            .collect();
-        if let Some(o) = v.as_object_mut() {
-            o.insert("mix_pct".into(), mix.into());
-            o.insert("q2_size_pct".into(), c.q2_size_pct.into());
-            o.insert("q2_suppliers".into(), c.q2_suppliers().into());
-            o.insert("q2_stock_threshold".into(), c.q2_threshold.into());
-            o.insert("q2_refill".into(), c.q2_refill.into());
-            o.insert(
-                "q2_supplier_range".into(),
-                "contiguous keys from a uniform start, wrapping".into(),
-            );
-            o.insert("suppliers".into(), SUPPLIERS.into());
-        }
-        v
+    fn config(k: &Q2Knobs, o: &mut serde_json::Map<String, serde_json::Value>) {
+        o.insert("q2_size_pct".into(), k.size_pct.into());
+        o.insert("q2_suppliers".into(), k.suppliers().into());
+        o.insert("q2_stock_threshold".into(), k.threshold.into());
+        o.insert("q2_refill".into(), k.refill.into());
+        o.insert(
+            "q2_supplier_range".into(),
+            "contiguous keys from a uniform start, wrapping".into(),
+        );
+        o.insert("suppliers".into(), SUPPLIERS.into());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::Workload;
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
 
@@ -803,16 +706,16 @@ mod tests {
 
         let mut c = HybridConfig::new(1);
         assert!(c.validate().is_ok());
-        assert_eq!(c.q2_suppliers(), 1000);
+        assert_eq!(c.extra.suppliers(), 1000);
         // The TPC-C mix inside is ignored.
         c.tpcc.mix = [1, 1, 1, 1, 1];
         assert!(c.validate().is_ok());
         for bad in [0, 101] {
-            c.q2_size_pct = bad;
+            c.extra.size_pct = bad;
             assert!(c.validate().unwrap_err().contains("--q2-size"));
         }
-        c.q2_size_pct = 100;
-        assert_eq!(c.q2_suppliers(), SUPPLIERS);
+        c.extra.size_pct = 100;
+        assert_eq!(c.extra.suppliers(), SUPPLIERS);
         c.mix = [40, 38, 10, 4, 4, 5];
         assert!(c.validate().unwrap_err().contains("--mix"));
         assert!(TpccHybrid::new(c).is_err());
@@ -826,12 +729,15 @@ mod tests {
         for _ in 0..100_000 {
             let ty = wl.next(&mut st);
             n[ty] += 1;
-            assert_eq!(st.q2_next, HybridTxn::ALL[ty] == HybridTxn::Q2Star);
+            assert_eq!(
+                st.extra_next,
+                HybridTxn::ALL[ty] == HybridTxn::Extra(Q2Star)
+            );
             if let HybridTxn::Tpcc(k) = HybridTxn::ALL[ty] {
                 assert_eq!(st.tpcc.txn().kind, k);
             } else {
-                assert!(st.q2.region < 5 && (st.q2.first as u32) < SUPPLIERS);
-                assert_eq!(st.q2.suppliers, 1000);
+                assert!(st.input.region < 5 && (st.input.first as u32) < SUPPLIERS);
+                assert_eq!(st.input.suppliers, 1000);
             }
         }
         for (i, &p) in wl.cfg.mix.iter().enumerate() {

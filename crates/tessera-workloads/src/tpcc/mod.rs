@@ -11,6 +11,8 @@
 //! * [`txns`]: NewOrder, Payment, OrderStatus, Delivery, StockLevel
 //!   (clauses 2.4-2.8);
 //! * [`consistency`]: consistency conditions 3.3.2.1-3.3.2.12;
+//! * [`extended`]: TPC-C with one transaction type added, written once for
+//!   the two variants below (the six-way mix, the knobs, the workload);
 //! * [`hybrid`]: TPC-C-hybrid (ERMIA's TPC-C plus TPC-CH Q2\*): the SUPPLIER,
 //!   NATION and REGION tables, the Q2\* transaction and its workload;
 //! * [`toppayer`]: Cai et al.'s modified TPC-C, with the bulk top-payer
@@ -24,6 +26,7 @@
 
 pub mod consistency;
 pub mod det;
+pub mod extended;
 pub mod hybrid;
 pub mod load;
 pub mod random;
@@ -150,7 +153,8 @@ impl TpccConfig {
         parse_percentages(s, &TxnType::ALL.map(TxnType::name))
     }
 
-    /// A mix of any length (TPC-C-hybrid has six types) must add up to 100.
+    /// A mix of any length (the variants of [`extended`] have six types)
+    /// must add up to 100.
     fn check_mix(mix: &[u32]) -> Result<(), String> {
         let sum: u64 = mix.iter().map(|&x| x as u64).sum();
         if sum != 100 {
@@ -216,6 +220,17 @@ pub(crate) fn parse_percentages<const N: usize>(
     }
     TpccConfig::check_mix(&mix)?;
     Ok(mix)
+}
+
+/// A mix as the report's `mix_pct` object: each type's name (`names`, in
+/// the mix's order) with its percentage.
+pub(crate) fn mix_json(names: &[&str], mix: &[u32]) -> serde_json::Value {
+    let mix: serde_json::Map<String, serde_json::Value> = names
+        .iter()
+        .zip(mix)
+        .map(|(n, m)| (n.to_string(), serde_json::json!(m)))
+        .collect();
+    mix.into()
 }
 
 /// The running sums of a mix: type `i` is drawn for `x < cum[i]`, `x`
@@ -518,8 +533,8 @@ impl Tpcc {
     }
 
     /// Draw the inputs of a `kind` transaction into `st` (after the type
-    /// was drawn; TPC-C-hybrid draws its own type and calls this for the
-    /// five TPC-C ones).
+    /// was drawn; the variants of [`extended`] draw their own type and call
+    /// this for the five TPC-C ones).
     fn draw(&self, st: &mut TpccThread, kind: TxnType) {
         st.txn.kind = kind;
         st.txn.recon = Recon::default();
@@ -611,14 +626,9 @@ impl Workload for Tpcc {
 
     fn config(&self) -> serde_json::Value {
         let c = &self.cfg;
-        let mix: serde_json::Map<String, serde_json::Value> = TxnType::ALL
-            .iter()
-            .zip(c.mix)
-            .map(|(t, m)| (t.name().to_string(), serde_json::json!(m)))
-            .collect();
         serde_json::json!({
             "warehouses": c.warehouses,
-            "mix_pct": mix,
+            "mix_pct": mix_json(&self.names, &c.mix),
             "remote_item_pct": c.remote_item_pct,
             "remote_payment_pct": c.remote_payment_pct,
             "stock_granularity": if c.coarse_stock { "coarse" } else { "fine" },

@@ -31,21 +31,22 @@
 //!   10 and 12 tie the YTD columns and balances to HISTORY) still hold after
 //!   a run, and are checked as after every TPC-C run.
 //!
-//! [`TpccTopPayer`] reuses [`Tpcc`] for the five TPC-C transactions and
-//! adds the top payer, as TPC-C-hybrid adds Q2\*. It runs on the interactive
+//! [`TpccTopPayer`] reuses [`Tpcc`](super::Tpcc) for the five TPC-C
+//! transactions and adds the top payer ([`TopPayer`]) through
+//! [`super::extended`], as TPC-C-hybrid adds Q2\*. It runs on the interactive
 //! protocols; a deterministic one would have to declare the whole CUSTOMER
 //! table (the payee is known only after the scan), and is refused.
 
 use std::ops::Bound;
 
 use rand::Rng;
-use tessera::{Database, Error, Request, ScanOptions, Transaction, TxResult, Worker};
+use tessera::{Error, Request, ScanOptions, Transaction, TxResult, Worker};
 
+use super::extended::{ExtendedConfig, ExtendedThread, ExtendedTxn, ExtraTxn, TpccExtended};
 use super::random::uniform;
 use super::schema::{customer_key, history_key, Customer, Tables};
 use super::txns::{self, vanished, CustomerSel, PaymentInput, PaymentOutput, Recon, Scratch};
-use super::{now_ms, Tpcc, TpccConfig, TpccThread, TxnType, CUSTOMERS, DISTRICTS};
-use crate::driver::Workload;
+use super::{now_ms, TpccThread, TxnType, CUSTOMERS, DISTRICTS};
 
 /// The reward, in cents ($10), paid as a Payment of this amount.
 pub const REWARD_CENTS: i64 = 1_000;
@@ -54,86 +55,32 @@ pub const REWARD_CENTS: i64 = 1_000;
 /// book's TPC-C logical ranges (2,000 ranges over 40 warehouses' customers).
 pub const DEFAULT_SCAN: u32 = 600;
 
-/// The six transaction types, in report (and `--mix`) order: the order in
-/// which the book lists its mix (40/40/10/4/4/2).
+/// The bulk top-payer reward, the transaction the modified TPC-C adds (as a
+/// value, the [`ExtendedTxn::Extra`] of [`TopPayerTxn`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TopPayerTxn {
-    /// One of the five TPC-C transactions.
-    Tpcc(TxnType),
-    /// The bulk top-payer reward.
-    TopPayer,
-}
+pub struct TopPayer;
 
-impl TopPayerTxn {
-    /// All of them, in the order of [`TopPayerConfig::mix`] and of reports.
-    pub const ALL: [TopPayerTxn; 6] = [
-        TopPayerTxn::Tpcc(TxnType::Payment),
-        TopPayerTxn::Tpcc(TxnType::NewOrder),
-        TopPayerTxn::TopPayer,
-        TopPayerTxn::Tpcc(TxnType::OrderStatus),
-        TopPayerTxn::Tpcc(TxnType::Delivery),
-        TopPayerTxn::Tpcc(TxnType::StockLevel),
-    ];
+/// The six transaction types, in report (and `--mix`) order: Payment,
+/// NewOrder, top payer, OrderStatus, Delivery, StockLevel, the order in
+/// which the book lists its mix (40/40/10/4/4/2).
+pub type TopPayerTxn = ExtendedTxn<TopPayer>;
 
-    /// The name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            TopPayerTxn::Tpcc(t) => t.name(),
-            TopPayerTxn::TopPayer => "top_payer",
-        }
-    }
-}
+/// The modified TPC-C's knobs: TPC-C's, the six-way mix (in
+/// [`TopPayerTxn::ALL`]'s order; the book's 40/40/10/4/4/2 by default) and
+/// the top payer's ([`TopPayerKnobs`]).
+pub type TopPayerConfig = ExtendedConfig<TopPayer>;
 
-/// The modified TPC-C's knobs.
+/// The top payer's knobs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TopPayerConfig {
-    /// The TPC-C knobs (scale, remote percentages, seed, ...). Its `mix` is
-    /// not used: [`TopPayerConfig::mix`] replaces it.
-    pub tpcc: TpccConfig,
-    /// Percentages of Payment, NewOrder, top payer, OrderStatus, Delivery
-    /// and StockLevel (in that order), adding up to 100. The book's:
-    /// 40/40/10/4/4/2.
-    pub mix: [u32; 6],
+pub struct TopPayerKnobs {
     /// Customers one top-payer scan reads (1..=3000).
     pub scan: u32,
 }
 
-impl TopPayerConfig {
-    /// The book's mix on `warehouses` warehouses, TPC-C's other settings.
-    pub fn new(warehouses: u32) -> TopPayerConfig {
-        TopPayerConfig {
-            tpcc: TpccConfig::new(warehouses),
-            mix: [40, 40, 10, 4, 4, 2],
-            scan: DEFAULT_SCAN,
-        }
-    }
-
-    /// Parse a mix: six comma-separated percentages (Payment, NewOrder, top
-    /// payer, OrderStatus, Delivery, StockLevel) adding up to 100.
-    pub fn parse_mix(s: &str) -> Result<[u32; 6], String> {
-        super::parse_percentages(s, &TopPayerTxn::ALL.map(TopPayerTxn::name))
-    }
-
-    /// Check the knobs; the message names the offending option.
-    pub fn validate(&self) -> Result<(), String> {
-        self.tpcc_part().validate()?;
-        TpccConfig::check_mix(&self.mix).map_err(|e| format!("--mix: {e}"))?;
-        if !(1..=CUSTOMERS).contains(&self.scan) {
-            return Err(format!(
-                "--top-payer-scan must be in 1..={CUSTOMERS} (the customers of a district), got {}",
-                self.scan
-            ));
-        }
-        Ok(())
-    }
-
-    /// The TPC-C configuration the five TPC-C transactions run with (its
-    /// mix a placeholder that passes validation).
-    fn tpcc_part(&self) -> TpccConfig {
-        TpccConfig {
-            mix: [100, 0, 0, 0, 0],
-            ..self.tpcc.clone()
-        }
+impl Default for TopPayerKnobs {
+    /// Scans of [`DEFAULT_SCAN`] customers.
+    fn default() -> TopPayerKnobs {
+        TopPayerKnobs { scan: DEFAULT_SCAN }
     }
 }
 
@@ -242,60 +189,20 @@ impl Request for TopPayerRequest<'_> {
     }
 }
 
-/// The modified TPC-C: [`Tpcc`]'s five transactions and terminals plus the
-/// top payer, with a six-way mix.
-pub struct TpccTopPayer {
-    cfg: TopPayerConfig,
-    tpcc: Tpcc,
-    names: [&'static str; 6],
-    /// Cumulative mix, as in [`Tpcc`].
-    cum: [u32; 6],
-}
+/// The modified TPC-C: [`Tpcc`](super::Tpcc)'s five transactions and
+/// terminals plus the top payer, with a six-way mix.
+pub type TpccTopPayer = TpccExtended<TopPayer>;
 
 /// Per-thread state: a TPC-C terminal's (its RNG draws the type and the top
-/// payer's inputs too) plus the top payer's inputs.
-pub struct TopPayerThread {
-    tpcc: TpccThread,
-    /// The current transaction is a top payer (else the TPC-C one in
-    /// `tpcc`).
-    top_next: bool,
-    top: TopPayerInput,
-}
+/// payer's inputs too) plus the top payer's inputs. The top payer's Payment
+/// uses the terminal's TPC-C buffers.
+pub type TopPayerThread = ExtendedThread<TopPayer>;
 
 impl TpccTopPayer {
-    /// The workload for these knobs (validated).
-    pub fn new(cfg: TopPayerConfig) -> Result<TpccTopPayer, String> {
-        cfg.validate()?;
-        let tpcc = Tpcc::new(cfg.tpcc_part())?;
-        let cum = super::cumulative(cfg.mix);
-        Ok(TpccTopPayer {
-            names: TopPayerTxn::ALL.map(TopPayerTxn::name),
-            cum,
-            tpcc,
-            cfg,
-        })
-    }
-
-    /// The knobs.
-    pub fn config_ref(&self) -> &TopPayerConfig {
-        &self.cfg
-    }
-
-    /// The TPC-C configuration (for [`super::check_consistency`]; its mix is
-    /// not this workload's).
-    pub fn tpcc_config(&self) -> &TpccConfig {
-        self.tpcc.config_ref()
-    }
-
-    /// The TPC-C tables, once loaded.
-    pub fn tables(&self) -> Option<Tables> {
-        self.tpcc.tables()
-    }
-
     /// A top payer's inputs for a terminal of warehouse `w_id`, drawn from
     /// `rng` (the history key is the caller's).
     pub fn draw_top_payer<R: Rng>(&self, rng: &mut R, w_id: u16) -> TopPayerInput {
-        let count = self.cfg.scan;
+        let count = self.cfg.extra.scan;
         TopPayerInput {
             w_id,
             d_id: uniform(rng, 1, DISTRICTS as u32) as u8,
@@ -307,95 +214,74 @@ impl TpccTopPayer {
     }
 }
 
-impl Workload for TpccTopPayer {
-    type Thread = TopPayerThread;
+impl ExtraTxn for TopPayer {
+    const WORKLOAD: &'static str = "tpcc-toppayer";
+    const NAME: &'static str = "top_payer";
+    const ORDER: [TopPayerTxn; 6] = [
+        TopPayerTxn::Tpcc(TxnType::Payment),
+        TopPayerTxn::Tpcc(TxnType::NewOrder),
+        TopPayerTxn::Extra(TopPayer),
+        TopPayerTxn::Tpcc(TxnType::OrderStatus),
+        TopPayerTxn::Tpcc(TxnType::Delivery),
+        TopPayerTxn::Tpcc(TxnType::StockLevel),
+    ];
+    const DEFAULT_MIX: [u32; 6] = [40, 40, 10, 4, 4, 2];
 
-    fn name(&self) -> &'static str {
-        "tpcc-toppayer"
-    }
+    type Knobs = TopPayerKnobs;
+    /// Nothing: the top payer uses TPC-C's tables only.
+    type State = ();
+    type Input = TopPayerInput;
+    /// Nothing: the reward's Payment uses the terminal's TPC-C buffers.
+    type Scratch = ();
 
-    fn txn_types(&self) -> &[&'static str] {
-        &self.names
-    }
-
-    fn rows_to_load(&self) -> u64 {
-        self.tpcc.rows_to_load()
-    }
-
-    fn load(
-        &self,
-        db: &Database,
-        threads: usize,
-        progress: &(dyn Fn(u64) + Sync),
-    ) -> Result<u64, Error> {
-        self.tpcc.load(db, threads, progress)
-    }
-
-    fn thread_state(&self, thread: usize, threads: usize, seed: u64) -> TopPayerThread {
-        TopPayerThread {
-            tpcc: self.tpcc.thread_state(thread, threads, seed),
-            top_next: false,
-            top: TopPayerInput::default(),
+    fn validate(k: &TopPayerKnobs) -> Result<(), String> {
+        if !(1..=CUSTOMERS).contains(&k.scan) {
+            return Err(format!(
+                "--top-payer-scan must be in 1..={CUSTOMERS} (the customers of a district), got {}",
+                k.scan
+            ));
         }
+        Ok(())
     }
 
-    fn next(&self, st: &mut TopPayerThread) -> usize {
-        let x = st.tpcc.rng.gen_range(0..100u32);
-        let ty = self.cum.iter().position(|&c| x < c).unwrap_or(0);
-        match TopPayerTxn::ALL[ty] {
-            TopPayerTxn::Tpcc(kind) => {
-                st.top_next = false;
-                self.tpcc.draw(&mut st.tpcc, kind);
-            }
-            TopPayerTxn::TopPayer => {
-                st.top_next = true;
-                let t = &mut st.tpcc;
-                st.top = self.draw_top_payer(&mut t.rng, t.w_id);
-                st.top.h_key = history_key(t.origin, t.hist_seq);
-                t.hist_seq += 1;
-            }
-        }
-        ty
+    fn state(_: &TopPayerConfig) {}
+
+    fn scratch() {}
+
+    /// A local scan (the terminal's warehouse), and the reward's HISTORY key
+    /// from the terminal's sequence, as Payment draws it.
+    fn draw(wl: &TpccTopPayer, t: &mut TpccThread) -> TopPayerInput {
+        let mut inp = wl.draw_top_payer(&mut t.rng, t.w_id);
+        inp.h_key = history_key(t.origin, t.hist_seq);
+        t.hist_seq += 1;
+        inp
     }
 
-    fn execute(&self, st: &mut TopPayerThread, w: &mut Worker) -> TxResult<()> {
-        if !st.top_next {
-            return self.tpcc.execute(&mut st.tpcc, w);
-        }
+    fn execute(wl: &TpccTopPayer, st: &mut TopPayerThread, w: &mut Worker) -> TxResult<()> {
         let mut req = TopPayerRequest {
-            t: self.tpcc.t(),
-            inp: &st.top,
+            t: wl.tpcc.t(),
+            inp: &st.input,
             s: &mut st.tpcc.scratch,
         };
         w.try_execute(&mut req).map(drop)
     }
 
-    fn config(&self) -> serde_json::Value {
-        let c = &self.cfg;
-        let mut v = self.tpcc.config();
-        let mix: serde_json::Map<String, serde_json::Value> = TopPayerTxn::ALL
-            .iter()
-            .zip(c.mix)
-            .map(|(t, m)| (t.name().to_string(), serde_json::json!(m)))
-            .collect();
-        if let Some(o) = v.as_object_mut() {
-            o.insert("mix_pct".into(), mix.into());
-            o.insert("top_payer_scan".into(), c.scan.into());
-            o.insert("top_payer_reward_cents".into(), REWARD_CENTS.into());
-            o.insert(
-                "top_payer".into(),
-                "max C_YTD_PAYMENT over consecutive customers of a uniform local district, \
-                 rewarded by a Payment"
-                    .into(),
-            );
-        }
-        v
+    fn config(k: &TopPayerKnobs, o: &mut serde_json::Map<String, serde_json::Value>) {
+        o.insert("top_payer_scan".into(), k.scan.into());
+        o.insert("top_payer_reward_cents".into(), REWARD_CENTS.into());
+        o.insert(
+            "top_payer".into(),
+            "max C_YTD_PAYMENT over consecutive customers of a uniform local district, \
+             rewarded by a Payment"
+                .into(),
+        );
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::Workload;
     use rand::SeedableRng;
 
     #[test]
@@ -411,10 +297,10 @@ mod tests {
         let mut c = TopPayerConfig::new(1);
         assert!(c.validate().is_ok());
         for bad in [0, CUSTOMERS + 1] {
-            c.scan = bad;
+            c.extra.scan = bad;
             assert!(c.validate().unwrap_err().contains("--top-payer-scan"));
         }
-        c.scan = CUSTOMERS;
+        c.extra.scan = CUSTOMERS;
         assert!(c.validate().is_ok());
         c.mix = [40, 40, 10, 4, 4, 3];
         assert!(c.validate().unwrap_err().contains("--mix"));
@@ -423,7 +309,7 @@ mod tests {
     #[test]
     fn the_mix_draws_each_type_and_scans_stay_in_the_district() {
         let mut cfg = TopPayerConfig::new(3);
-        cfg.scan = CUSTOMERS;
+        cfg.extra.scan = CUSTOMERS;
         let wl = TpccTopPayer::new(cfg).unwrap();
         let mut st = wl.thread_state(1, 3, 5);
         let mut n = [0u32; 6];
@@ -431,9 +317,12 @@ mod tests {
         for _ in 0..100_000 {
             let ty = wl.next(&mut st);
             n[ty] += 1;
-            assert_eq!(st.top_next, TopPayerTxn::ALL[ty] == TopPayerTxn::TopPayer);
-            if st.top_next {
-                let t = st.top;
+            assert_eq!(
+                st.extra_next,
+                TopPayerTxn::ALL[ty] == TopPayerTxn::Extra(TopPayer)
+            );
+            if st.extra_next {
+                let t = st.input;
                 assert_eq!(t.w_id, 2, "scans are local");
                 assert!((1..=DISTRICTS).contains(&t.d_id));
                 assert_eq!((t.first, t.count), (1, CUSTOMERS));
@@ -443,7 +332,7 @@ mod tests {
                     st.tpcc.txn().kind,
                     match TopPayerTxn::ALL[ty] {
                         TopPayerTxn::Tpcc(k) => k,
-                        TopPayerTxn::TopPayer => unreachable!(),
+                        TopPayerTxn::Extra(_) => unreachable!(),
                     }
                 );
             }
