@@ -125,7 +125,8 @@ pub trait Transaction {
     }
 
     /// A hint that this transaction will soon read `keys` of table `t`
-    /// (about the first `value_len` bytes of each): a protocol that can
+    /// (about the first `value_len` bytes of each, at most 1 KiB of them
+    /// fetched ahead, whatever is asked): a protocol that can
     /// looks them up together, overlapping their cache misses, and starts
     /// each later [`get`](Transaction::get) of one of them from the record
     /// found. It reads nothing, so it changes no result and nothing about

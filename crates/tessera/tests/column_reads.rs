@@ -118,7 +118,8 @@ fn slices_agree(p: Protocol) {
             },
         )?;
         assert_eq!(whole.len(), lens.len() - 1, "{p}");
-        for r in [0..4, 3..11, 8..16, 60..200, 500..600] {
+        #[allow(clippy::reversed_empty_ranges)]
+        for r in [0..4, 3..11, 8..16, 60..200, 500..600, 9..3, 0..usize::MAX] {
             let mut cut = Vec::new();
             let opts = ScanOptions::new().slice(r.clone());
             tx.scan(t, Bound::Unbounded, Bound::Unbounded, opts, |k, v| {
@@ -131,6 +132,20 @@ fn slices_agree(p: Protocol) {
                 .collect();
             assert_eq!(cut, want, "{p}: scan slice {r:?}");
         }
+        // Descending, with a limit.
+        let mut cut = Vec::new();
+        let opts = ScanOptions::new().slice(3..11).reverse().limit(5);
+        tx.scan(t, Bound::Unbounded, Bound::Unbounded, opts, |k, v| {
+            cut.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        let want: Vec<_> = whole
+            .iter()
+            .rev()
+            .take(5)
+            .map(|(k, v)| (k.clone(), clamp(v, 3..11).to_vec()))
+            .collect();
+        assert_eq!(cut, want, "{p}: descending scan slice");
         tx.user_abort::<()>()
     })
     .unwrap_err();

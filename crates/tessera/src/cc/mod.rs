@@ -741,7 +741,9 @@ pub(crate) fn for_each_found(
             }
         }
         if newest {
-            prefetch_newest(&found[..chunk.len()], len);
+            // SAFETY: found just now by `get_batch` under `g`, which the
+            // caller holds.
+            unsafe { prefetch_newest(&found[..chunk.len()], len) };
         }
         for (j, key) in chunk.iter().enumerate() {
             each(c * BATCH_MAX + j, key, found[j] as *const Record)?;
@@ -751,13 +753,16 @@ pub(crate) fn for_each_found(
 }
 
 /// [`Record::prefetch_newest`] for each record in `found` (index values, 0
-/// for none), which were found while the caller is pinned.
+/// for none).
+///
+/// # Safety
+/// Each non-zero value is a record the caller found through an index while
+/// pinned, and the caller is still pinned (so none of them is freed).
 #[inline]
-fn prefetch_newest(found: &[u64], value_len: usize) {
+unsafe fn prefetch_newest(found: &[u64], value_len: usize) {
     for &v in found {
         if v != 0 {
-            // SAFETY: found through the index while the caller is pinned, so
-            // not freed.
+            // SAFETY: the caller's contract.
             unsafe { &*(v as *const Record) }.prefetch_newest(value_len);
         }
     }
@@ -1492,6 +1497,10 @@ impl Prefetched {
         g: &Guard<'_>,
     ) {
         use crate::index::BATCH_MAX;
+        // A hint, whatever the caller asked: a length near `usize::MAX`
+        // must neither overflow the prefetch's arithmetic nor loop over
+        // terabytes of addresses.
+        let value_len = value_len.min(PREFETCH_MAX);
         if self.n + keys.len() > PREFETCH_MEMO {
             // The older prefetches' gets are most likely done.
             self.clear();
@@ -1522,7 +1531,9 @@ impl Prefetched {
                 self.n += 1;
             }
             if newest {
-                prefetch_newest(&out[..chunk.len()], value_len);
+                // SAFETY: found just now by `get_batch` under `g`, which the
+                // caller holds.
+                unsafe { prefetch_newest(&out[..chunk.len()], value_len) };
             }
         }
     }
@@ -1550,10 +1561,14 @@ struct ScanHit {
     tid: u64,
 }
 
-/// See [`TxnSets::last`]. Either record it names is in the read set with
-/// the TID given, so a write that finds its key here needs neither the
-/// descent nor the read again; a record replaced meanwhile by another
-/// transaction fails that read's validation at commit.
+/// See [`TxnSets::last`]. Under the single-version protocols either record
+/// it names is in the read set with the TID given, so a write that finds
+/// its key here needs neither the descent nor the read again; a record
+/// replaced meanwhile by another transaction fails that read's validation
+/// at commit. ERMIA remembers its reads and scanned rows with TID 0 (it has
+/// no read set): its write checks the record's head again under the
+/// first-updater-wins rule, so a version committed since the read is a
+/// conflict there.
 pub(crate) struct LastFound {
     table: u32,
     /// The last get's key: a short one (at most 8 bytes) as a word and its
@@ -1917,6 +1932,10 @@ pub(crate) struct SvLocal {
 /// How many times an operation re-walks the index after meeting a record
 /// that was unlinked under it, before giving up with a `Stale` abort.
 pub(crate) const STALE_RETRIES: usize = 16;
+
+/// The most bytes of a value that [`Prefetched::fill`] prefetches per
+/// record (TPC-C's longest rows are about 660 bytes).
+pub(crate) const PREFETCH_MAX: usize = 1024;
 
 /// After our own insert into `leaf` moved its version from `before` to
 /// `after`, update the node-set entries that saw `before` (the change is ours,

@@ -636,6 +636,7 @@ impl Record {
     /// their heads overlap).
     #[inline(always)]
     pub fn prefetch_newest(&self, value_len: usize) {
+        debug_assert!(value_len <= 1 << 20, "a prefetch of {value_len} bytes");
         let v = self.newest();
         prefetch_bytes(
             v as *const u8,

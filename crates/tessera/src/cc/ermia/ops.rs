@@ -759,6 +759,9 @@ where
     let mut count = 0usize;
     // The rows handed out are remembered, as Silo's scans remember them,
     // so that a write of one (Delivery's order lines) needs no descent.
+    // Unlike Silo's, with TID 0 and no read-set entry: the write checks
+    // the head again (first updater wins), and rows of our own writes are
+    // remembered too (the write then rewrites our version).
     st.sets.last.scan_begins();
     let mut failed: Option<TxError> = None;
     // The node callback and the row callback both need the sets: the node
