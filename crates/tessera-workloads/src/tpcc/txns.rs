@@ -1,20 +1,19 @@
 //! The five TPC-C transactions (clauses 2.4-2.8), each written once against
-//! [`Transaction`](tessera::Transaction), so every protocol runs the same
-//! code. Each function is one attempt's body: it reads its inputs (drawn
-//! before the first attempt, so a retry repeats them), performs the spec's
-//! reads and writes and returns the values the terminal would display (only
-//! a few, for tests).
+//! [`Transaction`], so every protocol runs the same code. Each function is
+//! one attempt's body: it reads its inputs (drawn before the first attempt,
+//! so a retry repeats them), performs the spec's reads and writes and
+//! returns the values the terminal would display (only a few, for tests).
 //!
 //! Rows that must exist (a warehouse, the customer an index entry names, the
 //! order a NEW-ORDER row names, ...) are handled in two ways. A `get` that
 //! finds nothing is reported as a conflict ([`ConflictReason::Stale`]):
 //! under an optimistic protocol the body may read a state no serial
-//! execution produces (see [`Transaction`](tessera::Transaction)), and such
-//! an attempt must be retried, not stop the run; a database that really
-//! lost the row would show up as a retry storm and in the consistency
-//! check. An `update` that finds its row missing is a real error: the engine
-//! validates everything read before it answers "missing", so the answer is
-//! consistent with the earlier read.
+//! execution produces (see [`Transaction`]), and such an attempt must be
+//! retried, not stop the run; a database that really lost the row would
+//! show up as a retry storm and in the consistency check. An `update` that
+//! finds its row missing is a real error: the engine validates everything
+//! read before it answers "missing", so the answer is consistent with the
+//! earlier read.
 
 use std::ops::Bound;
 
