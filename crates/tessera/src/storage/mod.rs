@@ -23,6 +23,7 @@
 //! see docs/ARCHITECTURE.md.
 
 pub(crate) mod ems;
+pub(crate) mod pool;
 pub mod mvcc;
 pub mod tid;
 

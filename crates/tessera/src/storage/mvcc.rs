@@ -244,12 +244,9 @@ pub fn new_mv_version(
     meta: Option<MetaInit>,
 ) -> *mut Version {
     let cap = words_for(val.map_or(0, |v| v.len()));
-    let layout = Layout::from_size_align(mv_size(cap, meta.is_some()), 8).expect("version layout");
-    // SAFETY: non-zero-size layout.
-    let p = unsafe { alloc(layout) } as *mut Version;
-    if p.is_null() {
-        std::alloc::handle_alloc_error(layout);
-    }
+    // From this thread's pool of recycled blocks (`storage::pool`): a warm
+    // block, where the allocator would hand out a cold one.
+    let p = super::pool::take(mv_size(cap, meta.is_some())) as *mut Version;
     let flags = if meta.is_some() { V_META } else { 0 };
     // SAFETY: fresh allocation of the whole layout.
     unsafe { init_mv(p, cap, val, stamp, prev, flags, meta.unwrap_or_default()) };
@@ -321,8 +318,13 @@ pub unsafe fn reinit_inline(
 /// # Safety
 /// `v` must come from [`new_mv_version`] and be unreachable.
 pub unsafe fn free_mv_version(v: *mut u8) {
-    // SAFETY: caller contract.
-    unsafe { free_version(v) }
+    // SAFETY: caller contract: an out-of-line version, so its size is its
+    // layout's, the size `new_mv_version` took from the pool.
+    unsafe {
+        debug_assert_eq!((*(v as *mut Version)).flags() & V_INLINE, 0);
+        let size = (*(v as *mut Version)).layout().size();
+        super::pool::give(v, size);
+    }
 }
 
 /// ERMIA's multi-version record: the same head as [`Record`] (one word, one
