@@ -26,6 +26,7 @@ pub(crate) fn maintain(
     }
     let wm = st.mv.watermark;
     while st.mv.gc.front().is_some_and(|e| e.stamp <= wm) {
+        prefetch_ahead(&st.mv.gc);
         let e = st.mv.gc.pop_front().expect("front");
         // SAFETY: held by this entry, so not freed; we are pinned.
         let r = unsafe { &*e.rec };
@@ -83,6 +84,37 @@ pub(crate) fn maintain(
             true
         },
     );
+}
+
+/// How far ahead of the entry it prunes the GC looks: it fetches the record
+/// head of the entry this far ahead, the newest version of the entry half
+/// as far ahead, and the version below it (the one a prune cuts) of the next
+/// entry. A prune touches three dependent lines (head, newest version, cut
+/// version), written some transactions ago and cold by now; and the
+/// watermark advances every [`WATERMARK_EVERY`] transactions, so entries
+/// come due in runs long enough for the pipeline to fill.
+const GC_AHEAD: usize = 4;
+
+/// The prefetches of [`GC_AHEAD`] for the entries after the front of `gc`.
+#[inline]
+fn prefetch_ahead(gc: &VecDeque<GcEntry>) {
+    if let Some(e) = gc.get(GC_AHEAD) {
+        crate::storage::prefetch_bytes(e.rec as *const u8, 64);
+    }
+    if let Some(e) = gc.get(GC_AHEAD / 2) {
+        // SAFETY: a queued entry holds its record (`gc_hold`), and the
+        // caller is pinned, so the record and its newest version are live.
+        unsafe { &*e.rec }.as_record().prefetch_newest(0);
+    }
+    if let Some(e) = gc.get(1) {
+        // SAFETY: as above; the version below the newest is reachable from
+        // the record, so it is live while we are pinned. A prefetch of it
+        // dereferences nothing.
+        let newest = unsafe { &*e.rec }.newest();
+        // SAFETY: as above: reachable from a held record while we are pinned.
+        let cut = unsafe { &*newest }.prev();
+        crate::storage::prefetch_bytes(cut as *const u8, 64);
+    }
 }
 
 /// Unlink a record whose head is still the committed tombstone with stamp
