@@ -1348,10 +1348,15 @@ fn read_stream(bytes: &[u8], stats: &mut Stats) -> Result<(), String> {
                     return Err(format!("block at {} breaks the chain", b.offset));
                 }
                 expect_offset = b.offset + (HEADER_LEN + b.payload.len()) as u64;
-                if b.header.kind == BlockKind::Txns {
-                    read_entries(b.payload, stats)?;
-                } else if !b.payload.is_empty() {
-                    return Err("an epoch mark with a payload".into());
+                match b.header.kind {
+                    BlockKind::Txns => read_entries(b.payload, stats)?,
+                    BlockKind::EpochMark if !b.payload.is_empty() => {
+                        return Err("an epoch mark with a payload".into())
+                    }
+                    // An input-log block (a deterministic database's) is
+                    // well formed with any payload; recovery of a redo
+                    // stream refuses it, a level above the block reader.
+                    BlockKind::EpochMark | BlockKind::Input => {}
                 }
             }
             Err(d) => {
