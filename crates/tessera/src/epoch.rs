@@ -188,7 +188,7 @@ impl Epochs {
                     epochs: Arc::clone(self),
                     slot: i,
                     garbage: UnsafeCell::new(VecDeque::new()),
-                    retired: std::cell::Cell::new(0),
+                    left: std::cell::Cell::new(0),
                     pinned: std::cell::Cell::new(false),
                 });
             }
@@ -271,8 +271,9 @@ pub struct LocalEpoch {
     slot: usize,
     garbage: UnsafeCell<VecDeque<Garbage>>,
     pinned: std::cell::Cell<bool>,
-    /// Items retired since the last paced collection ([`LocalEpoch::collect_paced`]).
-    retired: std::cell::Cell<usize>,
+    /// Garbage left on the list by the last collection: what was retired
+    /// since is the list's length less this ([`LocalEpoch::collect_paced`]).
+    left: std::cell::Cell<usize>,
 }
 
 // SAFETY: a LocalEpoch may move to another thread between transactions; it is
@@ -321,33 +322,31 @@ impl LocalEpoch {
 
     /// Free what can be freed now.
     pub fn collect(&self) {
-        // SAFETY: only this worker touches its garbage list, and no reference
-        // into it escapes this function.
-        let g = unsafe { &mut *self.garbage.get() };
-        while let Some(front) = g.front() {
-            if !self.epochs.reclaimable(front.epoch) {
-                break;
-            }
-            let item = g.pop_front().expect("front exists");
-            // SAFETY: see Epochs::collect_orphans.
-            unsafe { (item.free)(item.ptr) };
-        }
+        self.free_reclaimable(usize::MAX);
     }
 
     /// Free reclaimable garbage at a pace: at most twice what was retired
-    /// since the last call, plus [`PACE_SLACK`]. Garbage becomes reclaimable
-    /// in lumps, a whole epoch's at a time (40 ms of a worker's
+    /// since the last collection, plus [`PACE_SLACK`]. Garbage becomes
+    /// reclaimable in lumps, a whole epoch's at a time (40 ms of a worker's
     /// transactions, thousands of versions); freed in one lump, most of it
     /// went back to the allocator's free lists and was cold by the time it
     /// was handed out again. Freed at the pace it is retired, each block
     /// reaches the thread's version pool (`storage::pool`) shortly before an
     /// allocation takes it again, and the backlog still drains (the pace is
-    /// twice the inflow). Frees look a few items ahead and prefetch them:
-    /// the oldest garbage is cold, and a free reads the object's header.
+    /// twice the inflow).
     pub fn collect_paced(&self) {
-        // SAFETY: single-threaded access to this worker's list, see `collect`.
+        let retired = self.pending().saturating_sub(self.left.get());
+        self.free_reclaimable(2 * retired + PACE_SLACK);
+    }
+
+    /// Free up to `max` reclaimable items, oldest first. Frees look a few
+    /// items ahead and prefetch them: the oldest garbage is cold, and a free
+    /// reads the object's header.
+    fn free_reclaimable(&self, max: usize) {
+        // SAFETY: only this worker touches its garbage list, and no reference
+        // into it escapes this function.
         let g = unsafe { &mut *self.garbage.get() };
-        let mut budget = 2 * self.retired.replace(0) + PACE_SLACK;
+        let mut budget = max;
         while budget > 0 {
             let Some(front) = g.front() else { break };
             if !self.epochs.reclaimable(front.epoch) {
@@ -361,6 +360,7 @@ impl LocalEpoch {
             unsafe { (item.free)(item.ptr) };
             budget -= 1;
         }
+        self.left.set(g.len());
     }
 
     /// Number of garbage items waiting on this worker's list.
@@ -416,7 +416,6 @@ impl Guard<'_> {
             ptr,
             free,
         });
-        self.local.retired.set(self.local.retired.get() + 1);
     }
 
     /// Retire a `Box<T>` given as a raw pointer.

@@ -248,7 +248,8 @@ pub fn new_mv_version(
     // block, where the allocator would hand out a cold one.
     let p = super::pool::take(mv_size(cap, meta.is_some())) as *mut Version;
     let flags = if meta.is_some() { V_META } else { 0 };
-    // SAFETY: fresh allocation of the whole layout.
+    // SAFETY: a block of the whole size, ours alone (fresh, or recycled by
+    // the pool once no reader could reach it).
     unsafe { init_mv(p, cap, val, stamp, prev, flags, meta.unwrap_or_default()) };
     p
 }
