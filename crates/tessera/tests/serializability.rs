@@ -240,6 +240,22 @@ fn record_opts(
     prefill: bool,
     scans: bool,
 ) -> (Vec<Txn>, HashMap<u32, Vec<u32>>) {
+    record_slots(opts, threads, per_thread, keys, prefill, scans, false)
+}
+
+/// As [`record_opts`]; with `spread`, half the threads run in worker slots
+/// 0, 1, ... and the other half in slots 64, 65, ... (the slots between are
+/// held idle), so that pairs of running transactions share a bit of SSN's
+/// per-version readers bitmap. `opts` must allow `64 + threads` workers.
+fn record_slots(
+    opts: Options,
+    threads: usize,
+    per_thread: usize,
+    keys: u32,
+    prefill: bool,
+    scans: bool,
+    spread: bool,
+) -> (Vec<Txn>, HashMap<u32, Vec<u32>>) {
     let db = Database::open(opts).unwrap();
     let t: TableId = db.create_table("lists").unwrap();
     if prefill {
@@ -252,12 +268,24 @@ fn record_opts(
         })
         .unwrap();
     }
+    let mut workers = Vec::new();
+    let mut idle = Vec::new();
+    let low = if spread { threads.div_ceil(2) } else { threads };
+    let opened = if spread { 64 + threads - low } else { threads };
+    // Slots are handed out lowest first.
+    for i in 0..opened {
+        let w = db.worker().unwrap();
+        if i < low || i >= 64 {
+            workers.push(w);
+        } else {
+            idle.push(w);
+        }
+    }
     let history = Mutex::new(Vec::new());
     std::thread::scope(|s| {
-        for th in 0..threads {
-            let (db, history) = (db.clone(), &history);
+        for (th, mut w) in workers.into_iter().enumerate() {
+            let history = &history;
             s.spawn(move || {
-                let mut w = db.worker().unwrap();
                 let mut rng = SmallRng::seed_from_u64(0x5E71A1 + th as u64);
                 let mut next = (th as u32) << 24;
                 for _ in 0..per_thread {
@@ -338,6 +366,7 @@ fn record_opts(
             });
         }
     });
+    drop(idle);
     let mut w = db.worker().unwrap();
     let mut finals = HashMap::new();
     for k in 0..keys {
@@ -380,6 +409,24 @@ fn list_append_histories_are_serializable() {
                          (prefill={prefill}): {e}"
                     );
                 }
+            }
+        }
+    }
+}
+
+/// SSN with more than 64 worker slots: slots `s` and `s + 64` share a bit of
+/// a version's readers bitmap, and the threads run in such pairs. A reader
+/// that cleared its shared bit at commit would erase a running partner's
+/// registration (the bits stay set then; see `SsnMeta::readers`).
+#[test]
+fn ssn_histories_are_serializable_when_slots_share_reader_bits() {
+    for prefill in [false, true] {
+        for keys in [3, 8] {
+            let opts = Options::in_memory().protocol(Protocol::Ssn).workers(72);
+            let (h, finals) = record_slots(opts, 6, 1_000, keys, prefill, false, true);
+            assert_eq!(h.len(), 6 * 1_000);
+            if let Err(e) = check(&h, &finals) {
+                panic!("ssn with shared reader bits, {keys} keys (prefill={prefill}): {e}");
             }
         }
     }

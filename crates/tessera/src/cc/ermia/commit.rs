@@ -124,7 +124,9 @@ pub(crate) fn commit<M: Mode>(tx: &mut ETx<'_, M>) -> TxResult<()> {
             if m.pstamp.load(Ordering::SeqCst) < c {
                 m.pstamp.fetch_max(c, Ordering::SeqCst);
             }
-            m.readers.fetch_and(!mybit, Ordering::SeqCst);
+            if !st.mv.shared_bits {
+                m.readers.fetch_and(!mybit, Ordering::SeqCst);
+            }
         }
     }
     // The redo entry. ERMIA copies a transaction's log records into one
@@ -217,7 +219,9 @@ pub(crate) fn abort<M: Mode>(tx: &mut ETx<'_, M>) {
             let v = v.map_addr(|a| a & !OWN_OVERWRITE);
             // SAFETY: pinned.
             let m = unsafe { ssn_meta(v) }.expect("meta");
-            m.readers.fetch_and(!mybit, Ordering::SeqCst);
+            if !st.mv.shared_bits {
+                m.readers.fetch_and(!mybit, Ordering::SeqCst);
+            }
         }
     }
     if M::MVTO {

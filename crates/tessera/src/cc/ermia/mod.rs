@@ -220,10 +220,11 @@ impl<M: Mode> CcProtocol for Ermia<M> {
             mvrcc: mvrcc::MvrccShared::new(opts.rocc.range_size as usize),
         }
     }
-    fn new_local(_: &ErmiaShared, slot: usize) -> ErmiaLocal {
+    fn new_local(sh: &ErmiaShared, slot: usize) -> ErmiaLocal {
         ErmiaLocal {
             mv: MvState {
                 slot,
+                shared_bits: sh.xids.len() > 64,
                 ..MvState::default()
             },
             ..ErmiaLocal::default()
@@ -376,6 +377,10 @@ impl<M: Mode> CcProtocol for Ermia<M> {
 pub(crate) struct MvState {
     /// The worker's TID-table slot.
     pub slot: usize,
+    /// SSN: the TID table has more than 64 slots, so slots `s` and `s + 64`
+    /// share bit `s % 64` of a version's readers bitmap, and reader bits
+    /// are never cleared (see [`ssn::SsnMeta::readers`]).
+    pub shared_bits: bool,
     /// The running transaction's id (without the flag).
     pub xid: u64,
     pub begin: u64,

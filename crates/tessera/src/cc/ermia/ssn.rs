@@ -25,6 +25,23 @@ pub(crate) struct SsnMeta {
     /// In-flight readers: bit `slot % 64` for each worker slot whose running
     /// transaction read this version (ERMIA's readers bitmap, used by a
     /// committing overwriter to find readers that are committing before it).
+    ///
+    /// With more than 64 slots ([`MvState::shared_bits`]) slots `s`, `s + 64`,
+    /// ... share a bit, and a reader that cleared the bit at its post-commit
+    /// would also erase the registration of a reader in a sharing slot that
+    /// is still running (whose later pre-commit an overwriter would then
+    /// miss). So in that case nobody clears a bit: once set it stays set for
+    /// the version's life, a reader that finds its bit set does not set it
+    /// again, and an overwriter takes each set bit as "a reader may run in
+    /// one of these slots" and checks every sharing slot's current
+    /// transaction. A bit left by a finished reader only makes the
+    /// overwriter order itself after whatever transaction now runs in that
+    /// slot if it is committing first (η(T) too large: a possible false
+    /// abort, never a missed edge), and the finished reader raised η(V)
+    /// before it left its slot. ERMIA's read-mostly optimisation leaves
+    /// bits set in the same way (its `serial_register_reader_tx`). Measured
+    /// as the general scheme it cost more aborts than it saved (BENCHMARKS,
+    /// "Sticky reader bits"), so at 64 slots or fewer bits are exact.
     pub readers: AtomicU64,
 }
 
@@ -55,8 +72,13 @@ pub(super) fn on_read(st: &mut ErmiaLocal, v: *const Version, cstamp: u64) -> Tx
     // Register before looking at π: an overwriter whose mark we miss finds
     // our bit at its commit (our side is SeqCst; its side puts a SeqCst
     // fence between its mark and its bitmap load, see `ssn_precommit`).
-    m.readers
-        .fetch_or(1u64 << (st.mv.slot % 64), Ordering::SeqCst);
+    let bit = 1u64 << (st.mv.slot % 64);
+    // A set bit that nobody clears (shared bits) needs no second locked
+    // write; the SeqCst load orders it before our load of π just as the
+    // `fetch_or` would.
+    if !st.mv.shared_bits || m.readers.load(Ordering::SeqCst) & bit == 0 {
+        m.readers.fetch_or(bit, Ordering::SeqCst);
+    }
     let s = m.sstamp.load(Ordering::SeqCst);
     if s & XID_FLAG == 0 && s != SSTAMP_INF {
         st.mv.sstamp = st.mv.sstamp.min(s);
@@ -128,7 +150,13 @@ pub(super) fn ssn_precommit<M: Mode>(tx: &mut ETx<'_, M>, c: u64) -> TxResult<u6
     let sh = tx.sh;
     let st = &mut *tx.st;
     let me = st.mv.slot;
-    let mybit = 1u64 << (me % 64);
+    // Our own bit is ours alone unless slots share bits; the walk below
+    // skips our slot either way.
+    let mybit = if st.mv.shared_bits {
+        0
+    } else {
+        1u64 << (me % 64)
+    };
     let my = my_flagged(st);
     let mut pstamp = st.mv.pstamp;
     let mut sstamp = st.mv.sstamp.min(c);
