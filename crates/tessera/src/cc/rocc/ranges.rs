@@ -274,23 +274,43 @@ impl RangeList {
     #[inline]
     pub(crate) fn publish(&self, q: u64, w: *const WriterEntry) {
         let n = self.slots.len() as u64;
+        let cur = self.slots[(q % n) as usize].load(Ordering::Acquire);
+        self.publish_over(q, w, cur);
+    }
+
+    /// [`RangeList::publish`]'s store, given the word `cur` last read from
+    /// the slot (with acquire ordering).
+    ///
+    /// Before every attempt it asks the head whether `q` has been lapped.
+    /// The lap tag in the word has only 16 bits: a registrant preempted
+    /// between its check and its store for 65,536 laps or a multiple
+    /// (which a list of a few slots reaches in well under a second) finds
+    /// a newer writer's word whose tag equals its own. With a single check
+    /// before the loop, its compare-exchange then failed on that word,
+    /// took it as "not newer" and overwrote it, and a validator reading
+    /// that position met the wrong writer. The head is the authority on
+    /// laps: a word read with acquire ordering from a position claimed a
+    /// lap (or more) after `q` comes after that claim, so the head read
+    /// next shows `q` lapped.
+    #[inline]
+    fn publish_over(&self, q: u64, w: *const WriterEntry, mut cur: u64) {
+        let n = self.slots.len() as u64;
         debug_assert_eq!(w as u64 & !PTR_MASK, 0, "a user-space address fits 48 bits");
         let word = tag(q / n) | (w as u64 & PTR_MASK);
         let slot = &self.slots[(q % n) as usize];
-        if self.head.load(Ordering::Relaxed) > q + n {
-            // Lapped while preempted: a newer word may be there already.
-            return;
-        }
-        let mut cur = slot.load(Ordering::Relaxed);
         loop {
+            if self.head.load(Ordering::SeqCst) > q + n {
+                // Lapped while preempted: a newer word may be there already.
+                return;
+            }
             // A later lap got here first (this registration raced a whole
             // lap ahead): leave it; a validator needing `q` sees a newer
             // lap and aborts.
             if cur != 0 && lap_newer(cur >> PTR_BITS, q / n) {
-                break;
+                return;
             }
-            match slot.compare_exchange_weak(cur, word, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => break,
+            match slot.compare_exchange_weak(cur, word, Ordering::Release, Ordering::Acquire) {
+                Ok(_) => return,
                 Err(c) => cur = c,
             }
         }
@@ -734,6 +754,38 @@ mod tests {
             None,
         );
         assert!(tight.covered_by(Bound::Included(b"b"), Bound::Included(b"c")));
+    }
+
+    /// A registrant preempted between its lap check and its store for a
+    /// multiple of 65,536 laps (the lap tag's width) must not overwrite the
+    /// newer writer whose word now carries the same tag.
+    #[test]
+    fn a_registrant_lapped_65536_times_leaves_the_newer_word() {
+        let epochs = crate::epoch::Epochs::new(2, 1);
+        let local = epochs.register().unwrap();
+        let g = local.pin();
+        let l = RangeList::new(Box::from(&[][..]), None, 0, 1, None);
+        let entry = || {
+            Box::new(WriterEntry {
+                cts: AtomicU64::new(1),
+                keys: Vec::new(),
+            })
+        };
+        let (stale, newer) = (entry(), entry());
+        // The stale registrant claims position 0 and reads the empty slot,
+        // then stalls.
+        let q = l.claim();
+        let seen = l.slots[0].load(Ordering::Acquire);
+        // 65,536 laps of one slot later, a writer registers at the position
+        // whose tag equals position 0's.
+        let lap = 1u64 << 16;
+        l.head.store(lap, Ordering::SeqCst);
+        l.register(&*newer, 0, 10);
+        assert!(matches!(l.at(lap, &g), Slot::Writer(e) if std::ptr::eq(e, &*newer)));
+        // The stale registrant resumes: its compare-exchange fails on the
+        // newer word, and it must give up rather than retry over it.
+        l.publish_over(q, &*stale, seen);
+        assert!(matches!(l.at(lap, &g), Slot::Writer(e) if std::ptr::eq(e, &*newer)));
     }
 
     /// A position a lap behind the head is overwritten, never read as
