@@ -29,14 +29,21 @@ pub(crate) unsafe trait RecordHead: 'static {
     /// Free a record of this layout and everything it owns (the caller
     /// has exclusive access: see [`Record::free`]).
     const FREE: unsafe fn(*mut u8);
+    /// A record's value lives in the newest version of a chain that its
+    /// head points to, so a batched lookup that prefetches values also
+    /// prefetches each found record's newest version
+    /// ([`Record::prefetch_newest`]) once the head is in.
+    const CHAINED: bool;
 }
 // SAFETY: the record head itself.
 unsafe impl RecordHead for Record {
     const FREE: unsafe fn(*mut u8) = Record::free;
+    const CHAINED: bool = false;
 }
 // SAFETY: `repr(transparent)` over `Record`, whose free walks the chain.
 unsafe impl RecordHead for MvRecord {
     const FREE: unsafe fn(*mut u8) = Record::free;
+    const CHAINED: bool = true;
 }
 
 /// A table's ordered index: one of the [`OrderedIndex`] implementations,

@@ -102,7 +102,7 @@ macro_rules! single_version_protocol {
                 value_len: usize,
             ) {
                 if tx.snapshot.is_none() {
-                    tx.st.sets.prefetched.fill(table, keys, value_len, false, tx.g);
+                    tx.st.sets.prefetched.fill::<$crate::storage::Record>(table, keys, value_len, tx.g);
                 }
             }
             #[inline]
@@ -717,16 +717,16 @@ impl<P: CcProtocol> TxnOps for Tx<'_, P> {
 
 /// The lookup half of a protocol's own `Txn::get_many`: `keys` looked up
 /// 16 at a time with one batched descent, the first `prefetch` bytes of
-/// each record found prefetched (with `newest`, then those of each record's
-/// newest version: multi-version records), then `each(i, key, rec)` for
+/// each record found prefetched (then, for chained records
+/// ([`RecordHead::CHAINED`]), those of each record's newest version), then
+/// `each(i, key, rec)` for
 /// every key in order, `rec` null where the batch found nothing (absent, or
 /// its descent met a change: look it up alone). The records are the
 /// index's, reached while pinned by `g`.
-pub(crate) fn for_each_found(
+pub(crate) fn for_each_found<R: RecordHead>(
     table: &Table,
     keys: &[&[u8]],
     prefetch: usize,
-    newest: bool,
     g: &Guard<'_>,
     mut each: impl FnMut(usize, &[u8], *const Record) -> TxResult<()>,
 ) -> TxResult<()> {
@@ -740,7 +740,7 @@ pub(crate) fn for_each_found(
                 Record::prefetch(v as *const Record, len);
             }
         }
-        if newest {
+        if R::CHAINED {
             // SAFETY: found just now by `get_batch` under `g`, which the
             // caller holds.
             unsafe { prefetch_newest(&found[..chunk.len()], len) };
@@ -1485,15 +1485,14 @@ impl Prefetched {
     }
 
     /// Look `keys` up in `table` with one batched descent, prefetch the
-    /// first `value_len` bytes of each record's value (with `newest`, of
-    /// each record's newest version too: multi-version records) and
-    /// remember the records found.
-    pub fn fill(
+    /// first `value_len` bytes of each record's value (of each record's
+    /// newest version too for chained records, [`RecordHead::CHAINED`]),
+    /// and remember the records found.
+    pub fn fill<R: RecordHead>(
         &mut self,
         table: &Table,
         keys: &[&[u8]],
         value_len: usize,
-        newest: bool,
         g: &Guard<'_>,
     ) {
         use crate::index::BATCH_MAX;
@@ -1530,7 +1529,7 @@ impl Prefetched {
                 };
                 self.n += 1;
             }
-            if newest {
+            if R::CHAINED {
                 // SAFETY: found just now by `get_batch` under `g`, which the
                 // caller holds.
                 unsafe { prefetch_newest(&out[..chunk.len()], value_len) };

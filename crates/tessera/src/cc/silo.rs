@@ -186,7 +186,7 @@ pub(crate) fn get_many<M: Mode>(
     f: &mut dyn FnMut(usize, Option<&[u8]>),
 ) -> TxResult<()> {
     let g = tx.g;
-    super::for_each_found(table, keys, end, false, g, |i, key, rec| {
+    super::for_each_found::<Record>(table, keys, end, g, |i, key, rec| {
         let sets = &mut tx.st.sets;
         let mut direct = None;
         if !rec.is_null() && TxnSets::find_write(&sets.writes, &sets.windex, rec).is_none() {

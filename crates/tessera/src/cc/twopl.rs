@@ -413,7 +413,7 @@ fn get_many<P: Policy>(
     f: &mut dyn FnMut(usize, Option<&[u8]>),
 ) -> TxResult<()> {
     let g = tx.g;
-    super::for_each_found(table, keys, end, false, g, |i, key, rec| {
+    super::for_each_found::<Record>(table, keys, end, g, |i, key, rec| {
         if !rec.is_null() {
             // SAFETY: found through the index while pinned (the guard is the
             // attempt's), so not freed.
@@ -802,7 +802,7 @@ impl<P: Policy> CcProtocol for TwoPl<P> {
     #[inline]
     fn prefetch(tx: &mut LTx<'_, P>, table: &Table, keys: &[&[u8]], value_len: usize) {
         let sets = &mut tx.st.sv.sets;
-        sets.prefetched.fill(table, keys, value_len, false, tx.g);
+        sets.prefetched.fill::<Record>(table, keys, value_len, tx.g);
     }
     #[inline]
     fn put(tx: &mut LTx<'_, P>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {

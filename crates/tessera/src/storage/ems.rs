@@ -670,6 +670,8 @@ const _: () = assert!(HEAD == 48);
 // every version it owns.
 unsafe impl crate::catalog::RecordHead for EmsRecord {
     const FREE: unsafe fn(*mut u8) = EmsRecord::free;
+    // The current version is in the header's regions.
+    const CHAINED: bool = false;
 }
 
 impl EmsRecord {

@@ -258,7 +258,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     #[inline]
     fn prefetch(tx: &mut ETx<'_, M>, table: &Table, keys: &[&[u8]], value_len: usize) {
         let sets = &mut tx.st.sets;
-        sets.prefetched.fill(table, keys, value_len, true, tx.g);
+        sets.prefetched.fill::<MvRecord>(table, keys, value_len, tx.g);
     }
     #[inline]
     fn put(tx: &mut ETx<'_, M>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {

@@ -689,7 +689,7 @@ pub(crate) fn get_many<M: Mode>(
     // SSN's node set and MVRCC's range protection need an absent answer to
     // go through `get`.
     let ssn = ssn(tx) || M::MVTO;
-    crate::cc::for_each_found(table, keys, end, true, g, |i, key, rec| {
+    crate::cc::for_each_found::<MvRecord>(table, keys, end, g, |i, key, rec| {
         if !rec.is_null() {
             // SAFETY: found through the index while pinned (the attempt's
             // guard), so not freed; records of this database are
