@@ -25,6 +25,11 @@
 //! allocated from the pool (the epoch ticker collecting orphans) keeps
 //! nothing. A thread's pool returns its blocks to the allocator when the
 //! thread exits.
+//!
+//! BOHM keeps its own recycler (`cc::bohm::Recycler`). Its versions are
+//! typed, with a value buffer each, and are reused per table by the CC
+//! thread that cut them. They are not raw blocks freed through the
+//! memory epoch by any worker, so the two are not merged.
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::cell::RefCell;

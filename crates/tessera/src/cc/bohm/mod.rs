@@ -2024,6 +2024,13 @@ unsafe fn free_chain(p: *mut u8) {
 ///
 /// The thesis does not say how versions are allocated; its prototype's
 /// per-thread allocators play this part.
+///
+/// `storage::pool` recycles the interactive multi-version protocols'
+/// versions, and the two are kept apart on purpose. That pool hands out
+/// raw blocks by exact size, freed by whichever worker's epoch collection
+/// comes first. This one keeps typed `Version`s with their value buffers,
+/// per table, and re-initialises them. It also needs no epoch pass of its
+/// own: the CC thread that cut a chain is the thread that reuses it.
 struct Recycler {
     /// Chains cut by GC: the epoch they were cut in, the chain, its table.
     cut: std::collections::VecDeque<(u64, *mut Version, u32)>,
