@@ -224,6 +224,7 @@ fn record_with(
         keys,
         prefill,
         false,
+        false,
     )
 }
 
@@ -231,23 +232,12 @@ fn record_with(
 /// third of the reads are range scans over up to four consecutive keys,
 /// each key in the range recorded as a read (an absent key as the empty
 /// list): a scan that misses a concurrent insert or append is a read of a
-/// version the checker orders, so phantoms show up as cycles.
+/// version the checker orders, so phantoms show up as cycles. With
+/// `spread`, half the threads run in worker slots 0, 1, ... and the other
+/// half in slots 64, 65, ... (the slots between are held idle), so that
+/// pairs of running transactions share a bit of SSN's per-version readers
+/// bitmap; `opts` must then allow `64 + threads` workers.
 fn record_opts(
-    opts: Options,
-    threads: usize,
-    per_thread: usize,
-    keys: u32,
-    prefill: bool,
-    scans: bool,
-) -> (Vec<Txn>, HashMap<u32, Vec<u32>>) {
-    record_slots(opts, threads, per_thread, keys, prefill, scans, false)
-}
-
-/// As [`record_opts`]; with `spread`, half the threads run in worker slots
-/// 0, 1, ... and the other half in slots 64, 65, ... (the slots between are
-/// held idle), so that pairs of running transactions share a bit of SSN's
-/// per-version readers bitmap. `opts` must allow `64 + threads` workers.
-fn record_slots(
     opts: Options,
     threads: usize,
     per_thread: usize,
@@ -423,7 +413,7 @@ fn ssn_histories_are_serializable_when_slots_share_reader_bits() {
     for prefill in [false, true] {
         for keys in [3, 8] {
             let opts = Options::in_memory().protocol(Protocol::Ssn).workers(72);
-            let (h, finals) = record_slots(opts, 6, 1_000, keys, prefill, false, true);
+            let (h, finals) = record_opts(opts, 6, 1_000, keys, prefill, false, true);
             assert_eq!(h.len(), 6 * 1_000);
             if let Err(e) = check(&h, &finals) {
                 panic!("ssn with shared reader bits, {keys} keys (prefill={prefill}): {e}");
@@ -489,7 +479,7 @@ fn scan_list_append_histories_are_serializable() {
     for (name, opts) in runs {
         for prefill in [false, true] {
             for keys in [8, 32] {
-                let (h, finals) = record_opts(opts.clone(), 6, 800, keys, prefill, true);
+                let (h, finals) = record_opts(opts.clone(), 6, 800, keys, prefill, true, false);
                 if let Err(e) = check(&h, &finals) {
                     panic!(
                         "{name} produced a non-serializable history with scans, {keys} keys \
