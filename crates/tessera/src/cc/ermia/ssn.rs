@@ -40,8 +40,8 @@ pub(crate) struct SsnMeta {
     /// abort, never a missed edge), and the finished reader raised η(V)
     /// before it left its slot. ERMIA's read-mostly optimisation leaves
     /// bits set in the same way (its `serial_register_reader_tx`). Measured
-    /// as the general scheme it cost more aborts than it saved (BENCHMARKS,
-    /// "Sticky reader bits"), so at 64 slots or fewer bits are exact.
+    /// as the general scheme it cost more aborts than it saved (docs/BENCHMARKS.md,
+    /// "SSN's readers bitmap beyond 64 workers, and sticky reader bits"), so at 64 slots or fewer bits are exact.
     pub readers: AtomicU64,
 }
 

@@ -291,7 +291,10 @@ impl RangeList {
     /// that position met the wrong writer. The head is the authority on
     /// laps: a word read with acquire ordering from a position claimed a
     /// lap (or more) after `q` comes after that claim, so the head read
-    /// next shows `q` lapped.
+    /// next shows `q` lapped. A stall between that head read and the
+    /// compare-exchange can still let the exchange succeed only if the slot
+    /// then holds the very word read before: the same 16-bit lap and the
+    /// same writer-entry address.
     #[inline]
     fn publish_over(&self, q: u64, w: *const WriterEntry, mut cur: u64) {
         let n = self.slots.len() as u64;
