@@ -780,6 +780,14 @@ impl<P: Policy> CcProtocol for TwoPl<P> {
         if P::WAIT_DIE {
             if !st.keep_ts {
                 st.ts = tx.sh.clock.fetch_add(1, Ordering::Relaxed) + 1;
+                // A shared lock word holds the timestamp above its reader
+                // count: past 2^47 it would spill into the exclusive bit
+                // and corrupt lock words silently. 2^47 transactions is
+                // months at 10M a second; stop loudly instead.
+                assert!(
+                    st.ts < 1 << (63 - COUNT_BITS),
+                    "2PL wait-die: this database's timestamp space (2^47 transactions) is used up; reopen it"
+                );
             }
             tx.sh.ts[tx.core.slot].store(st.ts, Ordering::Release);
         }
@@ -871,5 +879,43 @@ impl<P: Policy> CcProtocol for TwoPl<P> {
     }
     fn rebuild(val: &[u8], epoch: u64) -> *mut Record {
         Record::new(val, make_tid(epoch, 1) | LATEST, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::{TwoPlShared, COUNT_BITS};
+    use crate::{Database, Options, Protocol};
+
+    /// Wait-die timestamps share a lock word with the reader count: at the
+    /// end of their 47 bits a transaction stops with a message instead of
+    /// writing a timestamp that reads as the exclusive bit.
+    #[test]
+    fn wait_die_stops_loudly_at_the_end_of_its_timestamps() {
+        let db = Database::open(Options::in_memory().protocol(Protocol::TwoPlWaitDie)).unwrap();
+        let t = db.create_table("t").unwrap();
+        let mut w = db.worker().unwrap();
+        w.run(|tx| tx.put(t, b"k", b"v")).unwrap();
+        let sh = db
+            .inner
+            .cc
+            .as_any()
+            .downcast_ref::<TwoPlShared>()
+            .expect("2PL's shared state");
+        // The last timestamp that fits: one more transaction runs.
+        sh.clock.store((1 << (63 - COUNT_BITS)) - 2, Ordering::Relaxed);
+        w.run(|tx| tx.put(t, b"k", b"w")).unwrap();
+        let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = w.run(|tx| tx.put(t, b"k", b"x"));
+        }));
+        let msg = stopped.expect_err("the next timestamp does not fit");
+        let msg = msg
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        assert!(msg.contains("timestamp space"), "{msg}");
     }
 }
