@@ -80,11 +80,14 @@ const X: u64 = 1 << 63;
 const COUNT_BITS: u32 = 16;
 /// The reader count of a shared word.
 const COUNT: u64 = (1 << COUNT_BITS) - 1;
+/// Wait-die timestamps stay below this: above the count, a shared word
+/// has 47 bits for one before the exclusive bit.
+const TS_LIMIT: u64 = 1 << (63 - COUNT_BITS);
 
 /// A shared word with `n` readers, the oldest of timestamp `ts`.
 #[inline]
 fn shared_word(n: u64, ts: u64) -> u64 {
-    debug_assert!(n <= COUNT && ts < 1 << (63 - COUNT_BITS));
+    debug_assert!(n <= COUNT && ts < TS_LIMIT);
     n | ts << COUNT_BITS
 }
 
@@ -785,7 +788,7 @@ impl<P: Policy> CcProtocol for TwoPl<P> {
                 // and corrupt lock words silently. 2^47 transactions is
                 // months at 10M a second; stop loudly instead.
                 assert!(
-                    st.ts < 1 << (63 - COUNT_BITS),
+                    st.ts < TS_LIMIT,
                     "2PL wait-die: this database's timestamp space (2^47 transactions) is used up; reopen it"
                 );
             }
@@ -886,7 +889,7 @@ impl<P: Policy> CcProtocol for TwoPl<P> {
 mod tests {
     use std::sync::atomic::Ordering;
 
-    use super::{TwoPlShared, COUNT_BITS};
+    use super::{TwoPlShared, TS_LIMIT};
     use crate::{Database, Options, Protocol};
 
     /// Wait-die timestamps share a lock word with the reader count: at the
@@ -905,7 +908,7 @@ mod tests {
             .downcast_ref::<TwoPlShared>()
             .expect("2PL's shared state");
         // The last timestamp that fits: one more transaction runs.
-        sh.clock.store((1 << (63 - COUNT_BITS)) - 2, Ordering::Relaxed);
+        sh.clock.store(TS_LIMIT - 2, Ordering::Relaxed);
         w.run(|tx| tx.put(t, b"k", b"w")).unwrap();
         let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _ = w.run(|tx| tx.put(t, b"k", b"x"));

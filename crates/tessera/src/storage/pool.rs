@@ -65,6 +65,18 @@ impl Pool {
     fn class(&mut self, size: usize) -> Option<&mut Class> {
         self.classes.iter_mut().find(|c| c.size == size)
     }
+
+    /// The class of `size`, claiming an unused one if there is none yet.
+    fn class_or_claim(&mut self, size: usize) -> Option<&mut Class> {
+        let i = self
+            .classes
+            .iter()
+            .position(|c| c.size == size)
+            .or_else(|| self.classes.iter().position(|c| c.size == 0))?;
+        let c = &mut self.classes[i];
+        c.size = size;
+        Some(c)
+    }
 }
 
 impl Drop for Pool {
@@ -131,15 +143,8 @@ pub(crate) unsafe fn give(b: *mut u8, size: usize) {
             if !p.allocates || p.held + size > POOL_BYTES {
                 return false;
             }
-            let c = match p.classes.iter().position(|c| c.size == size) {
-                Some(i) => &mut p.classes[i],
-                None => match p.classes.iter().position(|c| c.size == 0) {
-                    Some(i) => {
-                        p.classes[i].size = size;
-                        &mut p.classes[i]
-                    }
-                    None => return false,
-                },
+            let Some(c) = p.class_or_claim(size) else {
+                return false;
             };
             c.free.push(b);
             p.held += size;

@@ -759,6 +759,14 @@ mod tests {
         assert!(tight.covered_by(Bound::Included(b"b"), Bound::Included(b"c")));
     }
 
+    /// A committed writer with no keys, for the list tests.
+    fn test_entry() -> Box<WriterEntry> {
+        Box::new(WriterEntry {
+            cts: AtomicU64::new(1),
+            keys: Vec::new(),
+        })
+    }
+
     /// A registrant preempted between its lap check and its store for a
     /// multiple of 65,536 laps (the lap tag's width) must not overwrite the
     /// newer writer whose word now carries the same tag.
@@ -768,13 +776,7 @@ mod tests {
         let local = epochs.register().unwrap();
         let g = local.pin();
         let l = RangeList::new(Box::from(&[][..]), None, 0, 1, None);
-        let entry = || {
-            Box::new(WriterEntry {
-                cts: AtomicU64::new(1),
-                keys: Vec::new(),
-            })
-        };
-        let (stale, newer) = (entry(), entry());
+        let (stale, newer) = (test_entry(), test_entry());
         // The stale registrant claims position 0 and reads the empty slot,
         // then stalls.
         let q = l.claim();
@@ -799,14 +801,7 @@ mod tests {
         let local = epochs.register().unwrap();
         let g = local.pin();
         let l = RangeList::new(Box::from(&[][..]), None, 0, 2, None);
-        let w: Vec<Box<WriterEntry>> = (0..4)
-            .map(|_| {
-                Box::new(WriterEntry {
-                    cts: AtomicU64::new(1),
-                    keys: Vec::new(),
-                })
-            })
-            .collect();
+        let w: Vec<Box<WriterEntry>> = (0..4).map(|_| test_entry()).collect();
         for e in &w[..2] {
             l.register(&**e, 0, 10);
         }
