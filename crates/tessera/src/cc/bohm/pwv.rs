@@ -77,7 +77,7 @@ use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::ptr;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU8, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
@@ -141,7 +141,31 @@ struct PAcc {
     /// executor while it builds its graph, before the piece can run (every
     /// member's arrival orders it before the run).
     ticket: UnsafeCell<Ticket>,
-    extra: UnsafeCell<Vec<Ticket>>,
+    /// The tickets of the groups that cover an exact key (null: none, the
+    /// common case). Allocated by the graph build when it has one, and
+    /// freed by `PTxn`'s drop only when `PTxn::extras` says some access
+    /// has them: a spent batch's drop then does not walk its accesses
+    /// (some 40 MB of cold metadata per batch of YCSB 20-RMW).
+    extra: UnsafeCell<*mut Vec<Ticket>>,
+}
+
+impl PAcc {
+    /// The group tickets of this access (see `extra`).
+    ///
+    /// # Safety
+    ///
+    /// The graph build has written them (the member's arrival orders it
+    /// before every reader), and nobody writes them now.
+    unsafe fn extra(&self) -> &[Ticket] {
+        // SAFETY: per the caller; a non-null pointer is a live box.
+        unsafe {
+            let x = *self.extra.get();
+            match x.as_ref() {
+                Some(v) => v.as_slice(),
+                None => &[],
+            }
+        }
+    }
 }
 
 /// A before-image: the record's state and data before an abortable piece
@@ -160,17 +184,31 @@ struct Piece {
     acc: (u32, u32),
     /// Its dependency RVP (`u32::MAX`: no parents).
     rvp: u32,
-    /// The RVPs of its children (distinct; each is decremented once).
-    child_rvps: Box<[u32]>,
-    /// Its parents (author ids), for `PieceIo::input`.
-    parents: Box<[PieceId]>,
+    /// `PTxn::links[links..]`: the RVPs of its children (`nchild`,
+    /// distinct; each is decremented once), then its parents (`nparent`,
+    /// author ids, for `PieceIo::input`).
+    links: u32,
+    nchild: u32,
+    nparent: u32,
     /// PartitionPieces (partitions) that have not yet found themselves locally
     /// ready; the one that brings it to zero runs the piece.
     members: AtomicU32,
-    /// Its output (written once, before its children's RVP is released).
-    out: UnsafeCell<Vec<u8>>,
-    /// Before-images (abortable pieces), read by the last settler.
-    undo: UnsafeCell<Vec<Undo>>,
+    /// Its output and before-images (null: neither, the common case),
+    /// set once by its runner before it publishes its state (see
+    /// `PTxn::cells`).
+    cells: UnsafeCell<*mut PieceCells>,
+}
+
+/// What a piece's run leaves behind: its output (written once, before its
+/// children's RVP is released) and its before-images (abortable pieces,
+/// read by the last settler). Kept out of `Piece`, which they made 104
+/// bytes instead of 40, and allocated only by a piece that has either:
+/// the planning thread writes, and the executors read, some 20 pieces per
+/// transaction of YCSB 20-RMW, none with an output or an undo log.
+#[derive(Default)]
+struct PieceCells {
+    out: Vec<u8>,
+    undo: Vec<Undo>,
 }
 
 /// A transaction's PWV state.
@@ -202,6 +240,42 @@ pub(super) struct PTxn {
     parts: Box<[u16]>,
     /// Some executor parked a member until its progress moves.
     parked: std::sync::atomic::AtomicBool,
+    /// The pieces' links (see `Piece::links`).
+    links: Box<[u32]>,
+    /// Some piece has cells, some access group tickets: the drop walks
+    /// the pieces, or the accesses, only then. Set (relaxed) by the
+    /// thread that allocates them; the batch's finish and the epoch order
+    /// that before the drop.
+    cells: AtomicBool,
+    extras: AtomicBool,
+}
+
+impl Drop for PTxn {
+    fn drop(&mut self) {
+        if *self.cells.get_mut() {
+            for p in self.pieces.iter() {
+                // SAFETY: `&mut self`: no piece runs; a non-null pointer
+                // is the box its runner leaked, freed once here.
+                unsafe {
+                    let c = *p.cells.get();
+                    if !c.is_null() {
+                        drop(Box::from_raw(c));
+                    }
+                }
+            }
+        }
+        if *self.extras.get_mut() {
+            for a in self.accs.iter() {
+                // SAFETY: as above, for the graph build's boxes.
+                unsafe {
+                    let x = *a.extra.get();
+                    if !x.is_null() {
+                        drop(Box::from_raw(x));
+                    }
+                }
+            }
+        }
+    }
 }
 
 // SAFETY: the cells are written under the protocol's rules: a ticket by
@@ -220,6 +294,42 @@ impl PTxn {
 
     fn accs_of(&self, p: &Piece) -> &[PAcc] {
         &self.accs[p.acc.0 as usize..p.acc.1 as usize]
+    }
+
+    /// The RVPs of `p`'s children.
+    fn child_rvps(&self, p: &Piece) -> &[u32] {
+        &self.links[p.links as usize..(p.links + p.nchild) as usize]
+    }
+
+    /// `p`'s parents (author ids).
+    fn parents(&self, p: &Piece) -> &[u32] {
+        let at = (p.links + p.nchild) as usize;
+        &self.links[at..at + p.nparent as usize]
+    }
+
+    /// `p`'s cells, if it has any.
+    ///
+    /// # Safety
+    ///
+    /// `p` has run (its runner's release of its state or of an RVP was
+    /// acquired), or the caller is its runner, and nobody else holds them
+    /// (the same rule as the `UnsafeCell`s they replaced).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn cells(&self, p: &Piece) -> Option<&mut PieceCells> {
+        // SAFETY: per the caller; a non-null pointer is a live box that
+        // nobody else touches now.
+        unsafe { (*p.cells.get()).as_mut() }
+    }
+
+    /// `p`'s output (empty if it wrote none).
+    ///
+    /// # Safety
+    ///
+    /// `p` has run (as for [`PTxn::cells`]); readers may share it.
+    unsafe fn out(&self, p: &Piece) -> &[u8] {
+        // SAFETY: per the caller; a shared borrow (children read their
+        // parents' outputs concurrently), of a box nobody writes now.
+        unsafe { (*p.cells.get()).as_ref().map_or(&[][..], |c| &c.out[..]) }
     }
 }
 
@@ -333,6 +443,7 @@ pub(super) fn plan(b: Batch, m: usize, sh: &Shared) -> BatchCtx {
         cc_left: std::sync::atomic::AtomicUsize::new(0),
         exec_left: std::sync::atomic::AtomicUsize::new(m),
         parts: parts.into_boxed_slice(),
+        groups: sc.groups,
         lazy_next: Default::default(),
         lazy_done: Default::default(),
     }
@@ -376,6 +487,8 @@ struct BuildScratch {
     /// Distinct parent sets (a dependency RVP each), as runs of `deps`.
     rvp_sets: Vec<(u32, u32)>,
     rvp_of: Vec<u32>,
+    /// Some plan of the batch has a group access.
+    groups: bool,
 }
 
 /// One transaction's PWV state from its plan, its pieces added to their
@@ -498,6 +611,7 @@ fn build(
             let key = pp.key(a);
             let at = bytes.len() as u32;
             bytes.extend_from_slice(key);
+            sc.groups |= a.group;
             let mut push = |part: u16| {
                 accs.push(PAcc {
                     table: a.table,
@@ -507,7 +621,7 @@ fn build(
                     write: a.write,
                     part,
                     ticket: UnsafeCell::new(Ticket::EMPTY),
-                    extra: UnsafeCell::new(Vec::new()),
+                    extra: UnsafeCell::new(ptr::null_mut()),
                 });
                 if !sc.parts[pstart..].contains(&part) {
                     sc.parts.push(part);
@@ -555,33 +669,34 @@ fn build(
         };
         sc.rvp_of[c] = at as u32;
     }
+    let mut links = Vec::new();
     let pieces: Box<[Piece]> = (0..n)
         .map(|p| {
-            let child_rvps: Box<[u32]> = sc
-                .rvp_sets
-                .iter()
-                .enumerate()
-                .filter(|(_, &(a, b))| {
-                    sc.deps[a as usize..b as usize]
-                        .iter()
-                        .any(|d| d.1 == p as PieceId)
-                })
-                .map(|(i, _)| i as u32)
-                .collect();
+            let at = links.len() as u32;
+            links.extend(
+                sc.rvp_sets
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &(a, b))| {
+                        sc.deps[a as usize..b as usize]
+                            .iter()
+                            .any(|d| d.1 == p as PieceId)
+                    })
+                    .map(|(i, _)| i as u32),
+            );
+            let nchild = links.len() as u32 - at;
             let (a, b) = parents_of(sc, p);
+            links.extend(sc.deps[a as usize..b as usize].iter().map(|d| u32::from(d.1)));
             Piece {
                 state: AtomicU8::new(UNEXECUTED),
                 abortable: sc.abortable[p],
                 acc: ranges[p],
                 rvp: sc.rvp_of[p],
-                child_rvps,
-                parents: sc.deps[a as usize..b as usize]
-                    .iter()
-                    .map(|d| d.1)
-                    .collect(),
+                links: at,
+                nchild,
+                nparent: b - a,
                 members: AtomicU32::new(sc.prange[p].1 - sc.prange[p].0),
-                out: UnsafeCell::new(Vec::new()),
-                undo: UnsafeCell::new(Vec::new()),
+                cells: UnsafeCell::new(ptr::null_mut()),
             }
         })
         .collect();
@@ -614,7 +729,10 @@ fn build(
             sc.parts.dedup();
             sc.parts.as_slice().into()
         },
-        parked: std::sync::atomic::AtomicBool::new(false),
+        parked: AtomicBool::new(false),
+        links: links.into_boxed_slice(),
+        cells: AtomicBool::new(false),
+        extras: AtomicBool::new(false),
     })
 }
 
@@ -693,17 +811,22 @@ fn build_graph(
     });
     batch_groups.resize_with(sh.tables.len(), BatchGroups::default);
     let mut any_group = false;
-    for &(ti, p) in members {
-        let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
-        for a in pt.accs_of(&pt.pieces[p as usize]) {
-            if a.group && a.part == me {
-                let bg = &mut batch_groups[a.table.as_u32() as usize];
-                if bg.set.insert(pt.key(a).into()) {
-                    if let Err(at) = bg.lens.binary_search(&(a.len as usize)) {
-                        bg.lens.insert(at, a.len as usize);
+    // A batch of exact keys only (YCSB) needs no walk over its members
+    // for groups (their cold metadata, some 40 MB per batch of 10,000
+    // YCSB 20-RMW transactions).
+    if ctx.groups {
+        for &(ti, p) in members {
+            let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
+            for a in pt.accs_of(&pt.pieces[p as usize]) {
+                if a.group && a.part == me {
+                    let bg = &mut batch_groups[a.table.as_u32() as usize];
+                    if bg.set.insert(pt.key(a).into()) {
+                        if let Err(at) = bg.lens.binary_search(&(a.len as usize)) {
+                            bg.lens.insert(at, a.len as usize);
+                        }
                     }
+                    any_group = true;
                 }
-                any_group = true;
             }
         }
     }
@@ -717,8 +840,15 @@ fn build_graph(
                 ctx.txns[ti as usize].ts
             );
         }
-        prefetch_meta(ctx, ix, 4, |i| members.get(i).copied());
+        prefetch_meta(ctx, ix, META_AHEAD, |i| members.get(i).copied());
         if ix % BATCH_KEYS == 0 {
+            let next = ix + BATCH_KEYS;
+            prefetch_slots(
+                me,
+                ctx,
+                members.get(next..members.len().min(next + BATCH_KEYS)).unwrap_or(&[]),
+                latest,
+            );
             preload(
                 sh,
                 me,
@@ -765,7 +895,14 @@ fn build_graph(
                     let e = group_entry(sh, &mut groups[t], pre);
                     let tk = ticket(e, a.write, p, seen);
                     // SAFETY: as above.
-                    unsafe { (*a.extra.get()).push(tk) };
+                    unsafe {
+                        let x = &mut *a.extra.get();
+                        if x.is_null() {
+                            *x = Box::into_raw(Box::default());
+                            pt.extras.store(true, Ordering::Relaxed);
+                        }
+                        (**x).push(tk);
+                    }
                 }
             }
         }
@@ -780,6 +917,34 @@ fn build_graph(
 
 /// Members whose exact keys the graph build looks up together.
 const BATCH_KEYS: usize = 8;
+
+/// How far ahead of its walk the graph build fetches the members'
+/// metadata (`prefetch_meta`'s `d`): two chunks of [`BATCH_KEYS`], so that
+/// the next chunk's keys are cached when [`prefetch_slots`] reads them.
+const META_AHEAD: usize = 2 * BATCH_KEYS;
+
+/// Hints for where the CC maps will look up the exact keys of `chunk`
+/// on partition `me` (the chunk after the one [`preload`] is about to
+/// look up): a map of a partition's records seen so far holds up to half
+/// a million keys under YCSB, and each first probe of a batch missed.
+fn prefetch_slots(me: u16, ctx: &BatchCtx, chunk: &[(u32, u16)], latest: &LatestMap) {
+    for &(ti, p) in chunk {
+        let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
+        for a in pt.accs_of(&pt.pieces[p as usize]) {
+            if a.part != me || a.group {
+                continue;
+            }
+            let Some(map) = latest.get(a.table.as_u32() as usize) else {
+                continue;
+            };
+            match super::map_word(pt.key(a)) {
+                Some((true, w)) => map.w8.prefetch(w),
+                Some((false, w)) => map.short.prefetch(w),
+                None => {}
+            }
+        }
+    }
+}
 
 /// Before the graph build takes tickets for `chunk`'s exact keys on
 /// partition `me`, look up the records of those its maps do not hold yet
@@ -915,7 +1080,7 @@ fn ticket_wait(pt: &PTxn, t: &Ticket) -> Option<u64> {
 fn blocking(pt: &PTxn, p: &Piece, me: u16) -> Option<(*const BRecord, u64)> {
     for a in pt.accs_of(p).iter().filter(|a| a.part == me) {
         // SAFETY: written by this executor while it built the graph.
-        let (t, x) = unsafe { (&*a.ticket.get(), &*a.extra.get()) };
+        let (t, x) = unsafe { (&*a.ticket.get(), a.extra()) };
         for t in std::iter::once(t).chain(x) {
             if let Some(wait) = ticket_wait(pt, t) {
                 return Some((t.rec, wait));
@@ -1396,7 +1561,7 @@ fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> Ru
         if piece.abortable {
             // Skipped (the footnote): done with the data without running.
             piece.state.store(EXECUTED, Ordering::Release);
-            for &r in piece.child_rvps.iter() {
+            for &r in pt.child_rvps(piece) {
                 pt.rvps[r as usize].fetch_sub(1, Ordering::AcqRel);
             }
             settle(sh, pt, txn);
@@ -1422,7 +1587,7 @@ fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> Ru
         .is_ok();
     debug_assert!(claimed, "a piece is run by its last member's thread only");
     let r = run(sh, local, txn, pt, p);
-    for &c in piece.child_rvps.iter() {
+    for &c in pt.child_rvps(piece) {
         // Release: the child reads this piece's output and writes.
         pt.rvps[c as usize].fetch_sub(1, Ordering::AcqRel);
     }
@@ -1464,7 +1629,7 @@ fn try_run(sh: &Shared, local: &LocalEpoch, txn: &BTxn, pt: &PTxn, p: u16) -> Ru
                 pt.error.lock().get_or_insert(e);
             }
             // Its own partial writes first (nobody else touches them).
-            undo(piece);
+            undo(pt, piece);
             pt.commit_rvp.swap(-1, Ordering::SeqCst);
             piece.state.store(EXECUTED, Ordering::SeqCst);
         }
@@ -1486,7 +1651,7 @@ fn settle(sh: &Shared, pt: &PTxn, txn: &BTxn) {
         for &p in pt.order.iter().rev() {
             let piece = &pt.pieces[p as usize];
             if piece.abortable {
-                undo(piece);
+                undo(pt, piece);
             }
         }
     }
@@ -1501,12 +1666,14 @@ fn settle(sh: &Shared, pt: &PTxn, txn: &BTxn) {
 }
 
 /// Restore `piece`'s before-images, newest first.
-fn undo(piece: &Piece) {
+fn undo(pt: &PTxn, piece: &Piece) {
     // SAFETY: the piece is done running (its runner, or the last settler
     // after every abortable piece settled), and its records are held by
     // its tickets: nobody else reads or writes them.
-    let log = unsafe { &mut *piece.undo.get() };
-    for u in log.drain(..).rev() {
+    let Some(cells) = (unsafe { pt.cells(piece) }) else {
+        return;
+    };
+    for u in cells.undo.drain(..).rev() {
         // SAFETY: as above.
         unsafe {
             let v = &*(*u.rec).head.load(Ordering::Acquire);
@@ -1521,7 +1688,7 @@ fn undo(piece: &Piece) {
 fn complete(sh: &Shared, pt: &PTxn, piece: &Piece, txn: &BTxn) {
     for a in pt.accs_of(piece) {
         // SAFETY: written before the piece ran; read-only since.
-        let (t, x) = unsafe { (&*a.ticket.get(), &*a.extra.get()) };
+        let (t, x) = unsafe { (&*a.ticket.get(), a.extra()) };
         for t in std::iter::once(t).chain(x.iter()) {
             if t.counted {
                 // SAFETY: records live while the engine runs. Release:
@@ -1563,7 +1730,7 @@ fn outcome(pt: &PTxn, txn: &BTxn) {
     let outs: Vec<&[u8]> = pt
         .pieces
         .iter()
-        .map(|p| unsafe { (*p.out.get()).as_slice() })
+        .map(|p| unsafe { pt.out(p) })
         .collect();
     // SAFETY: no piece runs: the procedure is this thread's alone.
     let proc = unsafe { &mut *txn.proc.get() };
@@ -1593,14 +1760,15 @@ fn run(
         return Err(Some(e.clone()));
     }
     let piece = &pt.pieces[p as usize];
+    // Its undo log and output, kept in its cells after the run if either
+    // has anything (no allocation otherwise).
+    let mut cells = PieceCells::default();
     let mut tx = PwvTx {
         sh,
         local,
         pt,
         piece,
-        // SAFETY: this thread claimed the piece (RUNNING): its undo log
-        // and output are its own until it publishes EXECUTED/COMPLETED.
-        undo: unsafe { &mut *piece.undo.get() },
+        undo: &mut cells.undo,
     };
     let name = || {
         // SAFETY: the name is immutable.
@@ -1612,16 +1780,13 @@ fn run(
             // is `Sync`); nothing holds it mutably while pieces run.
             let proc = unsafe { &*txn.proc.get() };
             let inputs = |q: PieceId| -> Option<&[u8]> {
-                piece
-                    .parents
-                    .contains(&q)
+                pt.parents(piece)
+                    .contains(&u32::from(q))
                     // SAFETY: a parent's output was written before its
                     // child's RVP reached zero (acquired above).
-                    .then(|| unsafe { (*pt.pieces[q as usize].out.get()).as_slice() })
+                    .then(|| unsafe { pt.out(&pt.pieces[q as usize]) })
             };
-            // SAFETY: as for the undo log.
-            let out = unsafe { &mut *piece.out.get() };
-            let mut io = PieceIo::new(&inputs, out);
+            let mut io = PieceIo::new(&inputs, &mut cells.out);
             let mut t = Txn::new(&mut tx);
             proc.run_piece(p, &mut t, &mut io).map(|()| None)
         } else {
@@ -1639,6 +1804,13 @@ fn run(
             name()
         ))))
     });
+    if !cells.out.is_empty() || !cells.undo.is_empty() {
+        // SAFETY: this thread claimed the piece (RUNNING): its cells are
+        // its own until it publishes EXECUTED or COMPLETED (release),
+        // which orders this store before every reader's acquire.
+        unsafe { *piece.cells.get() = Box::into_raw(Box::new(cells)) };
+        pt.cells.store(true, Ordering::Relaxed);
+    }
     match r {
         Ok(out) => {
             if let Some(out) = out {
@@ -1867,3 +2039,4 @@ impl TxnOps for PwvTx<'_> {
         false
     }
 }
+

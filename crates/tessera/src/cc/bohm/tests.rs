@@ -1886,3 +1886,41 @@ fn a_stage_thread_panic_during_replay_fails_the_start() {
         "{e}"
     );
 }
+
+/// The partition function spreads the benchmarks' keys evenly: small
+/// sequential integers, big-endian, of every length up to 24 bytes, over
+/// 2, 3 and 16 partitions, and stays in range (no key maps to `m`).
+#[test]
+fn partitions_spread_sequential_keys_evenly() {
+    for m in [1usize, 2, 3, 16] {
+        for len in [0usize, 4, 8, 12, 24] {
+            let n = if len == 0 { 1 } else { 60_000 };
+            let mut count = vec![0u32; m];
+            for i in 0..n as u64 {
+                let mut key = vec![0u8; len];
+                let b = i.to_be_bytes();
+                let w = len.min(8);
+                key[len - w..].copy_from_slice(&b[8 - w..]);
+                let p = usize::from(partition(TableId::from_u32(3), &key, m));
+                assert!(p < m, "partition {p} of {m}");
+                count[p] += 1;
+            }
+            if n > 1 && len >= 4 {
+                let mean = n as f64 / m as f64;
+                for (p, &c) in count.iter().enumerate() {
+                    assert!(
+                        (f64::from(c) - mean).abs() < mean * 0.05,
+                        "m={m} len={len}: partition {p} has {c} keys, mean {mean}"
+                    );
+                }
+            }
+        }
+    }
+    // Tables are told apart: the same key lands in different partitions.
+    let moved = (0..1000u64)
+        .filter(|&i| {
+            partition(TableId::from_u32(0), &k(i), 16) != partition(TableId::from_u32(1), &k(i), 16)
+        })
+        .count();
+    assert!(moved > 800, "{moved} of 1000 keys change partition with the table");
+}
