@@ -15,7 +15,7 @@
 
 use std::any::Any;
 use std::marker::PhantomData;
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -513,6 +513,11 @@ impl Sequencer {
                 let mut pending: Vec<Submission> = Vec::with_capacity(cfg.batch_size);
                 let mut first_at: Option<Instant> = None;
                 let mut open = true;
+                // How often a filling batch takes what was submitted: an
+                // eighth of the batch time, and a batch that filled up
+                // waits at most 250 µs to be cut.
+                let poll = (cfg.batch_time / 8)
+                    .clamp(Duration::from_micros(20), Duration::from_micros(250));
                 while open {
                     let wait = match first_at {
                         Some(t) => cfg.batch_time.saturating_sub(t.elapsed()),
@@ -524,17 +529,31 @@ impl Sequencer {
                                 first_at = Some(Instant::now());
                             }
                             pending.push(s);
-                            // Take what is queued already, up to a batch.
-                            while pending.len() < cfg.batch_size {
-                                match rx.try_recv() {
-                                    Ok(s) => pending.push(s),
-                                    Err(_) => break,
+                            // Fill the batch until it is full or its time is
+                            // up: take what is queued, then sleep a slice of
+                            // the batch time rather than block on the
+                            // channel. A receiver blocked in `recv` makes
+                            // every submission's send wake it (a futex wake
+                            // per request: 2.6% of all CPU on the client
+                            // thread alone at 170K requests a second);
+                            // asleep, sends only queue.
+                            let t0 = first_at.expect("set above");
+                            loop {
+                                while pending.len() < cfg.batch_size {
+                                    match rx.try_recv() {
+                                        Ok(s) => pending.push(s),
+                                        Err(TryRecvError::Empty) => break,
+                                        Err(TryRecvError::Disconnected) => {
+                                            open = false;
+                                            break;
+                                        }
+                                    }
                                 }
-                            }
-                            if pending.len() < cfg.batch_size
-                                && first_at.is_some_and(|t| t.elapsed() < cfg.batch_time)
-                            {
-                                continue;
+                                let left = cfg.batch_time.saturating_sub(t0.elapsed());
+                                if !open || pending.len() >= cfg.batch_size || left.is_zero() {
+                                    break;
+                                }
+                                std::thread::sleep(left.min(poll));
                             }
                         }
                         Err(RecvTimeoutError::Timeout) => {}
