@@ -1767,7 +1767,8 @@ fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
     // PWV: executor 0 panics (in its graph build); the requests fail and
     // the shutdown returns, reporting it. (The stop of an executor left
     // waiting on the dead one's members, `stage_stopped`, is not reached
-    // here: no request of this test leaves one waiting.)
+    // here: no request of this test leaves one waiting; the next test
+    // reaches it.)
     for protocol in [DetProtocol::Bohm, DetProtocol::Lazy, DetProtocol::Pwv] {
         let mut b = Bohm::new(
             &["t"],
@@ -1825,6 +1826,81 @@ fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
             .unwrap_or_else(|_| panic!("{protocol:?}: the shutdown hangs after a stage panicked"));
         assert!(e.contains("panicked"), "{e}");
     }
+}
+
+/// PWV: executor 0 panics in the graph build of the batch that holds
+/// timestamp 50, before it arrives at any member of that batch. Every
+/// request here writes a key of each partition (one piece with a member
+/// on each executor), so executor 1 parks its members of that batch
+/// waiting for executor 0's, which never come: it must see
+/// `stage_stopped` and stop, or the shutdown cannot join it.
+#[test]
+fn a_pwv_executor_left_waiting_on_a_dead_one_stops() {
+    let mut b = Bohm::new(
+        &["t"],
+        BohmConfig {
+            cc_threads: 1,
+            exec_threads: 2,
+            sequencer: SequencerConfig {
+                batch_size: 20,
+                batch_time: Duration::from_millis(1),
+            },
+            protocol: DetProtocol::Pwv,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let t = b.table("t").unwrap();
+    // Keys of partition 0 and of partition 1.
+    let on = |part: u16| -> Vec<u64> {
+        (0..1000u64)
+            .filter(|&i| partition(t, &k(i), 2) == part)
+            .take(5)
+            .collect()
+    };
+    let (p0, p1) = (on(0), on(1));
+    assert!(p0.len() == 5 && p1.len() == 5, "{p0:?} {p1:?}");
+    b.start().unwrap();
+    b.panic_at(50);
+    let receipts: Vec<_> = (0..200usize)
+        .map(|i| {
+            b.submit(P {
+                t,
+                op: Op::Rmw {
+                    keys: vec![p0[i % 5], p1[i % 5]],
+                    add: 1,
+                    cap: u64::MAX,
+                },
+            })
+        })
+        .collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let outs: Vec<Option<String>> = receipts
+            .into_iter()
+            .map(|r| match r.and_then(|r| r.wait()) {
+                Ok(_) => None,
+                Err(e) => Some(e.to_string()),
+            })
+            .collect();
+        tx.send(outs).unwrap();
+    });
+    let outs = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("requests hang after an executor panicked");
+    for o in [&outs[49], &outs[199]] {
+        let m = o.as_deref().unwrap_or_default();
+        assert!(m.contains("panicked"), "{o:?}");
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let e = b.shutdown().unwrap_err();
+        tx.send(e.to_string()).unwrap();
+    });
+    let e = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the shutdown hangs: an executor waits on a dead one's members");
+    assert!(e.contains("panicked"), "{e}");
 }
 
 /// A request that adds one to key `k`.
