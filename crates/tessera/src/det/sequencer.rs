@@ -511,7 +511,6 @@ impl Sequencer {
                 let mut next_batch = first_batch;
                 let mut next_ts = first_ts;
                 let mut pending: Vec<Submission> = Vec::with_capacity(cfg.batch_size);
-                let mut first_at: Option<Instant> = None;
                 let mut open = true;
                 // How often a filling batch takes what was submitted: an
                 // eighth of the batch time, and a batch that filled up
@@ -519,15 +518,11 @@ impl Sequencer {
                 let poll = (cfg.batch_time / 8)
                     .clamp(Duration::from_micros(20), Duration::from_micros(250));
                 while open {
-                    let wait = match first_at {
-                        Some(t) => cfg.batch_time.saturating_sub(t.elapsed()),
-                        None => Duration::from_millis(100),
-                    };
-                    match rx.recv_timeout(wait) {
+                    // No batch is open: block until a request opens one
+                    // (the 100 ms timeout only bounds the wait).
+                    match rx.recv_timeout(Duration::from_millis(100)) {
                         Ok(s) => {
-                            if pending.is_empty() {
-                                first_at = Some(Instant::now());
-                            }
+                            let t0 = Instant::now();
                             pending.push(s);
                             // Fill the batch until it is full or its time is
                             // up: take what is queued, then sleep a slice of
@@ -536,9 +531,14 @@ impl Sequencer {
                             // every submission's send wake it (a futex wake
                             // per request: 2.6% of all CPU on the client
                             // thread alone at 170K requests a second);
-                            // asleep, sends only queue.
-                            let t0 = first_at.expect("set above");
+                            // asleep, sends only queue. After 8 slices in a
+                            // row that found nothing (a whole default batch
+                            // time), it blocks for the next request instead
+                            // (one wake), so a slow trickle, or a long batch
+                            // time, costs no stream of wake-ups.
+                            let mut empty = 0u32;
                             loop {
+                                let before = pending.len();
                                 while pending.len() < cfg.batch_size {
                                     match rx.try_recv() {
                                         Ok(s) => pending.push(s),
@@ -549,11 +549,27 @@ impl Sequencer {
                                         }
                                     }
                                 }
+                                if pending.len() > before {
+                                    empty = 0;
+                                } else {
+                                    empty += 1;
+                                }
                                 let left = cfg.batch_time.saturating_sub(t0.elapsed());
                                 if !open || pending.len() >= cfg.batch_size || left.is_zero() {
                                     break;
                                 }
-                                std::thread::sleep(left.min(poll));
+                                if empty < 8 {
+                                    std::thread::sleep(left.min(poll));
+                                    continue;
+                                }
+                                match rx.recv_timeout(left) {
+                                    Ok(s) => {
+                                        pending.push(s);
+                                        empty = 0;
+                                    }
+                                    Err(RecvTimeoutError::Timeout) => break,
+                                    Err(RecvTimeoutError::Disconnected) => open = false,
+                                }
                             }
                         }
                         Err(RecvTimeoutError::Timeout) => {}
@@ -562,7 +578,6 @@ impl Sequencer {
                     if pending.is_empty() {
                         continue;
                     }
-                    first_at = None;
                     let txns = std::mem::replace(&mut pending, Vec::with_capacity(cfg.batch_size));
                     let n = txns.len() as u64;
                     let number = next_batch;

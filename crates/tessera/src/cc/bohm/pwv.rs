@@ -194,8 +194,8 @@ struct Piece {
     /// ready; the one that brings it to zero runs the piece.
     members: AtomicU32,
     /// Its output and before-images (null: neither, the common case),
-    /// set once by its runner before it publishes its state (see
-    /// `PTxn::cells`).
+    /// set once by its runner after the run, before it releases anything
+    /// (see `PTxn::out` and `PTxn::undo_log`).
     cells: UnsafeCell<*mut PieceCells>,
 }
 
@@ -278,10 +278,12 @@ impl Drop for PTxn {
     }
 }
 
-// SAFETY: the cells are written under the protocol's rules: a ticket by
-// the owning partition's executor before the piece can run; `out` and
-// `undo` by the one thread that claimed the piece (RUNNING), published by
-// the release stores of its state and the RVPs before anyone reads them.
+// SAFETY: the cells are written under the protocol's rules: a ticket and
+// an access's `extra` box by the owning partition's executor before the
+// piece can run; a piece's `cells` pointer once, by the one thread that
+// claimed the piece (RUNNING), after the run and before the release of
+// its children's RVPs, its state, `settle` and `left`, which every reader
+// acquires first (see `PTxn::out` and `PTxn::undo_log`).
 unsafe impl Sync for PTxn {}
 // SAFETY: as above; the raw record pointers point at records that live
 // while the engine runs.
@@ -307,29 +309,44 @@ impl PTxn {
         &self.links[at..at + p.nparent as usize]
     }
 
-    /// `p`'s cells, if it has any.
+    /// `p`'s undo log, if it has cells. Only this field is borrowed: an
+    /// aborting runner drains it after it released its children's RVPs,
+    /// while an abortable child may already read the output beside it.
     ///
     /// # Safety
     ///
-    /// `p` has run (its runner's release of its state or of an RVP was
-    /// acquired), or the caller is its runner, and nobody else holds them
-    /// (the same rule as the `UnsafeCell`s they replaced).
+    /// `p` has run and nobody else touches its undo log: the caller is its
+    /// runner (after the run), or the last settler (every abortable piece
+    /// has settled, ordered by the `settle` count).
     #[allow(clippy::mut_from_ref)]
-    unsafe fn cells(&self, p: &Piece) -> Option<&mut PieceCells> {
-        // SAFETY: per the caller; a non-null pointer is a live box that
-        // nobody else touches now.
-        unsafe { (*p.cells.get()).as_mut() }
+    unsafe fn undo_log(&self, p: &Piece) -> Option<&mut Vec<Undo>> {
+        // SAFETY: per the caller; a non-null pointer is a live box (freed
+        // only by the drop), and the borrow covers its `undo` field alone.
+        unsafe {
+            let c = *p.cells.get();
+            (!c.is_null()).then(|| &mut *ptr::addr_of_mut!((*c).undo))
+        }
     }
 
     /// `p`'s output (empty if it wrote none).
     ///
     /// # Safety
     ///
-    /// `p` has run (as for [`PTxn::cells`]); readers may share it.
+    /// `p` has run: its runner stored the cells before it released the
+    /// RVPs of its children (who read this), its state, or the `left`
+    /// count (`outcome`), and the caller acquired one of those. Readers
+    /// may share it, and nobody writes the output after the run.
     unsafe fn out(&self, p: &Piece) -> &[u8] {
-        // SAFETY: per the caller; a shared borrow (children read their
-        // parents' outputs concurrently), of a box nobody writes now.
-        unsafe { (*p.cells.get()).as_ref().map_or(&[][..], |c| &c.out[..]) }
+        // SAFETY: per the caller; the borrow covers the `out` field alone
+        // (the undo log beside it may be drained at the same time).
+        unsafe {
+            let c = *p.cells.get();
+            if c.is_null() {
+                &[]
+            } else {
+                &*ptr::addr_of!((*c).out)
+            }
+        }
     }
 }
 
@@ -1100,13 +1117,15 @@ fn blocking(pt: &PTxn, p: &Piece, me: u16) -> Option<(*const BRecord, u64)> {
 const PREFETCH_STAGES: [(usize, u8); 3] = [(12, 0), (8, 1), (4, 2)];
 
 /// Hints for the members after `ix` (`at(i)`: member `i`, if any), ahead
-/// of a walk over them, down to each one's first access (the batch's
-/// transactions are some 4 KB each under YCSB 20-RMW, 40 MB for a batch
-/// of 10,000, so a walk misses on every level): the member `d + 8` ahead's
-/// transaction, the one `d + 4` ahead's PWV state, the one `d` ahead's
-/// piece, first access and key bytes. YCSB 20-RMW, 2 threads: 1.13x
-/// (median of six interleaved pairs at theta 0 and 0.9) in the executors'
-/// walk.
+/// of a walk over them, down to each one's first access (a transaction's
+/// plan is some 2.5 KB under YCSB 20-RMW, and the planning thread wrote
+/// it on the other core, so a walk misses on every level): the member
+/// `d + 8` ahead's transaction, the one `d + 4` ahead's PWV state, the
+/// one `d` ahead's piece, first access and key bytes. YCSB 20-RMW, 2
+/// threads: 1.13x (median of six interleaved pairs at theta 0 and 0.9)
+/// in the executors' run walk (`d` = 16); the graph build's walk gained
+/// 1.03x with `d` = 4, and runs [`META_AHEAD`] now, for its slot
+/// prefetch.
 fn prefetch_meta(ctx: &BatchCtx, ix: usize, d: usize, at: impl Fn(usize) -> Option<(u32, u16)>) {
     if let Some((ti, _)) = at(ix + d + 8) {
         crate::storage::prefetch_bytes((&ctx.txns[ti as usize] as *const BTxn).cast(), 1);
@@ -1671,10 +1690,10 @@ fn undo(pt: &PTxn, piece: &Piece) {
     // SAFETY: the piece is done running (its runner, or the last settler
     // after every abortable piece settled), and its records are held by
     // its tickets: nobody else reads or writes them.
-    let Some(cells) = (unsafe { pt.cells(piece) }) else {
+    let Some(log) = (unsafe { pt.undo_log(piece) }) else {
         return;
     };
-    for u in cells.undo.drain(..).rev() {
+    for u in log.drain(..).rev() {
         // SAFETY: as above.
         unsafe {
             let v = &*(*u.rec).head.load(Ordering::Acquire);
@@ -1807,8 +1826,9 @@ fn run(
     });
     if !cells.out.is_empty() || !cells.undo.is_empty() {
         // SAFETY: this thread claimed the piece (RUNNING): its cells are
-        // its own until it publishes EXECUTED or COMPLETED (release),
-        // which orders this store before every reader's acquire.
+        // its own until it releases its children's RVPs, its state,
+        // `settle` or `left` (in `try_run`, after this), which orders this
+        // store before every reader's acquire.
         unsafe { *piece.cells.get() = Box::into_raw(Box::new(cells)) };
         pt.cells.store(true, Ordering::Relaxed);
     }
