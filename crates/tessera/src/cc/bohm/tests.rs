@@ -1788,20 +1788,7 @@ fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
         b.start().unwrap();
         b.panic_at(50);
         let receipts: Vec<_> = (0..200u64).map(|i| b.submit(add_one(t, i % 7))).collect();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let outs: Vec<Option<String>> = receipts
-                .into_iter()
-                .map(|r| match r.and_then(|r| r.wait()) {
-                    Ok(_) => None,
-                    Err(e) => Some(e.to_string()),
-                })
-                .collect();
-            tx.send(outs).unwrap();
-        });
-        let outs = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("{protocol:?}: requests hang after a stage panicked"));
+        let outs = errors_within_30s(receipts, &format!("{protocol:?}"));
         // Timestamps 1..=29 are in batches (of at most 20) that end below
         // 50: released before the CC stage reaches 50. (Under PWV the
         // executor that panics may be ahead of the other one, whose
@@ -1816,14 +1803,7 @@ fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
             let m = o.as_deref().unwrap_or_default();
             assert!(m.contains("panicked"), "{protocol:?}: {o:?}");
         }
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let e = b.shutdown().unwrap_err();
-            tx.send(e.to_string()).unwrap();
-        });
-        let e = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("{protocol:?}: the shutdown hangs after a stage panicked"));
+        let e = shutdown_error_within_30s(b, &format!("{protocol:?}"));
         assert!(e.contains("panicked"), "{e}");
     }
 }
@@ -1874,6 +1854,22 @@ fn a_pwv_executor_left_waiting_on_a_dead_one_stops() {
             })
         })
         .collect();
+    let outs = errors_within_30s(receipts, "pwv");
+    for o in [&outs[49], &outs[199]] {
+        let m = o.as_deref().unwrap_or_default();
+        assert!(m.contains("panicked"), "{o:?}");
+    }
+    // Hangs here if executor 1 does not stop on `stage_stopped`.
+    let e = shutdown_error_within_30s(b, "pwv");
+    assert!(e.contains("panicked"), "{e}");
+}
+
+/// Each receipt's error (`None`: it committed), waited for on another
+/// thread; a failure if they are not all in within 30 s (a hang).
+fn errors_within_30s<T: Send + 'static>(
+    receipts: Vec<Result<crate::det::Receipt<T>, Error>>,
+    what: &str,
+) -> Vec<Option<String>> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let outs: Vec<Option<String>> = receipts
@@ -1885,22 +1881,20 @@ fn a_pwv_executor_left_waiting_on_a_dead_one_stops() {
             .collect();
         tx.send(outs).unwrap();
     });
-    let outs = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("requests hang after an executor panicked");
-    for o in [&outs[49], &outs[199]] {
-        let m = o.as_deref().unwrap_or_default();
-        assert!(m.contains("panicked"), "{o:?}");
-    }
+    rx.recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{what}: requests hang after a stage panicked"))
+}
+
+/// The error the shutdown of `b` reports, on another thread; a failure if
+/// it does not return within 30 s (a stage thread that never stops).
+fn shutdown_error_within_30s(mut b: Bohm, what: &str) -> String {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let e = b.shutdown().unwrap_err();
         tx.send(e.to_string()).unwrap();
     });
-    let e = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the shutdown hangs: an executor waits on a dead one's members");
-    assert!(e.contains("panicked"), "{e}");
+    rx.recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{what}: the shutdown hangs after a stage panicked"))
 }
 
 /// A request that adds one to key `k`.
