@@ -1770,23 +1770,7 @@ fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
     // here: no request of this test leaves one waiting; the next test
     // reaches it.)
     for protocol in [DetProtocol::Bohm, DetProtocol::Lazy, DetProtocol::Pwv] {
-        let mut b = Bohm::new(
-            &["t"],
-            BohmConfig {
-                cc_threads: 1,
-                exec_threads: 2,
-                sequencer: SequencerConfig {
-                    batch_size: 20,
-                    batch_time: Duration::from_millis(1),
-                },
-                protocol,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let t = b.table("t").unwrap();
-        b.start().unwrap();
-        b.panic_at(50);
+        let (b, t) = panicking_at_50(protocol);
         let receipts: Vec<_> = (0..200u64).map(|i| b.submit(add_one(t, i % 7))).collect();
         let outs = errors_within_30s(receipts, &format!("{protocol:?}"));
         // Timestamps 1..=29 are in batches (of at most 20) that end below
@@ -1816,21 +1800,7 @@ fn a_panicking_stage_thread_fails_requests_instead_of_hanging() {
 /// `stage_stopped` and stop, or the shutdown cannot join it.
 #[test]
 fn a_pwv_executor_left_waiting_on_a_dead_one_stops() {
-    let mut b = Bohm::new(
-        &["t"],
-        BohmConfig {
-            cc_threads: 1,
-            exec_threads: 2,
-            sequencer: SequencerConfig {
-                batch_size: 20,
-                batch_time: Duration::from_millis(1),
-            },
-            protocol: DetProtocol::Pwv,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let t = b.table("t").unwrap();
+    let (b, t) = panicking_at_50(DetProtocol::Pwv);
     // Keys of partition 0 and of partition 1.
     let on = |part: u16| -> Vec<u64> {
         (0..1000u64)
@@ -1840,8 +1810,6 @@ fn a_pwv_executor_left_waiting_on_a_dead_one_stops() {
     };
     let (p0, p1) = (on(0), on(1));
     assert!(p0.len() == 5 && p1.len() == 5, "{p0:?} {p1:?}");
-    b.start().unwrap();
-    b.panic_at(50);
     let receipts: Vec<_> = (0..200usize)
         .map(|i| {
             b.submit(P {
@@ -1862,6 +1830,30 @@ fn a_pwv_executor_left_waiting_on_a_dead_one_stops() {
     // Hangs here if executor 1 does not stop on `stage_stopped`.
     let e = shutdown_error_within_30s(b, "pwv");
     assert!(e.contains("panicked"), "{e}");
+}
+
+/// A started engine of one CC thread and two executors, in batches of at
+/// most 20 requests, whose executor 0 panics at timestamp 50, and its
+/// table.
+fn panicking_at_50(protocol: DetProtocol) -> (Bohm, TableId) {
+    let mut b = Bohm::new(
+        &["t"],
+        BohmConfig {
+            cc_threads: 1,
+            exec_threads: 2,
+            sequencer: SequencerConfig {
+                batch_size: 20,
+                batch_time: Duration::from_millis(1),
+            },
+            protocol,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let t = b.table("t").unwrap();
+    b.start().unwrap();
+    b.panic_at(50);
+    (b, t)
 }
 
 /// Each receipt's error (`None`: it committed), waited for on another
