@@ -145,6 +145,17 @@ struct CcMap {
     scratch: Option<Latest>,
 }
 
+impl CcMap {
+    /// A hint for where a lookup of `key` will probe (long keys: none).
+    fn prefetch(&self, key: &[u8]) {
+        match map_word(key) {
+            Some((true, w)) => self.w8.prefetch(w),
+            Some((false, w)) => self.short.prefetch(w),
+            None => {}
+        }
+    }
+}
+
 /// A CC thread's maps, one per table.
 type LatestMap = Vec<CcMap>;
 
@@ -2809,12 +2820,7 @@ fn prefetch_entries(me: u16, latest: &LatestMap, txn: &BTxn, reads: bool) {
         &txn.slots[..txn.nw]
     };
     for sl in slots.iter().filter(|sl| sl.owner == me) {
-        let map = &latest[sl.table.as_u32() as usize];
-        match map_word(txn.key(sl)) {
-            Some((true, w)) => map.w8.prefetch(w),
-            Some((false, w)) => map.short.prefetch(w),
-            None => {}
-        }
+        latest[sl.table.as_u32() as usize].prefetch(txn.key(sl));
     }
 }
 

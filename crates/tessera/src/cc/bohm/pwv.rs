@@ -145,7 +145,7 @@ struct PAcc {
     /// common case). Allocated by the graph build when it has one, and
     /// freed by `PTxn`'s drop only when `PTxn::extras` says some access
     /// has them: a spent batch's drop then does not walk its accesses
-    /// (some 40 MB of cold metadata per batch of YCSB 20-RMW).
+    /// (cold metadata, written long before on the planning thread).
     extra: UnsafeCell<*mut Vec<Ticket>>,
 }
 
@@ -252,27 +252,27 @@ pub(super) struct PTxn {
 
 impl Drop for PTxn {
     fn drop(&mut self) {
-        if *self.cells.get_mut() {
-            for p in self.pieces.iter() {
-                // SAFETY: `&mut self`: no piece runs; a non-null pointer
-                // is the box its runner leaked, freed once here.
-                unsafe {
-                    let c = *p.cells.get();
-                    if !c.is_null() {
-                        drop(Box::from_raw(c));
-                    }
-                }
+        /// Free the non-null boxes among `ptrs`.
+        ///
+        /// # Safety
+        ///
+        /// Each non-null pointer is a box leaked with `Box::into_raw`,
+        /// given once and used by nobody after.
+        unsafe fn free<T>(ptrs: impl Iterator<Item = *mut T>) {
+            for x in ptrs.filter(|x| !x.is_null()) {
+                // SAFETY: per the caller.
+                drop(unsafe { Box::from_raw(x) });
             }
         }
-        if *self.extras.get_mut() {
-            for a in self.accs.iter() {
-                // SAFETY: as above, for the graph build's boxes.
-                unsafe {
-                    let x = *a.extra.get();
-                    if !x.is_null() {
-                        drop(Box::from_raw(x));
-                    }
-                }
+        // SAFETY: `&mut self`: no piece runs and no graph build writes; a
+        // non-null `cells` is the box its runner leaked, a non-null
+        // `extra` the graph build's, each freed once here.
+        unsafe {
+            if *self.cells.get_mut() {
+                free(self.pieces.iter().map(|p| *p.cells.get()));
+            }
+            if *self.extras.get_mut() {
+                free(self.accs.iter().map(|a| *a.extra.get()));
             }
         }
     }
@@ -596,7 +596,9 @@ fn build(
     // another piece of the same transaction would wait on the group's
     // lock record, held to the commit decision. Only a plan with a group
     // can break it (YCSB's 20 keys have none, and the pairs are 190).
-    if decomposed && all.iter().any(|a| a.group) {
+    let has_group = all.iter().any(|a| a.group);
+    sc.groups |= has_group;
+    if decomposed && has_group {
         for (i, &x) in sc.acc.iter().enumerate() {
             let a = k(x);
             for &y in &sc.acc[i + 1..] {
@@ -629,7 +631,6 @@ fn build(
             let key = pp.key(a);
             let at = bytes.len() as u32;
             bytes.extend_from_slice(key);
-            sc.groups |= a.group;
             let mut push = |part: u16| {
                 accs.push(PAcc {
                     table: a.table,
@@ -830,8 +831,8 @@ fn build_graph(
     batch_groups.resize_with(sh.tables.len(), BatchGroups::default);
     let mut any_group = false;
     // A batch of exact keys only (YCSB) needs no walk over its members
-    // for groups (their cold metadata, some 40 MB per batch of 10,000
-    // YCSB 20-RMW transactions).
+    // for groups (their metadata, some 2.5 KB per YCSB 20-RMW
+    // transaction, written on the planning thread's core).
     if ctx.groups {
         for &(ti, p) in members {
             let pt = ctx.txns[ti as usize].pwv.as_deref().expect("a PWV batch");
@@ -952,13 +953,8 @@ fn prefetch_slots(me: u16, ctx: &BatchCtx, chunk: &[(u32, u16)], latest: &Latest
             if a.part != me || a.group {
                 continue;
             }
-            let Some(map) = latest.get(a.table.as_u32() as usize) else {
-                continue;
-            };
-            match super::map_word(pt.key(a)) {
-                Some((true, w)) => map.w8.prefetch(w),
-                Some((false, w)) => map.short.prefetch(w),
-                None => {}
+            if let Some(map) = latest.get(a.table.as_u32() as usize) {
+                map.prefetch(pt.key(a));
             }
         }
     }
