@@ -30,6 +30,19 @@ use tessera_workloads::ycsb::{Ycsb, YcsbProc};
 /// pattern than an evenly spaced one would give it.
 const OPEN_LOOP_TICK: Duration = Duration::from_micros(100);
 
+/// The CPU time the calling thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID
+    // is supported on every Linux this builds for, and on failure `ts`
+    // stays zero.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 use crate::bench::Common;
 use crate::failure::Failure;
 
@@ -420,6 +433,10 @@ pub fn run_checked<W: DetWorkload>(
     let offered = AtomicU64::new(0);
     let accepted = AtomicU64::new(0);
     let dropped = AtomicU64::new(0);
+    // The open-loop clients' CPU time and wall time in their loops, in
+    // nanoseconds, summed over the clients.
+    let client_cpu_ns = AtomicU64::new(0);
+    let client_wall_ns = AtomicU64::new(0);
     // Per transaction type, every client's latencies (merged at its end).
     let latencies: std::sync::Mutex<Vec<hdrhistogram::Histogram<u64>>> = std::sync::Mutex::new(
         (0..wl.txn_types().len())
@@ -467,6 +484,7 @@ pub fn run_checked<W: DetWorkload>(
                 &engine, &measuring, &stop, &committed, &aborted, &failure, &tally, &db,
             );
             let (offered, accepted, dropped) = (&offered, &accepted, &dropped);
+            let (client_cpu_ns, client_wall_ns) = (&client_cpu_ns, &client_wall_ns);
             let latencies = &latencies;
             s.spawn(move || {
                 let mut recon = match db.worker() {
@@ -549,6 +567,7 @@ pub fn run_checked<W: DetWorkload>(
                 // unacknowledged requests is full, take acknowledgements
                 // as they come.
                 let mut due = Instant::now();
+                let (cpu0, wall0) = (thread_cpu_time(), due);
                 while let Some(base) = c.det.offered_rate.filter(|_| !stop.load(Ordering::Relaxed))
                 {
                     while let Some((r, at, ty)) = inflight.pop_front() {
@@ -592,6 +611,11 @@ pub fn run_checked<W: DetWorkload>(
                     if measured {
                         accepted.fetch_add(1, Ordering::Relaxed);
                     }
+                }
+                if c.det.offered_rate.is_some() {
+                    let cpu = thread_cpu_time().saturating_sub(cpu0);
+                    client_cpu_ns.fetch_add(cpu.as_nanos() as u64, Ordering::Relaxed);
+                    client_wall_ns.fetch_add(wall0.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 }
                 while !stop.load(Ordering::Relaxed) {
                     if !submit_next(&mut inflight) {
@@ -752,6 +776,9 @@ pub fn run_checked<W: DetWorkload>(
         // and the transactions still waiting for their later phase).
         "open_loop": c.det.offered_rate.map(|r| {
             let (o, d) = (offered.load(Ordering::Relaxed), dropped.load(Ordering::Relaxed));
+            let w = client_wall_ns.load(Ordering::Relaxed);
+            let client_share =
+                (w > 0).then(|| client_cpu_ns.load(Ordering::Relaxed) as f64 / w as f64);
             json!({
                 "offered_rate": r,
                 "burst": c.det.burst.map(|(f, t, b)| json!({"from": f, "to": t, "rate": b})),
@@ -760,6 +787,10 @@ pub fn run_checked<W: DetWorkload>(
                 "accepted": accepted.load(Ordering::Relaxed),
                 "dropped": d,
                 "drop_rate": if o > 0 { d as f64 / o as f64 } else { 0.0 },
+                // The share of a core each client used while it offered
+                // load (its CPU time over its time in the loop): a load
+                // generator that took a core would take it from the engine.
+                "client_cpu_share": client_share,
                 "timeline_columns": ["seconds", "offered", "accepted", "dropped", "acknowledged", "pending_later_phases"],
                 "timeline": timeline,
             })

@@ -978,9 +978,9 @@ fn offered_rate_runs_open_loop_with_a_timeline() {
         "0",
         "--rmw",
         "--offered-rate",
-        "5000",
+        "20000",
         "--burst",
-        "0.2:0.4:20000",
+        "0.2:0.4:40000",
         "--seconds",
         "0.6",
         "--warmup",
@@ -1000,6 +1000,10 @@ fn offered_rate_runs_open_loop_with_a_timeline() {
     );
     assert!(offered > 3_000, "{v}");
     assert_eq!(acc + drop, offered, "{v}");
+    // The client sleeps between requests that fall due 25 to 50 us apart
+    // instead of spinning (it used to spin below 50 us, its whole core).
+    let share = ol["client_cpu_share"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 0.5, "{v}");
     let tl = ol["timeline"].as_array().unwrap();
     assert!(tl.len() >= 4, "{v}");
     for w in tl.windows(2) {
