@@ -54,15 +54,21 @@ fn ycsb_procedures_round_trip_and_refuse_damage() {
 
 #[test]
 fn bohm_runs_ycsb_to_the_serial_state() {
-    for (theta, m, n, protocol) in [
-        (0.9, 2, 2, DetProtocol::Bohm),
-        (0.0, 1, 3, DetProtocol::Bohm),
-        (0.9, 2, 3, DetProtocol::TwoPlOrdered),
+    for (theta, m, n, protocol, reads) in [
+        (0.9, 2, 2, DetProtocol::Bohm, 0.0),
+        (0.0, 1, 3, DetProtocol::Bohm, 0.0),
+        (0.9, 2, 3, DetProtocol::TwoPlOrdered, 0.0),
         // Lazy: every update-only transaction ends its now-phase at once.
-        (0.9, 1, 3, DetProtocol::Lazy),
-        (0.0, 1, 2, DetProtocol::Lazy),
+        (0.9, 1, 3, DetProtocol::Lazy, 0.0),
+        (0.0, 1, 2, DetProtocol::Lazy, 0.0),
+        // PWV: a piece per operation, one executor per partition (`n`);
+        // with reads, a transaction may read a hot key in one piece and
+        // update it in another.
+        (0.9, 1, 3, DetProtocol::Pwv, 0.0),
+        (0.99, 1, 2, DetProtocol::Pwv, 0.5),
+        (0.0, 1, 3, DetProtocol::Pwv, 0.5),
     ] {
-        let wl = workload(theta, 0.0);
+        let wl = workload(theta, reads);
         let db = loaded(&wl);
         let t = db.table(tessera_workloads::ycsb::TABLE).unwrap();
         let mut w = db.worker().unwrap();
@@ -110,7 +116,7 @@ fn bohm_runs_ycsb_to_the_serial_state() {
         assert_eq!(
             bohm.dump(t).unwrap(),
             want,
-            "theta {theta}, {m} CC, {n} exec, {protocol:?}"
+            "theta {theta}, reads {reads}, {m} CC, {n} exec, {protocol:?}"
         );
     }
 }

@@ -569,30 +569,60 @@ fn checker_without_rw_edges_accepts_write_skew_but_not_lost_updates() {
 /// A list-append transaction as a deterministic procedure: reads and
 /// appends declared up front (an append reads its key too), its observed
 /// history as the output.
+///
+/// Under PWV it is a piece per operation: the first `cp` of them before
+/// the commit point (abortable, their writes hidden until the decision),
+/// the rest after it (visible as each completes), and a last abortable
+/// piece, the abort statement, which aborts the transaction if `abort` is
+/// set, after some of its appends have run.
 #[derive(Clone, Debug)]
 struct ListAppend {
     t: TableId,
     /// (append?, key, value to append)
     plan: Vec<(bool, u32, u32)>,
+    /// The operations before the commit point.
+    cp: u8,
+    /// The abort statement fires.
+    abort: bool,
+}
+
+impl ListAppend {
+    fn new(t: TableId, plan: Vec<(bool, u32, u32)>) -> ListAppend {
+        ListAppend {
+            t,
+            plan,
+            cp: 0,
+            abort: false,
+        }
+    }
+
+    /// Operation `i`: read the list at its key, append if it is an append;
+    /// what it observed.
+    fn op<T: tessera::Transaction>(&self, i: usize, tx: &mut T) -> tessera::TxResult<Op> {
+        let (append, k, v) = self.plan[i];
+        let cur = tx
+            .get(self.t, &k.to_be_bytes())?
+            .map(decode)
+            .unwrap_or_default();
+        Ok(if append {
+            let mut bytes: Vec<u8> = cur.iter().flat_map(|x| x.to_le_bytes()).collect();
+            bytes.extend_from_slice(&v.to_le_bytes());
+            tx.put(self.t, &k.to_be_bytes(), &bytes)?;
+            Op::Append(k, v)
+        } else {
+            Op::Read(k, cur)
+        })
+    }
 }
 
 impl tessera::Request for ListAppend {
     type Output = Txn;
     fn run<T: tessera::Transaction>(&mut self, tx: &mut T) -> tessera::TxResult<Txn> {
-        let mut ops = Vec::new();
-        for &(append, k, v) in &self.plan {
-            let cur = tx
-                .get(self.t, &k.to_be_bytes())?
-                .map(decode)
-                .unwrap_or_default();
-            if append {
-                let mut bytes: Vec<u8> = cur.iter().flat_map(|x| x.to_le_bytes()).collect();
-                bytes.extend_from_slice(&v.to_le_bytes());
-                tx.put(self.t, &k.to_be_bytes(), &bytes)?;
-                ops.push(Op::Append(k, v));
-            } else {
-                ops.push(Op::Read(k, cur));
-            }
+        let ops = (0..self.plan.len())
+            .map(|i| self.op(i, tx))
+            .collect::<tessera::TxResult<Txn>>()?;
+        if self.abort {
+            return tx.user_abort();
         }
         Ok(ops)
     }
@@ -632,8 +662,52 @@ impl tessera::det::Procedure for ListAppend {
     fn later_phase(&mut self, tx: &mut tessera::Txn<'_>) -> tessera::TxResult<()> {
         tessera::Request::run(self, tx).map(|_| ())
     }
+    fn pieces(&self, plan: &mut tessera::det::PiecePlan) -> bool {
+        for (i, &(append, k, _)) in self.plan.iter().enumerate() {
+            let p = plan.piece(i < usize::from(self.cp));
+            if append {
+                plan.write(p, self.t, &k.to_be_bytes());
+            } else {
+                plan.read(p, self.t, &k.to_be_bytes());
+            }
+        }
+        // The abort statement, with no keys.
+        plan.piece(true);
+        true
+    }
+    fn run_piece(
+        &self,
+        i: u16,
+        tx: &mut tessera::Txn<'_>,
+        io: &mut tessera::det::PieceIo<'_>,
+    ) -> tessera::TxResult<()> {
+        if usize::from(i) == self.plan.len() {
+            return if self.abort { tx.user_abort() } else { Ok(()) };
+        }
+        if let Op::Read(_, seen) = self.op(usize::from(i), tx)? {
+            let bytes: Vec<u8> = seen.iter().flat_map(|x| x.to_le_bytes()).collect();
+            io.output(&bytes);
+        }
+        Ok(())
+    }
+    fn pieces_output(&mut self, outputs: &[&[u8]]) -> tessera::TxResult<Txn> {
+        Ok(self
+            .plan
+            .iter()
+            .zip(outputs)
+            .map(|(&(append, k, v), out)| {
+                if append {
+                    Op::Append(k, v)
+                } else {
+                    Op::Read(k, decode(out))
+                }
+            })
+            .collect())
+    }
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.t.as_u32().to_le_bytes());
+        out.push(self.cp);
+        out.push(u8::from(self.abort));
         for &(a, k, v) in &self.plan {
             out.push(u8::from(a));
             out.extend_from_slice(&k.to_le_bytes());
@@ -641,13 +715,15 @@ impl tessera::det::Procedure for ListAppend {
         }
     }
     fn decode(b: &[u8]) -> Result<Self, String> {
-        if b.len() < 4 || !(b.len() - 4).is_multiple_of(9) {
+        if b.len() < 6 || !(b.len() - 6).is_multiple_of(9) {
             return Err(format!("{} bytes", b.len()));
         }
         let u = |s: &[u8]| u32::from_le_bytes(s.try_into().unwrap());
         Ok(ListAppend {
             t: TableId::from_u32(u(&b[..4])),
-            plan: b[4..]
+            cp: b[4],
+            abort: b[5] == 1,
+            plan: b[6..]
                 .chunks_exact(9)
                 .map(|c| (c[0] == 1, u(&c[1..5]), u(&c[5..9])))
                 .collect(),
@@ -655,19 +731,25 @@ impl tessera::det::Procedure for ListAppend {
     }
 }
 
-/// The deterministic protocols (BOHM, its 2PL baseline, and lazy
+/// The deterministic protocols (BOHM, its 2PL baseline, lazy
 /// transactions, whose histories are checked after substantiation: the
-/// final lists are read once every later phase has run), fed by several
-/// submitting threads at once through small batches and several CC and
-/// execution threads: the checker finds no anomaly in their histories.
+/// final lists are read once every later phase has run, and PWV, with a
+/// piece per operation, random commit points and one transaction in eight
+/// aborting after its pieces ran), fed by several submitting threads at
+/// once through small batches and several CC and execution threads: the
+/// checker finds no anomaly in their histories. Under PWV an aborted
+/// transaction's appends must leave no trace: an element in a final list
+/// that no committed transaction appended fails the check.
 #[test]
 fn deterministic_list_append_histories_are_serializable() {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     use tessera::cc::bohm::{Bohm, BohmConfig, DetProtocol};
     use tessera::det::{Outcome, SequencerConfig};
     for protocol in [
         DetProtocol::Bohm,
         DetProtocol::TwoPlOrdered,
         DetProtocol::Lazy,
+        DetProtocol::Pwv,
     ] {
         for keys in [3u32, 8, 32] {
             let mut b = Bohm::new(
@@ -696,27 +778,39 @@ fn deterministic_list_append_histories_are_serializable() {
             let t = b.table("lists").unwrap();
             b.start().unwrap();
             let history = Mutex::new(Vec::new());
+            let aborted = AtomicUsize::new(0);
             std::thread::scope(|s| {
                 for th in 0..4u32 {
-                    let (b, history) = (&b, &history);
+                    let (b, history, aborted) = (&b, &history, &aborted);
                     s.spawn(move || {
                         let mut rng = SmallRng::seed_from_u64(0xB0B + u64::from(th));
                         let mut next = th << 24;
                         let receipts: Vec<_> = (0..800)
                             .map(|_| {
-                                let plan = (0..rng.gen_range(1..=4))
+                                let plan: Vec<_> = (0..rng.gen_range(1..=4))
                                     .map(|_| {
                                         next += 1;
                                         (rng.gen_bool(0.5), rng.gen_range(0..keys), next)
                                     })
                                     .collect();
-                                b.submit(ListAppend { t, plan }).unwrap()
+                                let mut la = ListAppend::new(t, plan);
+                                if protocol == DetProtocol::Pwv {
+                                    la.cp = rng.gen_range(0..=la.plan.len() as u8);
+                                    la.abort = rng.gen_ratio(1, 8);
+                                }
+                                let abort = la.abort;
+                                (b.submit(la).unwrap(), abort)
                             })
                             .collect();
-                        for r in receipts {
-                            match r.wait().unwrap() {
-                                Outcome::Committed(ops) => history.lock().unwrap().push(ops),
-                                Outcome::Aborted => panic!("no logic aborts here"),
+                        for (r, abort) in receipts {
+                            match (r.wait().unwrap(), abort) {
+                                (Outcome::Committed(ops), false) => {
+                                    history.lock().unwrap().push(ops)
+                                }
+                                (Outcome::Aborted, true) => {
+                                    aborted.fetch_add(1, Relaxed);
+                                }
+                                (o, _) => panic!("{protocol:?}: {o:?}, abort statement {abort}"),
                             }
                         }
                     });
@@ -728,8 +822,35 @@ fn deterministic_list_append_histories_are_serializable() {
                 finals.insert(u32::from_be_bytes(k[..].try_into().unwrap()), decode(&v));
             }
             let h = history.into_inner().unwrap();
-            assert_eq!(h.len(), 4 * 800);
+            let aborted = aborted.into_inner();
+            assert_eq!(h.len() + aborted, 4 * 800);
+            assert_eq!(aborted > 0, protocol == DetProtocol::Pwv, "{protocol:?}");
             if let Err(e) = check(&h, &finals) {
+                if let Some(ids) = e.split('[').nth(1) {
+                    for i in ids
+                        .trim_end_matches(']')
+                        .split(", ")
+                        .filter_map(|x| x.parse::<usize>().ok())
+                    {
+                        let brief: Vec<String> = h[i]
+                            .iter()
+                            .map(|o| match o {
+                                Op::Read(k, l) => {
+                                    format!("R{k}(len {}, last {:?})", l.len(), l.last())
+                                }
+                                Op::Append(k, v) => format!("A{k}({v})"),
+                            })
+                            .collect();
+                        eprintln!("txn {i}: {brief:?}");
+                    }
+                }
+                for (k, l) in &finals {
+                    eprintln!(
+                        "final {k}: len {}, tail {:?}",
+                        l.len(),
+                        &l[l.len().saturating_sub(12)..]
+                    );
+                }
                 panic!("{protocol:?} produced a non-serializable history with {keys} keys: {e}");
             }
         }

@@ -773,9 +773,8 @@ pub(super) fn exec_main(sh: &Shared, me: usize, local: &LocalEpoch, rx: Receiver
     let mut latest: LatestMap = sh.tables.iter().map(|_| CcMap::default()).collect();
     let mut groups: Vec<GroupMap> = sh.tables.iter().map(|_| GroupMap::default()).collect();
     let mut batch_groups: Vec<BatchGroups> = Vec::new();
-    // The current transaction's records so far: (record, its counts before
-    // the transaction, the last piece of it there).
-    let mut seen: Vec<(*const BRecord, u64, u64, u16)> = Vec::new();
+    // The current transaction's records so far.
+    let mut seen: Vec<Seen> = Vec::new();
     let mut w = Waits::default();
     LOCAL_WAKES.with(|l| *l.borrow_mut() = Some((me as u16, Vec::new())));
     while let Ok(ctx) = rx.recv() {
@@ -820,7 +819,7 @@ fn build_graph(
     latest: &mut LatestMap,
     groups: &mut [GroupMap],
     batch_groups: &mut Vec<BatchGroups>,
-    seen: &mut Vec<(*const BRecord, u64, u64, u16)>,
+    seen: &mut Vec<Seen>,
     g: &Guard<'_>,
 ) {
     // The groups declared here this batch.
@@ -894,10 +893,15 @@ fn build_graph(
                 entry(sh, &mut latest[t], a.table, key, g, Some(absent_version))
                     .expect("created when absent")
             };
-            let tk = ticket(e, a.write, p, seen);
+            let (tk, fix) = ticket(e, a.write, p, seen, TicketAt::Main(a));
             // SAFETY: this executor owns the access's partition and is the
             // only writer of its tickets, before any member arrives.
             unsafe { *a.ticket.get() = tk };
+            if let Some((at, wait)) = fix {
+                // SAFETY: as above (the transaction's earlier ticket on the
+                // same record is on this partition too).
+                unsafe { at.set_wait(wait) };
+            }
             placed += 1;
             if any_group {
                 let bg = &batch_groups[t];
@@ -912,7 +916,12 @@ fn build_graph(
                         continue;
                     }
                     let e = group_entry(sh, &mut groups[t], pre);
-                    let tk = ticket(e, a.write, p, seen);
+                    // SAFETY: as above.
+                    let at = unsafe {
+                        let x = &*a.extra.get();
+                        TicketAt::Extra(a, if x.is_null() { 0 } else { (**x).len() as u32 })
+                    };
+                    let (tk, fix) = ticket(e, a.write, p, seen, at);
                     // SAFETY: as above.
                     unsafe {
                         let x = &mut *a.extra.get();
@@ -921,6 +930,9 @@ fn build_graph(
                             pt.extras.store(true, Ordering::Relaxed);
                         }
                         (**x).push(tk);
+                        if let Some((at, wait)) = fix {
+                            at.set_wait(wait);
+                        }
                     }
                 }
             }
@@ -1015,41 +1027,115 @@ fn group_entry<'m>(sh: &Shared, map: &'m mut GroupMap, key: &[u8]) -> &'m mut La
     map.get_mut(key).expect("inserted")
 }
 
+/// A record the current transaction accessed, as the graph build hands
+/// its tickets: the record's counts before the transaction's first access
+/// (every access, the last write), the last piece of the transaction
+/// there, and where that first access's ticket is and whether it waits
+/// as a read.
+pub(super) struct Seen {
+    rec: *const BRecord,
+    n: u64,
+    w: u64,
+    last: u16,
+    first: TicketAt,
+    first_reads: bool,
+}
+
+/// Where the graph build stores a ticket: an access's own, or its `i`th
+/// group ticket.
+#[derive(Clone, Copy)]
+enum TicketAt {
+    Main(*const PAcc),
+    Extra(*const PAcc, u32),
+}
+
+impl TicketAt {
+    /// Make the ticket here wait for completion count `wait`.
+    ///
+    /// # Safety
+    ///
+    /// Only the graph build of the ticket's partition, which wrote it, and
+    /// before any member of the batch runs.
+    unsafe fn set_wait(self, wait: u64) {
+        // SAFETY: per the caller: the executor that owns the ticket is the
+        // only one touching it, and the access lives in its batch.
+        unsafe {
+            match self {
+                TicketAt::Main(a) => (*(*a).ticket.get()).wait = wait,
+                TicketAt::Extra(a, i) => (&mut **(*a).extra.get())[i as usize].wait = wait,
+            }
+        }
+    }
+}
+
 /// The next ticket of the record `e` describes, for an access of piece `p`
-/// of the current transaction (`seen`: its records so far).
+/// of the current transaction (`seen`: its records so far), to be stored
+/// `at`; and an earlier ticket of the transaction to change (where, and
+/// what it must wait for).
+///
+/// A transaction's accesses to one record after its first wait for the
+/// piece before them to have *executed*, not for the record's completion
+/// count, since an abortable piece completes only at the commit decision,
+/// which may wait for them. So the first access alone orders the
+/// transaction after the earlier ones, and it must do so as a write if
+/// any of the transaction's accesses there writes: a first access that
+/// reads waits only for the last earlier write, and the counter would
+/// then reach a write's count with an earlier transaction's read still
+/// pending, once the first access itself completed (a read after the
+/// commit point completes when it runs). The later write would overwrite
+/// what that read has yet to see (found by the list-append checker: a
+/// transaction read a later one's append). The first ticket is therefore
+/// made to wait as a write when a later access writes.
 fn ticket(
     e: &mut Latest,
     write: bool,
     p: u16,
-    seen: &mut Vec<(*const BRecord, u64, u64, u16)>,
-) -> Ticket {
+    seen: &mut Vec<Seen>,
+    at: TicketAt,
+) -> (Ticket, Option<(TicketAt, u64)>) {
     let rec = e.rec;
-    match seen.iter_mut().find(|s| s.0 == rec) {
-        Some(s) if s.3 == p => Ticket {
-            rec,
-            wait: 0,
-            same: NONE,
-            counted: false,
-        },
+    match seen.iter_mut().find(|s| s.rec == rec) {
         Some(s) => {
+            let fix = (write && s.first_reads).then(|| {
+                s.first_reads = false;
+                (s.first, s.n)
+            });
+            if s.last == p {
+                // A second access of one piece: its first ticket covers it.
+                let tk = Ticket {
+                    rec,
+                    wait: 0,
+                    same: NONE,
+                    counted: false,
+                };
+                return (tk, fix);
+            }
             // After a piece of its own transaction: what the transaction's
             // first access waited for, and that piece.
-            let wait = if write { s.1 } else { s.2 };
-            let same = s.3;
-            s.3 = p;
+            let wait = if write { s.n } else { s.w };
+            let same = s.last;
+            s.last = p;
             e.n += 1;
             if write {
                 e.w = e.n;
             }
-            Ticket {
+            let tk = Ticket {
                 rec,
                 wait,
                 same,
                 counted: true,
-            }
+            };
+            (tk, fix)
         }
         None => {
-            seen.push((rec, e.n, e.w, p));
+            seen.push(Seen {
+                rec,
+                n: e.n,
+                w: e.w,
+                last: p,
+                first: at,
+                first_reads: !write,
+            });
             let wait = if write {
                 let t = e.n;
                 e.n += 1;
@@ -1059,12 +1145,13 @@ fn ticket(
                 e.n += 1;
                 e.w
             };
-            Ticket {
+            let tk = Ticket {
                 rec,
                 wait,
                 same: NONE,
                 counted: true,
-            }
+            };
+            (tk, None)
         }
     }
 }
