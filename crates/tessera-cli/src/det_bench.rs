@@ -144,6 +144,23 @@ impl DetWorkload for SmallBank {
     }
 }
 
+/// The long names of [`DetArgs`]' flags: knobs of the deterministic
+/// protocols alone, which the interactive ones refuse (a sweep that varies
+/// one runs its interactive lines without it: flat references).
+pub const DET_KNOBS: &[&str] = &[
+    "cc-threads",
+    "exec-threads",
+    "clients",
+    "batch-size",
+    "batch-us",
+    "read-annotation",
+    "chain-bound",
+    "lazy-backlog",
+    "offered-rate",
+    "burst",
+    "max-queue",
+];
+
 /// Options of the deterministic protocols (`--cc bohm|2pl-ordered`).
 #[derive(Args, Debug, Clone, Copy)]
 pub struct DetArgs {
@@ -1004,4 +1021,20 @@ fn table_head(r: &Value) -> String {
             .as_f64()
             .unwrap_or(0.0),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `DET_KNOBS` names exactly `DetArgs`' flags.
+    #[test]
+    fn det_knobs_are_the_det_flags() {
+        let cmd = DetArgs::augment_args(clap::Command::new("t"));
+        let mut flags: Vec<&str> = cmd.get_arguments().filter_map(|a| a.get_long()).collect();
+        flags.sort_unstable();
+        let mut known = DET_KNOBS.to_vec();
+        known.sort_unstable();
+        assert_eq!(flags, known);
+    }
 }

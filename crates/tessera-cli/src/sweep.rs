@@ -52,7 +52,9 @@ pub struct SweepArgs {
     #[arg(long = "cc", value_name = "P1,P2,...", value_delimiter = ',',
           required_unless_present = "replot", value_parser = parse_line)]
     pub cc: Vec<Line>,
-    /// The varied knob and its values: NAME=V1,V2,...
+    /// The varied knob and its values: NAME=V1,V2,... (a knob of the
+    /// deterministic protocols alone, such as chain-bound, is left out of
+    /// the interactive protocols' runs: their lines are flat references).
     #[arg(long, value_name = "NAME=V1,V2,...", required_unless_present = "replot", value_parser = parse_vary)]
     pub vary: Option<(String, Vec<String>)>,
     /// Run nothing: redraw --out's sweep.svg from its sweep.json (after a
@@ -308,9 +310,16 @@ fn sweep(a: &SweepArgs) -> Result<bool, Failure> {
                     workload.clone(),
                     "--cc".into(),
                     cc.cc.name().into(),
-                    format!("--{knob}"),
-                    v.clone(),
                 ];
+                // A knob of the deterministic protocols alone (the chain
+                // bound, say) is not given to an interactive line, which
+                // would refuse it: its runs are the same at every value,
+                // a reference line.
+                if cc.cc.caps().deterministic
+                    || !crate::det_bench::DET_KNOBS.contains(&knob.as_str())
+                {
+                    args.extend([format!("--{knob}"), v.clone()]);
+                }
                 args.extend(cc.args());
                 args.extend(a.rest.iter().cloned());
                 if let (true, Some(extra)) = (cc.cc.caps().deterministic, &a.det_args) {

@@ -668,6 +668,51 @@ fn sweep_passes_det_args_to_the_deterministic_runs_only() {
     assert_eq!(j["det_args"], "--batch-size 100 --cc-threads 1");
 }
 
+/// `tessera sweep --vary chain-bound=...`: a knob of the deterministic
+/// protocols alone is left out of the interactive lines' runs (they would
+/// refuse it), which run the same at every value: reference lines.
+#[test]
+fn sweep_varies_a_det_knob_with_interactive_reference_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let o = tessera(&[
+        "sweep",
+        "--workload",
+        "ycsb",
+        "--cc",
+        "lazy,silo",
+        "--vary",
+        "chain-bound=1,100",
+        "--reps",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "--records",
+        "2000",
+        "--ops-per-txn",
+        "4",
+        "--rmw",
+        "--read-ratio",
+        "0",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for r in runs {
+        let command = r["command"].as_str().unwrap();
+        let det = r["protocol"] == "lazy";
+        assert_eq!(command.contains("--chain-bound"), det, "{r}");
+        assert!(r["error"].is_null(), "{r}");
+    }
+}
+
 /// TPC-C NewOrder+Payment under BOHM and 2pl-ordered (its range locks):
 /// each run passes the TPC-C consistency conditions on the engine's state;
 /// the full mix is refused with a message that says why.

@@ -1452,6 +1452,130 @@ fn pwv_abort_leaves_no_trace_and_cascades_nowhere() {
     assert!(rows.iter().all(|(_, v)| val(Some(v)) == 25), "{rows:?}");
 }
 
+/// What `V`'s reader saw of `x` (`u64::MAX`: it has not run yet).
+static V_SEEN: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// The early-visibility test's requests. The writer (`reader: false`)
+/// has two pieces after its commit point (it has no abortable piece): one
+/// writes 7 to `x`, the other, on `y`'s partition, writes `y` only once
+/// the reader has run, waiting up to 10 s for it. The reader reads `x` and
+/// says what it saw.
+#[derive(Clone, Debug)]
+struct V {
+    t: TableId,
+    x: u64,
+    y: u64,
+    reader: bool,
+}
+
+impl Request for V {
+    type Output = u64;
+    fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<u64> {
+        if self.reader {
+            return Ok(val(tx.get(self.t, &k(self.x))?));
+        }
+        tx.put(self.t, &k(self.x), &7u64.to_le_bytes())?;
+        tx.put(self.t, &k(self.y), &8u64.to_le_bytes())?;
+        Ok(0)
+    }
+    fn declare(&self, keys: &mut KeySet) -> bool {
+        if self.reader {
+            keys.read(self.t, &k(self.x));
+        } else {
+            keys.write(self.t, &k(self.x));
+            keys.write(self.t, &k(self.y));
+        }
+        true
+    }
+}
+
+impl Procedure for V {
+    const ID: ProcId = 4;
+    const NAME: &'static str = "pwv-visibility-test";
+    fn encode(&self, _out: &mut Vec<u8>) {}
+    fn decode(_b: &[u8]) -> Result<Self, String> {
+        Err("not logged".into())
+    }
+    fn pieces(&self, plan: &mut crate::det::PiecePlan) -> bool {
+        let p = plan.piece(false);
+        if self.reader {
+            plan.read(p, self.t, &k(self.x));
+        } else {
+            plan.write(p, self.t, &k(self.x));
+            let q = plan.piece(false);
+            plan.write(q, self.t, &k(self.y));
+        }
+        true
+    }
+    fn run_piece(
+        &self,
+        i: u16,
+        tx: &mut Txn<'_>,
+        io: &mut crate::det::PieceIo<'_>,
+    ) -> TxResult<()> {
+        match (self.reader, i) {
+            (true, _) => {
+                let seen = val(tx.get(self.t, &k(self.x))?);
+                V_SEEN.store(seen, Ordering::SeqCst);
+                io.output(&seen.to_le_bytes());
+            }
+            (false, 0) => tx.put(self.t, &k(self.x), &7u64.to_le_bytes())?,
+            (false, _) => {
+                let start = std::time::Instant::now();
+                while V_SEEN.load(Ordering::SeqCst) == u64::MAX {
+                    if start.elapsed() > Duration::from_secs(10) {
+                        return Err(TxError::Error(Error::InvalidArgument(
+                            "the reader did not run while this piece waited".into(),
+                        )));
+                    }
+                    std::thread::yield_now();
+                }
+                tx.put(self.t, &k(self.y), &8u64.to_le_bytes())?;
+            }
+        }
+        Ok(())
+    }
+    fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<u64> {
+        Ok(match self.reader {
+            true => u64::from_le_bytes(outputs[0][..8].try_into().expect("8 bytes")),
+            false => 0,
+        })
+    }
+}
+
+/// Piece-wise visibility itself (thesis §6.4): a write of a piece after
+/// its transaction's commit point is visible to later transactions as
+/// soon as the piece completes, while the transaction's other pieces have
+/// yet to run. The writer's second piece (on another partition) waits
+/// until the reader, later in the log and in the same batch, has read
+/// the first piece's write; were the write hidden until the writer
+/// completed, the reader could not run and the piece would give up after
+/// 10 s, failing the batch.
+#[test]
+fn pwv_write_after_the_commit_point_is_visible_before_its_transaction_completes() {
+    let t = TableId::from_u32(0);
+    let (x, y) = (0..)
+        .flat_map(|x| (x + 1..x + 64).map(move |y| (x, y)))
+        .find(|&(x, y)| partition(t, &k(x), 2) != partition(t, &k(y), 2))
+        .expect("two partitions");
+    // Both requests in one batch: it is cut when the second arrives.
+    let mut cfg = pwv_cfg(2, 2);
+    cfg.sequencer.batch_time = Duration::from_secs(5);
+    let mut b = Bohm::new(&["t"], cfg).unwrap();
+    b.load(t, &k(x), &1u64.to_le_bytes()).unwrap();
+    b.load(t, &k(y), &1u64.to_le_bytes()).unwrap();
+    b.start().unwrap();
+    V_SEEN.store(u64::MAX, Ordering::SeqCst);
+    let w = b.submit(V { t, x, y, reader: false }).unwrap();
+    let r = b.submit(V { t, x, y, reader: true }).unwrap();
+    assert_eq!(w.wait().unwrap(), Outcome::Committed(0));
+    // The reader saw the writer's first piece, then the writer finished.
+    assert_eq!(r.wait().unwrap(), Outcome::Committed(7));
+    let rows = b.dump(t).unwrap();
+    assert_eq!(val(Some(&rows[1].1)), 8, "{rows:?}");
+    b.shutdown().unwrap();
+}
+
 /// A decomposed request whose second piece is a gang (a group spanning
 /// every partition): piece 0 is an abort statement (fires when `abort`),
 /// piece 1, after the commit point, adds `add` to the counter `key`
