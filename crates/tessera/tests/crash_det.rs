@@ -2,7 +2,9 @@
 //! process submits bank transfers as procedures, records each transfer
 //! whose outcome it was given (released only once its batch's input is
 //! durable) in a side file, and is killed with SIGKILL at a random moment,
-//! with or without checkpoints running. The parent recovers the directory
+//! with or without checkpoints running (under PWV a transfer is three
+//! pieces: the debit, then the credit and the record, which read the
+//! amount it decided). The parent recovers the directory
 //! (the newest checkpoint, then replay of the input log after it) and
 //! checks:
 //!
@@ -125,6 +127,49 @@ impl Procedure for Transfer {
         self.moved = self.want.min(va);
         tx.put(ACC, &account_key(self.a), &(va - self.moved).to_le_bytes())?;
         Ok(tessera::det::NowPhase::Ended(self.moved))
+    }
+    /// PWV: three pieces with data dependencies, on up to three
+    /// partitions: the debit of `a` decides the amount (its output), then
+    /// the credit to `b` and the transfer's record, which read it.
+    fn pieces(&self, plan: &mut tessera::det::PiecePlan) -> bool {
+        let debit = plan.piece(false);
+        plan.write(debit, ACC, &account_key(self.a));
+        let credit = plan.piece(false);
+        plan.write(credit, ACC, &account_key(self.b));
+        plan.after(credit, debit);
+        let record = plan.piece(false);
+        plan.write(record, XFER, &self.key);
+        plan.after(record, debit);
+        true
+    }
+    fn run_piece(
+        &self,
+        i: u16,
+        tx: &mut tessera::Txn<'_>,
+        io: &mut tessera::det::PieceIo<'_>,
+    ) -> TxResult<()> {
+        if i == 0 {
+            let va = bal(tx.get(ACC, &account_key(self.a))?.expect("account"));
+            let amount = self.want.min(va);
+            tx.put(ACC, &account_key(self.a), &(va - amount).to_le_bytes())?;
+            io.output(&amount.to_le_bytes());
+            return Ok(());
+        }
+        let amount = bal(io.input(0).expect("the debit's output"));
+        if i == 1 {
+            let vb = bal(tx.get(ACC, &account_key(self.b))?.expect("account"));
+            tx.put(ACC, &account_key(self.b), &(vb + amount).to_le_bytes())?;
+        } else {
+            let mut rec = [0u8; 24];
+            rec[..8].copy_from_slice(&self.a.to_le_bytes());
+            rec[8..16].copy_from_slice(&self.b.to_le_bytes());
+            rec[16..].copy_from_slice(&amount.to_le_bytes());
+            assert!(tx.insert(XFER, &self.key, &rec)?, "a transfer key twice");
+        }
+        Ok(())
+    }
+    fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<i64> {
+        Ok(bal(outputs[0]))
     }
     fn later_phase(&mut self, tx: &mut tessera::Txn<'_>) -> TxResult<()> {
         let vb = bal(tx.get(ACC, &account_key(self.b))?.expect("account"));

@@ -522,6 +522,10 @@ pub(crate) struct TableRanges {
     slots: usize,
     /// Slot arrays of this table's dropped lists.
     pool: Arc<SlotPool>,
+    /// Scans of this table in flight (`RoccRegistration::Scanned`): the
+    /// table-wide gate before the ranges' own counts. A writer that finds
+    /// it zero skips its updates' ranges here without looking them up.
+    scanners: CachePadded<AtomicU64>,
 }
 
 // SAFETY: the map pointer is only replaced under `split` and freed through
@@ -579,6 +583,7 @@ impl TableRanges {
             target: target as i64,
             slots,
             pool,
+            scanners: CachePadded::new(AtomicU64::new(0)),
         }
     }
 
@@ -592,7 +597,33 @@ impl TableRanges {
             target: i64::MAX / 4,
             slots,
             pool: Arc::default(),
+            scanners: CachePadded::new(AtomicU64::new(0)),
         }
+    }
+
+    /// A scan of this table is about to count itself into its ranges: count
+    /// it in here first, then a fence (as [`RangeList::scan_begins`], one
+    /// level up). Undone by [`TableRanges::scan_done`] when its transaction
+    /// ends.
+    #[inline]
+    pub fn scan_begins(&self) {
+        self.scanners.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// The end of a transaction that counted a scan in with
+    /// [`TableRanges::scan_begins`].
+    #[inline]
+    pub fn scan_done(&self) {
+        let was = self.scanners.fetch_sub(1, Ordering::Release);
+        debug_assert!(was > 0);
+    }
+
+    /// Whether a scan of this table is in flight. A writer calls it after
+    /// locking its write set and a `fence(SeqCst)`.
+    #[inline]
+    pub fn scanned(&self) -> bool {
+        self.scanners.load(Ordering::SeqCst) != 0
     }
 
     /// The current map, for as long as `g` pins the epoch.
