@@ -559,16 +559,18 @@ pub fn run_checked<W: DetWorkload>(
                     }
                     Err(e) => give_up(e),
                 };
-                // Draw, prepare and submit the next request; false once
-                // the run has failed.
-                let mut submit_next = |inflight: &mut VecDeque<_>| {
+                // Draw, prepare and submit the next request, its latency
+                // counted from `at` (open loop: when it fell due, so that a
+                // late client's delay is the engine's latency, not hidden;
+                // closed loop: now); false once the run has failed.
+                let mut submit_next = |inflight: &mut VecDeque<_>, at: Option<Instant>| {
                     let ty = wl.next(&mut st);
                     let mut p = wl.proc(&st);
                     if let Err(e) = wl.prepare(&mut p, &mut recon) {
                         give_up(e);
                         return false;
                     }
-                    let at = Instant::now();
+                    let at = at.unwrap_or_else(Instant::now);
                     match engine.submit(p) {
                         Ok(r) => {
                             inflight.push_back((r, at, ty));
@@ -611,6 +613,7 @@ pub fn run_checked<W: DetWorkload>(
                     }
                     let t = t0.elapsed().as_secs_f64() - c.warmup;
                     let rate = offered_at(base, c.det.burst, t) / clients as f64;
+                    let fell_due = due;
                     due += Duration::from_secs_f64(1.0 / rate);
                     let measured = measuring.load(Ordering::Relaxed);
                     if measured {
@@ -622,7 +625,7 @@ pub fn run_checked<W: DetWorkload>(
                         }
                         continue;
                     }
-                    if !submit_next(&mut inflight) {
+                    if !submit_next(&mut inflight, Some(fell_due)) {
                         break;
                     }
                     if measured {
@@ -635,7 +638,7 @@ pub fn run_checked<W: DetWorkload>(
                     client_wall_ns.fetch_add(wall0.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 }
                 while !stop.load(Ordering::Relaxed) {
-                    if !submit_next(&mut inflight) {
+                    if !submit_next(&mut inflight, None) {
                         break;
                     }
                     if inflight.len() > window {

@@ -1576,6 +1576,145 @@ fn pwv_write_after_the_commit_point_is_visible_before_its_transaction_completes(
     b.shutdown().unwrap();
 }
 
+/// The requests of the read-then-write ordering test. `Early` is the
+/// earlier transaction: its first piece (on `y`'s partition) takes 200 ms,
+/// and its second, a data dependency of the first, reads `x`, by its exact
+/// key or through a group of the keys sharing `x`'s first 7 bytes; it
+/// returns what it read. `Late` reads `x` in one piece and writes 99 to
+/// it in the next, both after the commit point.
+#[derive(Clone, Debug)]
+enum Rw {
+    Early { t: TableId, x: u64, y: u64, group: bool },
+    Late { t: TableId, x: u64 },
+}
+
+impl Request for Rw {
+    type Output = u64;
+    fn run<T: Transaction>(&mut self, tx: &mut T) -> TxResult<u64> {
+        match *self {
+            Rw::Early { t, x, y, .. } => {
+                tx.put(t, &k(y), &2u64.to_le_bytes())?;
+                Ok(val(tx.get(t, &k(x))?))
+            }
+            Rw::Late { t, x } => {
+                tx.put(t, &k(x), &99u64.to_le_bytes())?;
+                Ok(0)
+            }
+        }
+    }
+    fn declare(&self, keys: &mut KeySet) -> bool {
+        match *self {
+            Rw::Early { t, x, y, .. } => {
+                keys.write(t, &k(y));
+                keys.read(t, &k(x));
+            }
+            Rw::Late { t, x } => keys.write(t, &k(x)),
+        }
+        true
+    }
+}
+
+impl Procedure for Rw {
+    const ID: ProcId = 5;
+    const NAME: &'static str = "pwv-read-then-write-test";
+    fn encode(&self, _out: &mut Vec<u8>) {}
+    fn decode(_b: &[u8]) -> Result<Self, String> {
+        Err("not logged".into())
+    }
+    fn pieces(&self, plan: &mut crate::det::PiecePlan) -> bool {
+        match *self {
+            Rw::Early { t, x, y, group } => {
+                let slow = plan.piece(false);
+                plan.write(slow, t, &k(y));
+                let read = plan.piece(false);
+                if group {
+                    plan.read_group(read, t, &k(x)[..7]);
+                } else {
+                    plan.read(read, t, &k(x));
+                }
+                plan.after(read, slow);
+            }
+            Rw::Late { t, x } => {
+                let read = plan.piece(false);
+                plan.read(read, t, &k(x));
+                let write = plan.piece(false);
+                plan.write(write, t, &k(x));
+            }
+        }
+        true
+    }
+    fn run_piece(
+        &self,
+        i: u16,
+        tx: &mut Txn<'_>,
+        io: &mut crate::det::PieceIo<'_>,
+    ) -> TxResult<()> {
+        match (self, i) {
+            (&Rw::Early { t, y, .. }, 0) => {
+                std::thread::sleep(Duration::from_millis(200));
+                tx.put(t, &k(y), &2u64.to_le_bytes())?;
+            }
+            (&Rw::Early { t, x, .. }, _) => {
+                io.output(&val(tx.get(t, &k(x))?).to_le_bytes());
+            }
+            (&Rw::Late { t, x }, 0) => {
+                tx.get(t, &k(x))?;
+            }
+            (&Rw::Late { t, x }, _) => tx.put(t, &k(x), &99u64.to_le_bytes())?,
+        }
+        Ok(())
+    }
+    fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<u64> {
+        Ok(match self {
+            Rw::Early { .. } => u64::from_le_bytes(outputs[1][..8].try_into().expect("8 bytes")),
+            Rw::Late { .. } => 0,
+        })
+    }
+}
+
+/// A transaction that reads a record in one piece and writes it in a
+/// later one does not overtake an earlier transaction's pending read of
+/// it (the bug the list-append checker found: the later transaction's
+/// first access, a read, waited only for earlier writes, and its own
+/// completion then let its write pass the earlier reader). The earlier
+/// read is held back 200 ms by a data dependency; it must still see the
+/// value from before the later write. Through the exact key, and through a
+/// group that covers it (the later transaction's tickets on the group's
+/// lock record are its accesses' extra tickets).
+#[test]
+fn pwv_read_then_write_waits_for_an_earlier_pending_read() {
+    let t = TableId::from_u32(0);
+    for group in [false, true] {
+        let mut b = Bohm::new(&["t"], {
+            let mut cfg = pwv_cfg(2, 2);
+            cfg.sequencer.batch_time = Duration::from_secs(5);
+            cfg
+        })
+        .unwrap();
+        // The table is partitioned by the first 7 bytes, so that the group
+        // of `x`'s prefix lives on `x`'s partition.
+        b.partition_prefix(t, 7).unwrap();
+        let (x, y) = (0..)
+            .map(|i| (5, i << 8))
+            .find(|&(x, y)| partition(t, &k(x)[..7], 2) != partition(t, &k(y)[..7], 2))
+            .expect("two partitions");
+        b.load(t, &k(x), &1u64.to_le_bytes()).unwrap();
+        b.load(t, &k(y), &1u64.to_le_bytes()).unwrap();
+        b.start().unwrap();
+        let early = b.submit(Rw::Early { t, x, y, group }).unwrap();
+        let late = b.submit(Rw::Late { t, x }).unwrap();
+        assert_eq!(
+            early.wait().unwrap(),
+            Outcome::Committed(1),
+            "group {group}: the earlier read saw the later write"
+        );
+        assert_eq!(late.wait().unwrap(), Outcome::Committed(0));
+        let rows = b.dump(t).unwrap();
+        assert_eq!(val(Some(&rows[0].1)), 99, "group {group}: {rows:?}");
+        b.shutdown().unwrap();
+    }
+}
+
 /// A decomposed request whose second piece is a gang (a group spanning
 /// every partition): piece 0 is an abort statement (fires when `abort`),
 /// piece 1, after the commit point, adds `add` to the counter `key`
