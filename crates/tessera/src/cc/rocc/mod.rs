@@ -234,7 +234,7 @@ pub(crate) struct RoccLocal {
     /// (`RoccRegistration::Scanned`), once per predicate.
     scanning: Vec<usize>,
     /// The tables (`TableRanges`) its scans counted themselves in, once
-    /// per scan.
+    /// per table.
     scanning_tables: Vec<usize>,
 }
 
@@ -393,9 +393,10 @@ where
     if first > last {
         return Ok(0);
     }
-    if tx.sh.gated {
-        // The table-wide count first: a writer that finds it zero after
-        // locking does not look at the ranges (see `register`).
+    if tx.sh.gated && !tx.st.ranges.scanning_tables.contains(&(ranges as usize)) {
+        // The table-wide count first, once per transaction and table: a
+        // writer that finds it zero after locking does not look at the
+        // ranges (see `register`).
         // SAFETY: as above.
         unsafe { &*ranges }.scan_begins();
         tx.st.ranges.scanning_tables.push(ranges as usize);
