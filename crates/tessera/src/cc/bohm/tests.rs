@@ -1452,6 +1452,24 @@ fn pwv_abort_leaves_no_trace_and_cascades_nowhere() {
     assert!(rows.iter().all(|(_, v)| val(Some(v)) == 25), "{rows:?}");
 }
 
+/// A started PWV engine of two partitions for two-request tests: its
+/// first batch is cut when the second request is in, so both share it;
+/// table `t` partitioned by its keys' first `plen` bytes (the whole key
+/// if none), `keys` loaded with the value 1.
+fn pwv_pair(t: TableId, plen: Option<usize>, keys: &[u64]) -> Bohm {
+    let mut cfg = pwv_cfg(2, 2);
+    cfg.sequencer.batch_time = Duration::from_secs(5);
+    let mut b = Bohm::new(&["t"], cfg).unwrap();
+    if let Some(plen) = plen {
+        b.partition_prefix(t, plen).unwrap();
+    }
+    for &key in keys {
+        b.load(t, &k(key), &1u64.to_le_bytes()).unwrap();
+    }
+    b.start().unwrap();
+    b
+}
+
 /// What `V`'s reader saw of `x` (`u64::MAX`: it has not run yet).
 static V_SEEN: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -1558,13 +1576,7 @@ fn pwv_write_after_the_commit_point_is_visible_before_its_transaction_completes(
         .flat_map(|x| (x + 1..x + 64).map(move |y| (x, y)))
         .find(|&(x, y)| partition(t, &k(x), 2) != partition(t, &k(y), 2))
         .expect("two partitions");
-    // Both requests in one batch: it is cut when the second arrives.
-    let mut cfg = pwv_cfg(2, 2);
-    cfg.sequencer.batch_time = Duration::from_secs(5);
-    let mut b = Bohm::new(&["t"], cfg).unwrap();
-    b.load(t, &k(x), &1u64.to_le_bytes()).unwrap();
-    b.load(t, &k(y), &1u64.to_le_bytes()).unwrap();
-    b.start().unwrap();
+    let mut b = pwv_pair(t, None, &[x, y]);
     V_SEEN.store(u64::MAX, Ordering::SeqCst);
     let w = b.submit(V { t, x, y, reader: false }).unwrap();
     let r = b.submit(V { t, x, y, reader: true }).unwrap();
@@ -1685,22 +1697,13 @@ impl Procedure for Rw {
 fn pwv_read_then_write_waits_for_an_earlier_pending_read() {
     let t = TableId::from_u32(0);
     for group in [false, true] {
-        let mut b = Bohm::new(&["t"], {
-            let mut cfg = pwv_cfg(2, 2);
-            cfg.sequencer.batch_time = Duration::from_secs(5);
-            cfg
-        })
-        .unwrap();
-        // The table is partitioned by the first 7 bytes, so that the group
-        // of `x`'s prefix lives on `x`'s partition.
-        b.partition_prefix(t, 7).unwrap();
         let (x, y) = (0..)
             .map(|i| (5, i << 8))
             .find(|&(x, y)| partition(t, &k(x)[..7], 2) != partition(t, &k(y)[..7], 2))
             .expect("two partitions");
-        b.load(t, &k(x), &1u64.to_le_bytes()).unwrap();
-        b.load(t, &k(y), &1u64.to_le_bytes()).unwrap();
-        b.start().unwrap();
+        // The table is partitioned by the first 7 bytes, so that the group
+        // of `x`'s prefix lives on `x`'s partition.
+        let mut b = pwv_pair(t, Some(7), &[x, y]);
         let early = b.submit(Rw::Early { t, x, y, group }).unwrap();
         let late = b.submit(Rw::Late { t, x }).unwrap();
         assert_eq!(

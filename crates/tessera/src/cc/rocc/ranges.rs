@@ -142,7 +142,7 @@ pub(crate) struct RangeList {
     pool: Option<Arc<SlotPool>>,
     /// Scans in flight over this range (`RoccRegistration::Scanned`): on
     /// a line of its own, which writers only read while nobody scans.
-    scanners: CachePadded<AtomicU64>,
+    scanners: ScanCount,
 }
 
 impl RangeList {
@@ -166,7 +166,7 @@ impl RangeList {
                 None => zeroed_slots(n),
             },
             pool: pool.cloned(),
-            scanners: CachePadded::new(AtomicU64::new(0)),
+            scanners: ScanCount::default(),
         }
     }
 
@@ -178,23 +178,21 @@ impl RangeList {
     /// transaction ends, while still pinned.
     #[inline]
     pub fn scan_begins(&self) {
-        self.scanners.fetch_add(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.scanners.begins();
     }
 
     /// The end of a transaction that counted itself in with
     /// [`RangeList::scan_begins`].
     #[inline]
     pub fn scan_done(&self) {
-        let was = self.scanners.fetch_sub(1, Ordering::Release);
-        debug_assert!(was > 0);
+        self.scanners.done();
     }
 
     /// Whether a scan is in flight over this range. A writer calls it after
     /// locking its write set and a `fence(SeqCst)`.
     #[inline]
     pub fn scanned(&self) -> bool {
-        self.scanners.load(Ordering::SeqCst) != 0
+        self.scanners.any()
     }
 
     /// One range over every key (GWV's global list).
@@ -254,7 +252,7 @@ impl RangeList {
     /// Hint the CPU to fetch the scan count (`RoccRegistration::Scanned`).
     #[inline(always)]
     pub fn prefetch_scanners(&self) {
-        crate::storage::prefetch_bytes(&*self.scanners as *const AtomicU64 as *const u8, 8);
+        crate::storage::prefetch_bytes(&*self.scanners.0 as *const AtomicU64 as *const u8, 8);
     }
 
     /// Take the next registration position, and prefetch its slot.
@@ -510,6 +508,32 @@ impl RangeMap {
     }
 }
 
+/// Scans in flight over a range or a table (`RoccRegistration::Scanned`),
+/// on a cache line of its own: raised by a scan, then a `SeqCst` fence,
+/// before it reads anything it covers; lowered when its transaction ends;
+/// read by a writer after its locks and a fence (see `cc::rocc`).
+#[derive(Default)]
+pub(crate) struct ScanCount(CachePadded<AtomicU64>);
+
+impl ScanCount {
+    #[inline]
+    fn begins(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    #[inline]
+    fn done(&self) {
+        let was = self.0.fetch_sub(1, Ordering::Release);
+        debug_assert!(was > 0);
+    }
+
+    #[inline]
+    fn any(&self) -> bool {
+        self.0.load(Ordering::SeqCst) != 0
+    }
+}
+
 /// A table's current partition.
 pub(crate) struct TableRanges {
     map: AtomicPtr<RangeMap>,
@@ -525,7 +549,7 @@ pub(crate) struct TableRanges {
     /// Scans of this table in flight (`RoccRegistration::Scanned`): the
     /// table-wide gate before the ranges' own counts. A writer that finds
     /// it zero skips its updates' ranges here without looking them up.
-    scanners: CachePadded<AtomicU64>,
+    scanners: ScanCount,
 }
 
 // SAFETY: the map pointer is only replaced under `split` and freed through
@@ -583,7 +607,7 @@ impl TableRanges {
             target: target as i64,
             slots,
             pool,
-            scanners: CachePadded::new(AtomicU64::new(0)),
+            scanners: ScanCount::default(),
         }
     }
 
@@ -597,7 +621,7 @@ impl TableRanges {
             target: i64::MAX / 4,
             slots,
             pool: Arc::default(),
-            scanners: CachePadded::new(AtomicU64::new(0)),
+            scanners: ScanCount::default(),
         }
     }
 
@@ -607,23 +631,21 @@ impl TableRanges {
     /// ends.
     #[inline]
     pub fn scan_begins(&self) {
-        self.scanners.fetch_add(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.scanners.begins();
     }
 
     /// The end of a transaction that counted a scan in with
     /// [`TableRanges::scan_begins`].
     #[inline]
     pub fn scan_done(&self) {
-        let was = self.scanners.fetch_sub(1, Ordering::Release);
-        debug_assert!(was > 0);
+        self.scanners.done();
     }
 
     /// Whether a scan of this table is in flight. A writer calls it after
     /// locking its write set and a `fence(SeqCst)`.
     #[inline]
     pub fn scanned(&self) -> bool {
-        self.scanners.load(Ordering::SeqCst) != 0
+        self.scanners.any()
     }
 
     /// The current map, for as long as `g` pins the epoch.
