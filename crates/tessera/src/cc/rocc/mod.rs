@@ -398,7 +398,7 @@ where
         // writer that finds it zero after locking does not look at the
         // ranges (see `register`).
         // SAFETY: as above.
-        unsafe { &*ranges }.scan_begins();
+        unsafe { &*ranges }.scans().begins();
         tx.st.ranges.scanning_tables.push(ranges as usize);
     }
     let limit = opts.limit.unwrap_or(usize::MAX);
@@ -416,7 +416,7 @@ where
         if tx.sh.gated {
             // Count this scan in before the predicate's version is read
             // and before any row of the range (see the module docs).
-            l.scan_begins();
+            l.scans().begins();
             tx.st.ranges.scanning.push(l as *const RangeList as usize);
         }
         // Construct the predicate before scanning the range.
@@ -503,7 +503,7 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
         let tr = table_ranges(P::GLOBAL, local, tx.sh, table, g) as *const TableRanges;
         // SAFETY: the table cache holds an `Arc` of it.
         let tr = unsafe { &*tr };
-        if gated && inserted == 0 && !tr.scanned() {
+        if gated && inserted == 0 && !tr.scans().any() {
             // No scan of the table in flight: an update has nothing to
             // register, and no record count to change.
             continue;
@@ -533,7 +533,7 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
             // SAFETY: a list of a map read under `g`: retired maps (and
             // the lists only they hold) outlive the guard.
             let l = unsafe { &*(addr as *const RangeList) };
-            if l.scanned() {
+            if l.scans().any() {
                 l.prefetch_head();
                 claimed = true;
             } else {
@@ -613,7 +613,7 @@ fn register_after_split<P: RangeProto>(tx: &mut STx<'_, P>, entry: *const Writer
             if !local.registered.contains(&addr) {
                 // Its records were counted in the sealed list. (The fence
                 // of `register` came after the locks, before this count.)
-                if !tx.sh.gated || l.scanned() {
+                if !tx.sh.gated || l.scans().any() {
                     l.register(entry, 0, tr.target());
                 }
                 local.registered.push(addr);
@@ -710,11 +710,11 @@ pub(crate) fn scans_done(local: &mut RoccLocal) {
     for a in local.scanning.drain(..) {
         // SAFETY: a list reached through a map while this transaction was
         // pinned, as it still is; retired lists outlive its guard.
-        unsafe { &*(a as *const RangeList) }.scan_done();
+        unsafe { &*(a as *const RangeList) }.scans().done();
     }
     for a in local.scanning_tables.drain(..) {
         // SAFETY: the worker's table cache holds an `Arc` of it.
-        unsafe { &*(a as *const TableRanges) }.scan_done();
+        unsafe { &*(a as *const TableRanges) }.scans().done();
     }
 }
 

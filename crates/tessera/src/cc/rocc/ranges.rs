@@ -170,29 +170,15 @@ impl RangeList {
         }
     }
 
-    /// A scan is about to construct its predicate on this range
-    /// (`RoccRegistration::Scanned`): count it in, then a fence, so that
-    /// a writer that has locked its write set and then finds no scanner
-    /// here has its locks seen by every row this scan reads (see
-    /// `cc::rocc`). The caller calls [`RangeList::scan_done`] once when its
-    /// transaction ends, while still pinned.
+    /// The scans in flight over this range (`RoccRegistration::Scanned`):
+    /// a scan counts itself in before it constructs its predicate here, so
+    /// that a writer that has locked its write set and then finds no
+    /// scanner has its locks seen by every row the scan reads (see
+    /// `cc::rocc`); it counts itself out once when its transaction ends,
+    /// while still pinned.
     #[inline]
-    pub fn scan_begins(&self) {
-        self.scanners.begins();
-    }
-
-    /// The end of a transaction that counted itself in with
-    /// [`RangeList::scan_begins`].
-    #[inline]
-    pub fn scan_done(&self) {
-        self.scanners.done();
-    }
-
-    /// Whether a scan is in flight over this range. A writer calls it after
-    /// locking its write set and a `fence(SeqCst)`.
-    #[inline]
-    pub fn scanned(&self) -> bool {
-        self.scanners.any()
+    pub fn scans(&self) -> &ScanCount {
+        &self.scanners
     }
 
     /// One range over every key (GWV's global list).
@@ -516,20 +502,24 @@ impl RangeMap {
 pub(crate) struct ScanCount(CachePadded<AtomicU64>);
 
 impl ScanCount {
+    /// A scan counts itself in, then a fence.
     #[inline]
-    fn begins(&self) {
+    pub fn begins(&self) {
         self.0.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
     }
 
+    /// The end of a transaction that counted itself in.
     #[inline]
-    fn done(&self) {
+    pub fn done(&self) {
         let was = self.0.fetch_sub(1, Ordering::Release);
         debug_assert!(was > 0);
     }
 
+    /// Whether a scan is in flight (a writer asks after locking its write
+    /// set and a `fence(SeqCst)`).
     #[inline]
-    fn any(&self) -> bool {
+    pub fn any(&self) -> bool {
         self.0.load(Ordering::SeqCst) != 0
     }
 }
@@ -625,27 +615,11 @@ impl TableRanges {
         }
     }
 
-    /// A scan of this table is about to count itself into its ranges: count
-    /// it in here first, then a fence (as [`RangeList::scan_begins`], one
-    /// level up). Undone by [`TableRanges::scan_done`] when its transaction
-    /// ends.
+    /// The scans of this table in flight: raised by each scan before its
+    /// ranges' counts (see `cc::rocc`).
     #[inline]
-    pub fn scan_begins(&self) {
-        self.scanners.begins();
-    }
-
-    /// The end of a transaction that counted a scan in with
-    /// [`TableRanges::scan_begins`].
-    #[inline]
-    pub fn scan_done(&self) {
-        self.scanners.done();
-    }
-
-    /// Whether a scan of this table is in flight. A writer calls it after
-    /// locking its write set and a `fence(SeqCst)`.
-    #[inline]
-    pub fn scanned(&self) -> bool {
-        self.scanners.any()
+    pub fn scans(&self) -> &ScanCount {
+        &self.scanners
     }
 
     /// The current map, for as long as `g` pins the epoch.
