@@ -210,6 +210,129 @@ impl tessera::det::Procedure for SbProc {
         }
     }
 
+    /// PWV (`--cc pwv`): a piece per account touched, as the thesis
+    /// decomposes SmallBank. Balance reads the two accounts in two pieces;
+    /// WriteCheck reads savings, then (a data dependency) decides and
+    /// debits checking; Amalgamate empties savings and checking in two
+    /// pieces and credits the sum to `b` in a third, which needs both.
+    /// DepositChecking is one piece, and TransactSaving one abortable
+    /// piece (its overdraft check aborts). BOHM's spin runs in the last
+    /// piece.
+    fn pieces(&self, plan: &mut tessera::det::PiecePlan) -> bool {
+        let r = &self.0;
+        let t = r.t;
+        let (a, b) = (id_key(r.a), id_key(r.b));
+        match r.kind {
+            SbTxn::Balance => {
+                let p = plan.piece(false);
+                plan.read(p, t.savings, &a);
+                let q = plan.piece(false);
+                plan.read(q, t.checking, &a);
+            }
+            SbTxn::DepositChecking => {
+                let p = plan.piece(false);
+                plan.write(p, t.checking, &a);
+            }
+            SbTxn::TransactSaving => {
+                let p = plan.piece(true);
+                plan.write(p, t.savings, &a);
+            }
+            SbTxn::Amalgamate => {
+                let s = plan.piece(false);
+                plan.write(s, t.savings, &a);
+                let c = plan.piece(false);
+                plan.write(c, t.checking, &a);
+                let to = plan.piece(false);
+                plan.write(to, t.checking, &b);
+                plan.after(to, s);
+                plan.after(to, c);
+            }
+            SbTxn::WriteCheck => {
+                let s = plan.piece(false);
+                plan.read(s, t.savings, &a);
+                let c = plan.piece(false);
+                plan.write(c, t.checking, &a);
+                plan.after(c, s);
+            }
+        }
+        true
+    }
+
+    fn run_piece(
+        &self,
+        i: u16,
+        tx: &mut tessera::Txn<'_>,
+        io: &mut tessera::det::PieceIo<'_>,
+    ) -> TxResult<()> {
+        let r = &self.0;
+        let t = r.t;
+        let (a, b, v) = (r.a, r.b, r.amount);
+        let input = |io: &tessera::det::PieceIo<'_>, p: u16| -> TxResult<i64> {
+            balance_of(io.input(p).unwrap_or_default())
+        };
+        let last = match (r.kind, i) {
+            (SbTxn::Balance, 0) => {
+                std::hint::black_box(read(tx, t.savings, a)?);
+                false
+            }
+            (SbTxn::Balance, _) => {
+                std::hint::black_box(read(tx, t.checking, a)?);
+                true
+            }
+            (SbTxn::DepositChecking, _) => {
+                let c = read(tx, t.checking, a)?;
+                write(tx, t.checking, a, c + v)?;
+                true
+            }
+            (SbTxn::TransactSaving, _) => {
+                let s = read(tx, t.savings, a)?;
+                if s + v < 0 {
+                    return tx.user_abort();
+                }
+                write(tx, t.savings, a, s + v)?;
+                true
+            }
+            (SbTxn::Amalgamate, 0 | 1) => {
+                let table = if i == 0 { t.savings } else { t.checking };
+                let x = read(tx, table, a)?;
+                write(tx, table, a, 0)?;
+                io.output(&x.to_le_bytes());
+                false
+            }
+            (SbTxn::Amalgamate, _) => {
+                let moved = input(io, 0)? + input(io, 1)?;
+                let cb = read(tx, t.checking, b)?;
+                write(tx, t.checking, b, cb + moved)?;
+                true
+            }
+            (SbTxn::WriteCheck, 0) => {
+                io.output(&read(tx, t.savings, a)?.to_le_bytes());
+                false
+            }
+            (SbTxn::WriteCheck, _) => {
+                let s = input(io, 0)?;
+                let c = read(tx, t.checking, a)?;
+                let out = if s + c < v { v + 1 } else { v };
+                write(tx, t.checking, a, c - out)?;
+                io.output(&out.to_le_bytes());
+                true
+            }
+        };
+        if last {
+            spin(r.spin);
+        }
+        Ok(())
+    }
+
+    fn pieces_output(&mut self, outputs: &[&[u8]]) -> TxResult<i64> {
+        let r = &self.0;
+        Ok(match r.kind {
+            SbTxn::Balance | SbTxn::Amalgamate => 0,
+            SbTxn::DepositChecking | SbTxn::TransactSaving => r.amount,
+            SbTxn::WriteCheck => -balance_of(outputs[1])?,
+        })
+    }
+
     fn decode(b: &[u8]) -> Result<Self, String> {
         let b: &[u8; 45] = b
             .try_into()

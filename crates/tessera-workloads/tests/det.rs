@@ -133,6 +133,14 @@ fn ordered_2pl_runs_smallbank_to_the_serial_outcomes_and_state() {
     smallbank_equals_serial(DetProtocol::TwoPlOrdered);
 }
 
+/// PWV runs SmallBank as pieces (a piece per account, Amalgamate's credit
+/// and WriteCheck's debit reading other pieces' outputs, TransactSaving's
+/// overdraft abort in an abortable piece): the serial outcomes and state.
+#[test]
+fn pwv_runs_smallbank_pieces_to_the_serial_outcomes_and_state() {
+    smallbank_equals_serial(DetProtocol::Pwv);
+}
+
 fn smallbank_equals_serial(protocol: DetProtocol) {
     let wl = SmallBank::new(SmallBankConfig {
         customers: 50,
