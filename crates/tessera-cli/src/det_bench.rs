@@ -10,7 +10,7 @@
 //! and copied into the engine's tables at timestamp 0 (`Database::load`).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -215,8 +215,10 @@ pub struct DetArgs {
     /// clients together) instead of as fast as the engine acknowledges: a
     /// request finds its client's queue of unacknowledged requests full
     /// (--max-queue) is dropped, and counted. The report gains a timeline
-    /// (every 100 ms: offered, accepted, dropped, acknowledged and, under
-    /// lazy, substantiated) [default: closed window, no drops].
+    /// (every 100 ms: offered, accepted, dropped, acknowledged, under lazy
+    /// the transactions waiting for their later phase, and the requests
+    /// queued: submitted, not yet acknowledged) [default: closed window, no
+    /// drops].
     #[arg(long = "offered-rate", value_name = "TXN_PER_S", value_parser = parse_rate)]
     pub offered_rate: Option<f64>,
     /// With --offered-rate: from FROM to TO seconds into the measured run
@@ -454,6 +456,8 @@ pub fn run_checked<W: DetWorkload>(
     // nanoseconds, summed over the clients.
     let client_cpu_ns = AtomicU64::new(0);
     let client_wall_ns = AtomicU64::new(0);
+    // Requests submitted and not yet acknowledged, all clients together.
+    let queued = AtomicI64::new(0);
     // Per transaction type, every client's latencies (merged at its end).
     let latencies: std::sync::Mutex<Vec<hdrhistogram::Histogram<u64>>> = std::sync::Mutex::new(
         (0..wl.txn_types().len())
@@ -461,7 +465,7 @@ pub fn run_checked<W: DetWorkload>(
             .collect(),
     );
     let t0 = Instant::now();
-    let mut timeline: Vec<[f64; 6]> = Vec::new();
+    let mut timeline: Vec<[f64; 7]> = Vec::new();
     let failure: std::sync::Mutex<Option<tessera::Error>> = std::sync::Mutex::new(None);
     // Background checkpoints (a snapshot at a batch boundary under BOHM, a
     // paused feed under 2pl-ordered): counted, and the last one reported.
@@ -501,7 +505,8 @@ pub fn run_checked<W: DetWorkload>(
                 &engine, &measuring, &stop, &committed, &aborted, &failure, &tally, &db,
             );
             let (offered, accepted, dropped) = (&offered, &accepted, &dropped);
-            let (client_cpu_ns, client_wall_ns) = (&client_cpu_ns, &client_wall_ns);
+            let (client_cpu_ns, client_wall_ns, queued) =
+                (&client_cpu_ns, &client_wall_ns, &queued);
             let latencies = &latencies;
             s.spawn(move || {
                 let mut recon = match db.worker() {
@@ -534,30 +539,33 @@ pub fn run_checked<W: DetWorkload>(
                     tessera::det::sequencer::Released<<W::Proc as Request>::Output>,
                     Instant,
                     usize,
-                )| match r {
-                    Ok(o) => {
-                        let measured = measuring.load(Ordering::Relaxed);
-                        if measured {
-                            if let Some(h) = lat.get_mut(ty) {
-                                let us = released.saturating_duration_since(submitted);
-                                h.saturating_record(us.as_micros() as u64);
-                            }
-                        }
-                        match o {
-                            Outcome::Committed(out) => {
-                                my_tally += W::tally(&out);
-                                if measured {
-                                    committed.fetch_add(1, Ordering::Relaxed);
+                )| {
+                    queued.fetch_sub(1, Ordering::Relaxed);
+                    match r {
+                        Ok(o) => {
+                            let measured = measuring.load(Ordering::Relaxed);
+                            if measured {
+                                if let Some(h) = lat.get_mut(ty) {
+                                    let us = released.saturating_duration_since(submitted);
+                                    h.saturating_record(us.as_micros() as u64);
                                 }
                             }
-                            Outcome::Aborted => {
-                                if measured {
-                                    aborted.fetch_add(1, Ordering::Relaxed);
+                            match o {
+                                Outcome::Committed(out) => {
+                                    my_tally += W::tally(&out);
+                                    if measured {
+                                        committed.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                }
+                                Outcome::Aborted => {
+                                    if measured {
+                                        aborted.fetch_add(1, Ordering::Relaxed);
+                                    }
                                 }
                             }
                         }
+                        Err(e) => give_up(e),
                     }
-                    Err(e) => give_up(e),
                 };
                 // Draw, prepare and submit the next request, its latency
                 // counted from `at` (open loop: when it fell due, so that a
@@ -574,6 +582,7 @@ pub fn run_checked<W: DetWorkload>(
                     match engine.submit(p) {
                         Ok(r) => {
                             inflight.push_back((r, at, ty));
+                            queued.fetch_add(1, Ordering::Relaxed);
                             true
                         }
                         Err(e) => {
@@ -683,6 +692,7 @@ pub fn run_checked<W: DetWorkload>(
                     l(&dropped),
                     l(&committed) + l(&aborted),
                     pending() as f64,
+                    queued.load(Ordering::Relaxed) as f64,
                 ]);
                 continue;
             }
@@ -811,7 +821,8 @@ pub fn run_checked<W: DetWorkload>(
                 // load (its CPU time over its time in the loop): a load
                 // generator that took a core would take it from the engine.
                 "client_cpu_share": client_share,
-                "timeline_columns": ["seconds", "offered", "accepted", "dropped", "acknowledged", "pending_later_phases"],
+                "timeline_columns": ["seconds", "offered", "accepted", "dropped", "acknowledged", "pending_later_phases", "queued"],
+                "max_queued": timeline.iter().map(|r| r[6] as u64).max().unwrap_or(0),
                 "timeline": timeline,
             })
         }),

@@ -1051,6 +1051,15 @@ fn offered_rate_runs_open_loop_with_a_timeline() {
     assert!(share > 0.0 && share < 0.5, "{v}");
     let tl = ol["timeline"].as_array().unwrap();
     assert!(tl.len() >= 4, "{v}");
+    // The last column: requests submitted and not yet acknowledged, never
+    // more than the clients' queue allows.
+    assert_eq!(ol["timeline_columns"][6], "queued");
+    let max_queue = ol["max_queue"].as_f64().unwrap();
+    for row in tl {
+        let q = row[6].as_f64().unwrap();
+        assert!((0.0..=max_queue).contains(&q), "{v}");
+    }
+    assert!(ol["max_queued"].as_f64().unwrap() <= max_queue, "{v}");
     for w in tl.windows(2) {
         let (a, b) = (w[0].as_array().unwrap(), w[1].as_array().unwrap());
         for (x, y) in a[1..=4].iter().zip(&b[1..=4]) {
