@@ -24,6 +24,9 @@ use tessera_workloads::tpcc::det::{pwv_partition_prefixes, TpccProc};
 use tessera_workloads::tpcc::Tpcc;
 use tessera_workloads::ycsb::{Ycsb, YcsbProc};
 
+use crate::bench::Common;
+use crate::failure::Failure;
+
 /// The open-loop client's shortest sleep. Requests that fall due within
 /// one tick are submitted together when it wakes; a tick is far below
 /// the sequencer's batch time, so no batch sees a different arrival
@@ -42,9 +45,6 @@ fn thread_cpu_time() -> Duration {
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
-
-use crate::bench::Common;
-use crate::failure::Failure;
 
 /// A workload the deterministic engines run: its transactions as loggable
 /// procedures, and what a committed one adds to the run's tally (SmallBank:

@@ -279,17 +279,9 @@ impl tessera::det::Procedure for SbProc {
                 std::hint::black_box(read(tx, t.checking, a)?);
                 true
             }
-            (SbTxn::DepositChecking, _) => {
-                let c = read(tx, t.checking, a)?;
-                write(tx, t.checking, a, c + v)?;
-                true
-            }
-            (SbTxn::TransactSaving, _) => {
-                let s = read(tx, t.savings, a)?;
-                if s + v < 0 {
-                    return tx.user_abort();
-                }
-                write(tx, t.savings, a, s + v)?;
+            // One piece: the whole transaction's logic.
+            (SbTxn::DepositChecking | SbTxn::TransactSaving, _) => {
+                r.body(tx)?;
                 true
             }
             (SbTxn::Amalgamate, 0 | 1) => {
@@ -312,7 +304,7 @@ impl tessera::det::Procedure for SbProc {
             (SbTxn::WriteCheck, _) => {
                 let s = input(io, 0)?;
                 let c = read(tx, t.checking, a)?;
-                let out = if s + c < v { v + 1 } else { v };
+                let out = check_debit(s, c, v);
                 write(tx, t.checking, a, c - out)?;
                 io.output(&out.to_le_bytes());
                 true
@@ -387,6 +379,16 @@ fn read<T: Transaction>(tx: &mut T, t: TableId, id: u64) -> TxResult<i64> {
 
 fn write<T: Transaction>(tx: &mut T, t: TableId, id: u64, bal: i64) -> TxResult<()> {
     tx.put(t, &id_key(id), &bal.to_le_bytes())
+}
+
+/// WriteCheck's debit of a check of `v` against savings `s` and checking
+/// `c`: one more than the check if the two cannot cover it (the penalty).
+fn check_debit(s: i64, c: i64, v: i64) -> i64 {
+    if s + c < v {
+        v + 1
+    } else {
+        v
+    }
 }
 
 fn spin(d: Duration) {
@@ -479,7 +481,7 @@ impl SbRequest {
             SbTxn::WriteCheck => {
                 let s = read(tx, t.savings, a)?;
                 let c = read(tx, t.checking, a)?;
-                let out = if s + c < v { v + 1 } else { v };
+                let out = check_debit(s, c, v);
                 write(tx, t.checking, a, c - out)?;
                 Ok(-out)
             }
