@@ -385,6 +385,7 @@ pub fn run<W: Workload>(
         let tty = std::io::stderr().is_terminal();
         let second = Duration::from_secs(1);
         let warm_end = start + Duration::from_secs_f64(cfg.warmup);
+        let period = Duration::from_secs_f64(cfg.seconds);
         let mut measure_start = (cfg.warmup <= 0.0).then_some(start);
         if measure_start.is_some() {
             log_at_measure = db.log_stats();
@@ -444,7 +445,7 @@ pub fn run<W: Workload>(
             }
             // With a transaction quota the threads stop by themselves; the
             // period ends when the last one has.
-            let end = measure_start.map(|ms| ms + Duration::from_secs_f64(cfg.seconds));
+            let end = measure_start.map(|ms| ms + period);
             let all_done =
                 cfg.txns.is_some() && live.iter().all(|l| l.done.load(Ordering::Acquire));
             if let (Some(ms), Some(end)) = (measure_start, end) {
@@ -454,11 +455,15 @@ pub fn run<W: Workload>(
                     break;
                 }
             }
-            let mut deadline = next_tick.min(end.unwrap_or(warm_end));
-            if cfg.txns.is_some() {
-                // Look at the threads often: the end is theirs to say.
-                deadline = deadline.min(Instant::now() + Duration::from_millis(1));
-            }
+            let deadline = if cfg.txns.is_some() {
+                // Look at the threads often: the end is theirs to say. The
+                // period's nominal end is no deadline here (a quota may
+                // outlast it, and sleeping until a past instant would spin
+                // this thread on a core the workers need).
+                next_tick.min(Instant::now() + Duration::from_millis(1))
+            } else {
+                next_tick.min(end.unwrap_or(warm_end))
+            };
             std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
         }
         if show && tty {
