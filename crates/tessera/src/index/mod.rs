@@ -689,7 +689,7 @@ impl BTree {
             let inner = unsafe { as_inner(node) };
             let c = inner.h.count(INNER_MAX);
             let pos = inner.route(c, sk);
-            (node, v) = inner.child_begin(pos, v)?;
+            (node, v) = inner.child_begin_cached(pos, v)?;
         }
         Ok((node, v))
     }

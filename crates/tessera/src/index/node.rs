@@ -669,11 +669,26 @@ impl Inner {
     /// so that the child's range was the one this node gave it.
     #[inline]
     pub fn child_begin(&self, pos: usize, v: u64) -> Result<(*const Header, u64), Restart> {
+        self.follow::<true>(pos, v)
+    }
+
+    /// [`Inner::child_begin`] without the prefetch of the child's lines:
+    /// for the upper levels of a batched descent, whose nodes are few and
+    /// cached (the prefetch would be instructions spent for nothing).
+    #[inline]
+    pub fn child_begin_cached(&self, pos: usize, v: u64) -> Result<(*const Header, u64), Restart> {
+        self.follow::<false>(pos, v)
+    }
+
+    #[inline(always)]
+    fn follow<const PREFETCH: bool>(&self, pos: usize, v: u64) -> Result<(*const Header, u64), Restart> {
         let c = self.child[pos.min(INNER_MAX)].load(Acquire);
         if c.is_null() {
             return Err(Restart);
         }
-        prefetch_node(c as *const u8);
+        if PREFETCH {
+            prefetch_node(c as *const u8);
+        }
         // SAFETY: a non-null child pointer read while pinned points to a node
         // that is linked or retired (not freed) since we pinned.
         let cv = unsafe { &*c }.read_begin()?;
