@@ -586,10 +586,10 @@ impl BTree {
     }
 
     /// Look up to [`BATCH_MAX`] keys at once (see [`OrderedIndex::get_batch`]):
-    /// the descents go down level by level together, each round first
-    /// issuing every key's child fetch and only then reading the children,
-    /// so that the cache misses of independent lookups overlap instead of
-    /// following one another. Each result is validated as [`BTree::get`]'s
+    /// the descents go down level by level together, each round reading
+    /// the nodes whose fetch every key issued in the round before and
+    /// issuing the next level's, so that the cache misses of independent
+    /// lookups overlap instead of following one another. Each result is validated as [`BTree::get`]'s
     /// is; a key whose descent met a concurrent change gets 0 ("look it up
     /// alone"), as does an absent key.
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [u64], _g: &Guard<'_>) {
@@ -612,22 +612,45 @@ impl BTree {
             prefix: pre[i].0,
             lc: pre[i].1,
         };
-        // Per key: the node reached and its stable version; null once done.
-        let mut at = [(ptr::null::<Header>(), 0u64); BATCH_MAX];
+        // Per key: the node to read next, and the parent (with the version
+        // it was read at) to re-check once the node's version is read; null
+        // once done. After the lone descent the node's version is already
+        // known: the parent is null and the version is the node's own.
+        let mut at = [(ptr::null::<Header>(), ptr::null::<Inner>(), 0u64); BATCH_MAX];
         for (i, a) in at[..n].iter_mut().enumerate() {
-            if let Ok(r) = self.descend(&sk(i), lone) {
-                *a = r;
+            if let Ok((node, v)) = self.descend(&sk(i), lone) {
+                *a = (node, ptr::null(), v);
             }
         }
-        // Per key, during a round: the child fetched and its parent.
-        let mut next = [(ptr::null::<Header>(), ptr::null::<Inner>(), 0u64); BATCH_MAX];
+        // Rounds: each key reads the node it fetched in the round before
+        // (its version first, then the parent's re-check: the order of
+        // `Inner::child_begin`), searches it and issues its child's fetch,
+        // before the next key does the same; so every key's miss of a level
+        // is in flight at once, and a round is one pass over the keys.
         loop {
             let mut pending = false;
             for i in 0..n {
-                let (node, v) = at[i];
+                let (node, parent, pv) = at[i];
                 if node.is_null() {
                     continue;
                 }
+                let v = if parent.is_null() {
+                    pv
+                } else {
+                    // SAFETY: a non-null child pointer read while pinned
+                    // points to a node that is linked or retired, not freed;
+                    // the parent was reached while pinned.
+                    match unsafe { hdr(node) }
+                        .read_begin()
+                        .and_then(|cv| unsafe { &*parent }.h.validate(pv).map(|()| cv))
+                    {
+                        Ok(cv) => cv,
+                        Err(Restart) => {
+                            at[i].0 = ptr::null();
+                            continue;
+                        }
+                    }
+                };
                 // SAFETY: reached from the root while pinned (the guard).
                 if unsafe { hdr(node) }.is_leaf {
                     // SAFETY: live node, and it is a leaf.
@@ -646,31 +669,11 @@ impl BTree {
                 let c = inner.h.count(INNER_MAX);
                 let pos = inner.route(c, &sk(i));
                 let child = inner.child_prefetch(pos);
-                if child.is_null() {
-                    at[i].0 = ptr::null();
-                    continue;
-                }
-                next[i] = (child, inner, v);
-                pending = true;
+                at[i] = (child, inner, v);
+                pending |= !child.is_null();
             }
             if !pending {
                 return;
-            }
-            for i in 0..n {
-                if at[i].0.is_null() {
-                    continue;
-                }
-                let (child, parent, pv) = next[i];
-                // The child's version first, then the parent's re-check: the
-                // order of `Inner::child_begin`.
-                // SAFETY: a non-null child pointer read while pinned points to
-                // a node that is linked or retired, not freed.
-                let r = unsafe { hdr(child) }.read_begin();
-                // SAFETY: the parent was reached while pinned.
-                match r.and_then(|cv| unsafe { &*parent }.h.validate(pv).map(|()| cv)) {
-                    Ok(cv) => at[i] = (child, cv),
-                    Err(Restart) => at[i].0 = ptr::null(),
-                }
             }
         }
     }
