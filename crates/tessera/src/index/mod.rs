@@ -638,12 +638,11 @@ impl BTree {
                     pv
                 } else {
                     // SAFETY: a non-null child pointer read while pinned
-                    // points to a node that is linked or retired, not freed;
-                    // the parent was reached while pinned.
-                    match unsafe { hdr(node) }
-                        .read_begin()
-                        .and_then(|cv| unsafe { &*parent }.h.validate(pv).map(|()| cv))
-                    {
+                    // points to a node that is linked or retired, not freed.
+                    let r = unsafe { hdr(node) }.read_begin();
+                    // SAFETY: the parent was reached while pinned.
+                    let parent = unsafe { &*parent };
+                    match r.and_then(|cv| parent.h.validate(pv).map(|()| cv)) {
                         Ok(cv) => cv,
                         Err(Restart) => {
                             at[i].0 = ptr::null();
