@@ -3,10 +3,12 @@
 # the same 1-thread command under callgrind for two run lengths (fixed
 # transaction counts, --txns, so that a busy machine changes nothing); the
 # difference of instructions over the difference of committed transactions
-# (the load and the start-up cancel out). Two figures come from the same pair of runs:
+# (the load and the start-up cancel out). The figures come from the same pair of runs:
 #   process: every instruction of every thread of the process (the issue's
 #            method; it includes the end-of-run consistency check, whose cost
 #            grows with the data a run adds);
+#   process less the consistency check (TPC-C only): the same, without the
+#            check's instructions, which the peers' benchmarks do not run;
 #   driver:  only what the driver threads spend inside their transaction loop
 #            (`driver::run::worker_loop`, inclusive): the transactions, their
 #            retries and the driver's own bookkeeping.
@@ -53,8 +55,9 @@ for s in "$S1" "$S2"; do
     tail -20 "$OUT/cg-$s.err" >&2
     exit 1
   fi
-  callgrind_annotate --inclusive=yes --threshold=100 "$OUT/cg-$s.out" 2>/dev/null \
-    | grep 'driver::run::worker_loop' | head -1 >"$OUT/loop-$s.txt" || true
+  callgrind_annotate --inclusive=yes --threshold=100 "$OUT/cg-$s.out" 2>/dev/null >"$OUT/inc-$s.txt" || true
+  grep 'driver::run::worker_loop' "$OUT/inc-$s.txt" | head -1 >"$OUT/loop-$s.txt" || true
+  grep -E 'tpcc::consistency::check_consistency \[' "$OUT/inc-$s.txt" | head -1 >"$OUT/check-$s.txt" || true
 done
 python3 - "$OUT" "$S1" "$S2" "$WL" "$CC" <<'PY'
 import json, sys
@@ -70,6 +73,10 @@ def loop(s):
     # Inclusive Ir of every driver thread's loop (one line per symbol; the
     # threads of a 1-thread run: one).
     return int(text[0].replace(",", "")) if text else None
+def check(s):
+    # Inclusive Ir of TPC-C's end-of-run consistency check (0 for YCSB).
+    text = open(f"{out}/check-{s}.txt").read().split()
+    return int(text[0].replace(",", "")) if text else 0
 def commits(s):
     return json.load(open(f"{out}/cg-{s}.json"))["committed"]
 i1, i2, c1, c2 = ir(s1), ir(s2), commits(s1), commits(s2)
@@ -77,6 +84,10 @@ if c2 == c1:
     sys.exit(f"both runs committed {c1} transactions: lengthen the longer run")
 l1, l2 = loop(s1), loop(s2)
 drv = f"{(l2 - l1) / (c2 - c1):.0f}" if l1 is not None and l2 is not None else "?"
-print(f"{wl} {cc}: {(i2 - i1) / (c2 - c1):.0f} instructions/txn (process), "
+k1, k2 = check(s1), check(s2)
+less = ""
+if k1 or k2:
+    less = f", {((i2 - k2) - (i1 - k1)) / (c2 - c1):.0f} (process less the consistency check)"
+print(f"{wl} {cc}: {(i2 - i1) / (c2 - c1):.0f} instructions/txn (process){less}, "
       f"{drv} (driver loop) (Ir {i1} -> {i2}, commits {c1} -> {c2})")
 PY
