@@ -456,3 +456,34 @@ fn a_backup_taken_during_a_run_is_consistent() {
     assert!(report.passed, "{}", report.summary());
     assert_consistent(&copy, &cfg, "in the backup");
 }
+
+/// Damage is not silently accepted: one ORDER-LINE row deleted deep in a
+/// district (past the check's first chunks of rows) fails exactly the two
+/// conditions that count lines, and the per-order one names the order.
+#[test]
+fn a_missing_order_line_fails_the_conditions_that_count_lines() {
+    let (_wl, db) = loaded_one_warehouse(Protocol::Silo);
+    let cfg = TpccConfig::new(1);
+    assert_consistent(&db, &cfg, "after the load");
+    let t = Tables::open(&db).unwrap();
+    // Order 2900 of district 5 is undelivered (orders 2101-3000 are), so
+    // no delivered amount or customer balance depends on its lines; about
+    // 29,000 of the district's lines sort before it.
+    let mut w = db.worker().unwrap();
+    let gone = w
+        .run(|tx| tx.delete(t.order_line, &schema::order_line_key(1, 5, 2900, 1)))
+        .unwrap();
+    assert!(gone, "the line was loaded");
+    drop(w);
+    let rep = check_consistency(&db, &cfg).unwrap();
+    assert!(!rep.passed);
+    assert_eq!(rep.failed(), ["3.3.2.4", "3.3.2.6"], "{}", rep.summary());
+    let per_order = rep.get("3.3.2.6").unwrap();
+    assert_eq!(per_order.violations, 1);
+    assert!(
+        per_order.details[0].starts_with("order (1, 5, 2900)"),
+        "{:?}",
+        per_order.details
+    );
+    assert_eq!(rep.get("3.3.2.4").unwrap().violations, 1);
+}

@@ -589,9 +589,10 @@ impl BTree {
     /// the descents go down level by level together, each round reading
     /// the nodes whose fetch every key issued in the round before and
     /// issuing the next level's, so that the cache misses of independent
-    /// lookups overlap instead of following one another. Each result is validated as [`BTree::get`]'s
-    /// is; a key whose descent met a concurrent change gets 0 ("look it up
-    /// alone"), as does an absent key.
+    /// lookups overlap instead of following one another. Each result is
+    /// validated as [`BTree::get`]'s is; a key whose descent met a
+    /// concurrent change gets 0 ("look it up alone"), as does an absent
+    /// key.
     pub fn get_batch(&self, keys: &[&[u8]], out: &mut [u64], _g: &Guard<'_>) {
         let n = keys.len().min(BATCH_MAX).min(out.len());
         out[..n].fill(0);
