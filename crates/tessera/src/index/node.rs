@@ -14,7 +14,9 @@ use std::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU64, AtomicU8};
 /// can lower it for tests).
 pub const LEAF_MAX: usize = 32;
 /// Separators per inner node (it has one more child than separators).
-pub const INNER_MAX: usize = 32;
+/// Twice a leaf's: a tree of 1M keys is a level shallower than with 32,
+/// and inner nodes are few and, above the leaves' parents, cached.
+pub const INNER_MAX: usize = 64;
 
 /// Version word: bit 0 is the lock bit.
 pub(super) const LOCKED: u64 = 1;
@@ -651,15 +653,19 @@ impl Inner {
     }
 
     /// Child `pos`'s pointer (null while a writer is mid-change), with its
-    /// lines prefetched: the first half of [`Inner::child_begin`], for a
-    /// batched descent that issues every key's child fetch before it reads
-    /// any of them (the caller then reads the child's version and
-    /// re-validates this node, in that order).
+    /// lines prefetched as a leaf's: the first half of
+    /// [`Inner::child_begin`], for a batched descent that issues every key's
+    /// child fetch before it reads any of them (the caller then reads the
+    /// child's version and re-validates this node, in that order). The
+    /// batched descent's rounds are at the leaves' parents (by the tree's
+    /// height hint), so the child is almost always a leaf; an inner child
+    /// (the hint one off while the root changes) is only fetched less
+    /// completely.
     #[inline]
     pub fn child_prefetch(&self, pos: usize) -> *const Header {
         let c = self.child[pos.min(INNER_MAX)].load(Acquire);
         if !c.is_null() {
-            prefetch_node(c as *const u8);
+            prefetch_leaf(c as *const u8);
         }
         c
     }
@@ -734,19 +740,33 @@ impl Inner {
     }
 }
 
-/// Cache lines of a node that a search reads: everything up to the key
+/// Cache lines of a leaf that a search reads: everything up to the key
 /// pointers is prefetched, so that the binary search's probes and the final
-/// value or child pointer load are all in flight at once instead of one
-/// dependent miss after another.
-const PREFETCH_LINES: usize = {
-    use std::mem::offset_of;
-    let l = offset_of!(Leaf, s) + offset_of!(Slots<LEAF_MAX>, key);
-    let i = offset_of!(Inner, s) + offset_of!(Slots<INNER_MAX>, key);
-    (if l > i { l } else { i }).div_ceil(64)
+/// value load are all in flight at once instead of one dependent miss after
+/// another.
+const LEAF_LINES: usize =
+    (std::mem::offset_of!(Leaf, s) + std::mem::offset_of!(Slots<LEAF_MAX>, key)).div_ceil(64);
+
+/// The same for a node that may be an inner node (18 lines with 64
+/// separators, against a leaf's 9).
+const NODE_LINES: usize = {
+    let i = std::mem::offset_of!(Inner, s) + std::mem::offset_of!(Slots<INNER_MAX>, key);
+    let i = i.div_ceil(64);
+    if i > LEAF_LINES {
+        i
+    } else {
+        LEAF_LINES
+    }
 };
 
 /// Hint the CPU to fetch a node we are about to search.
 #[inline(always)]
 fn prefetch_node(p: *const u8) {
-    crate::storage::prefetch_bytes(p, PREFETCH_LINES * 64);
+    crate::storage::prefetch_bytes(p, NODE_LINES * 64);
+}
+
+/// Hint the CPU to fetch a leaf we are about to search (only its lines).
+#[inline(always)]
+fn prefetch_leaf(p: *const u8) {
+    crate::storage::prefetch_bytes(p, LEAF_LINES * 64);
 }
