@@ -1451,3 +1451,160 @@ fn concurrent_iterator_insert_race_admits_exactly_one() {
         scan_insert_race_with(p, true, true);
     }
 }
+
+/// ROCC scans in parts of several logical ranges (one index scan per part,
+/// the predicates of its ranges constructed first). A limited scan that
+/// stops inside a part keeps predicates only up to the row it stopped at:
+/// an insert past that row, in its range or in a range of the part it never
+/// reached, commits beside it; one inside the rows it covered, in any of
+/// the ranges it crossed, aborts it. Forward and reverse, both registration
+/// modes, over ranges of ten rows.
+#[test]
+fn rocc_scan_parts_protect_exactly_what_they_covered() {
+    use tessera::RoccRegistration;
+    for p in [Protocol::Rocc, Protocol::Gwv] {
+        for reg in [RoccRegistration::Always, RoccRegistration::Scanned] {
+            for reverse in [false, true] {
+                rocc_scan_parts(p, reg, reverse);
+            }
+        }
+    }
+}
+
+fn rocc_scan_parts(p: Protocol, reg: tessera::RoccRegistration, reverse: bool) {
+    let db = Database::open(
+        Options::in_memory()
+            .protocol(p)
+            .rocc_range_size(10)
+            .rocc_registration(reg),
+    )
+    .unwrap();
+    let t = db.create_table("t").unwrap();
+    let mut a = db.worker().unwrap();
+    let mut b = db.worker().unwrap();
+    // Even keys 0..800: 400 rows, ranges of 10 rows (20 keys wide) once
+    // the first range has been split.
+    a.run(|tx| {
+        for i in 0..400 {
+            tx.put(t, &k(i * 2), b"x")?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    a.run(|tx| tx.put(t, &k(10_000), b"after the split"))
+        .unwrap();
+    // Forward: from 5, 25 rows (6, 8, ..., 54): ranges [0, 20), [20, 40)
+    // and [40, 60) reached, [60, 80) in the part but not reached.
+    // Reverse: below 699, 25 rows (698 down to 650): ranges [680, 700),
+    // [660, 680) and [640, 660) reached, [620, 640) in the part only.
+    // Each case inserts one absent (odd) key while the scanner is open.
+    let (lo, hi, first, last) = if reverse {
+        (Bound::Unbounded, Bound::Excluded(k(699)), 698, 650)
+    } else {
+        (Bound::Included(k(5)), Bound::Unbounded, 6, 54)
+    };
+    let cases = if reverse {
+        [
+            (649, false), // past the stop row, in its range
+            (641, false), // past it, the same range's far end
+            (631, false), // a range of the part not reached
+            (699, false), // the scan's own (excluded) bound
+            (701, false), // beyond it, the same range
+            (671, true),  // a whole range crossed
+            (651, true),  // just before the stop row
+            (697, true),  // just inside the scan's bound
+        ]
+    } else {
+        [
+            (55, false), // past the stop row, in its range
+            (59, false), // past it, the same range's far end
+            (61, false), // a range of the part not reached
+            (3, false),  // before the scan's own bound, same range
+            (5, true),   // the scan's own (included) bound
+            (31, true),  // a whole range crossed
+            (53, true),  // just before the stop row
+            (7, true),   // just after the scan's own bound
+        ]
+    };
+    for (key, aborts) in cases {
+        let r = a.try_run(|tx| {
+            let mut seen = Vec::new();
+            let opts = if reverse {
+                ScanOptions::new().limit(25).reverse()
+            } else {
+                ScanOptions::new().limit(25)
+            };
+            let lo = lo.as_ref().map(|x| &x[..]);
+            let hi = hi.as_ref().map(|x| &x[..]);
+            let n = tx.scan(t, lo, hi, opts, |key, _| {
+                seen.push(u64::from_be_bytes(key.try_into().unwrap()));
+                true
+            })?;
+            assert_eq!(n, 25, "{p}");
+            assert_eq!((seen[0], seen[24]), (first, last), "{p} reverse={reverse}");
+            let fresh = b
+                .try_run(|tx2| tx2.insert(t, &k(key), b"new"))
+                .unwrap_or_else(|e| panic!("{p}: the inserter must commit: {e:?}"));
+            assert!(fresh, "{key} was absent");
+            tx.put(t, &k(20_000), b"w")
+        });
+        if aborts {
+            assert!(
+                matches!(r, Err(TxError::Conflict(ConflictReason::RangeValidation))),
+                "{p} {reg:?} reverse={reverse}: an insert of {key} must abort the scan: {r:?}"
+            );
+        } else {
+            assert!(
+                r.is_ok(),
+                "{p} {reg:?} reverse={reverse}: an insert of {key} must not: {r:?}"
+            );
+        }
+        // Take the key out again for the next case.
+        assert!(b.run(|tx2| tx2.delete(t, &k(key))).unwrap());
+    }
+}
+
+/// Under `RoccRegistration::Scanned` a writer does not register for its own
+/// scans (its predicates skip its own entry), but it still must for anyone
+/// else's: B scans the range A scanned and writes into it; A, still open,
+/// must fail. And a writer alone with its own scan commits.
+#[test]
+fn a_writer_that_scanned_still_registers_for_other_scanners() {
+    for p in [Protocol::Rocc, Protocol::Gwv] {
+        let db = Database::open(
+            Options::in_memory()
+                .protocol(p)
+                .rocc_registration(tessera::RoccRegistration::Scanned),
+        )
+        .unwrap();
+        let (t, mut a, mut b) = every_tenth_key(&db);
+        let scan = |tx: &mut Txn<'_>| {
+            tx.scan(
+                t,
+                Bound::Included(&k(0)),
+                Bound::Excluded(&k(100)),
+                ScanOptions::new(),
+                |_, _| true,
+            )
+        };
+        // Alone: scan, update a scanned row, commit.
+        b.run(|tx| {
+            assert_eq!(scan(tx)?, 10);
+            tx.put(t, &k(20), b"mine")
+        })
+        .unwrap();
+        let r = a.try_run(|tx| {
+            assert_eq!(scan(tx)?, 10);
+            b.try_run(|tx2| {
+                assert_eq!(scan(tx2)?, 10);
+                tx2.put(t, &k(30), b"theirs")
+            })
+            .unwrap_or_else(|e| panic!("{p}: B must commit: {e:?}"));
+            tx.put(t, &k(1000), b"decided on the old 30")
+        });
+        assert!(
+            matches!(r, Err(TxError::Conflict(ConflictReason::RangeValidation))),
+            "{p}: B's write into A's scanned range, B having scanned it too: {r:?}"
+        );
+    }
+}

@@ -593,12 +593,16 @@ where
     if M::RANGE_PREDICATES {
         return M::scan_hook(tx, table, lo, hi, opts, f);
     }
-    scan_rows::<F, M>(tx, table, lo, hi, opts, f)
+    scan_rows::<F, M>(tx, table, lo, hi, opts, f, &mut Vec::new()).map(|(n, _)| n)
 }
 
 /// The rows of a scan, read as [`scan`] reads them; a protocol with range
-/// predicates (ROCC) calls it per range, and it then records neither the
-/// rows nor the leaves.
+/// predicates (ROCC) calls it once per part of its scan (a run of logical
+/// ranges whose predicates it has constructed), and it then records neither
+/// the rows nor the leaves. Returns how many rows `f` got and whether the
+/// scan stopped before `hi` (`f` said so, or the limit was reached); under
+/// range predicates the key it stopped at is then in `stop_key` (untouched
+/// otherwise, and under the other protocols).
 #[inline]
 pub(crate) fn scan_rows<F, M: Mode>(
     tx: &mut STx<'_, M>,
@@ -607,15 +611,16 @@ pub(crate) fn scan_rows<F, M: Mode>(
     hi: Bound<&[u8]>,
     opts: ScanOptions,
     f: F,
-) -> TxResult<usize>
+    stop_key: &mut Vec<u8>,
+) -> TxResult<(usize, bool)>
 where
     F: FnMut(&[u8], &[u8]) -> bool,
 {
     // Two instances, so that the whole-value scan's per-row code stays as
     // small as it was (and inlined into the leaf walk).
     match opts.slice {
-        None => scan_with::<false, F, M>(tx, table, (lo, hi), opts, (0, 0), f),
-        Some(at) => scan_with::<true, F, M>(tx, table, (lo, hi), opts, at, f),
+        None => scan_with::<false, F, M>(tx, table, (lo, hi), opts, (0, 0), f, stop_key),
+        Some(at) => scan_with::<true, F, M>(tx, table, (lo, hi), opts, at, f, stop_key),
     }
 }
 
@@ -628,12 +633,24 @@ fn scan_with<const SLICE: bool, F, M: Mode>(
     opts: ScanOptions,
     (start, end): (usize, usize),
     mut f: F,
-) -> TxResult<usize>
+    stop_key: &mut Vec<u8>,
+) -> TxResult<(usize, bool)>
 where
     F: FnMut(&[u8], &[u8]) -> bool,
 {
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut count = 0usize;
+    let mut stopped = false;
+    // Under range predicates, the row the scan stopped at bounds the last
+    // predicate's scope (once per scan, not per row).
+    let mut stop_here = |k: &[u8], go: bool| {
+        if M::RANGE_PREDICATES && !go {
+            stop_key.clear();
+            stop_key.extend_from_slice(k);
+            stopped = true;
+        }
+        go
+    };
     let reread = M::VALIDATES
         && !M::RANGE_PREDICATES
         && tx.db.opts.scan_validation == ScanValidation::Reread;
@@ -673,19 +690,23 @@ where
             } else {
                 val
             };
-            return f(k, val) && count < limit;
+            let go = f(k, val) && count < limit;
+            return stop_here(k, go);
         }
         rbuf.clear();
         // SAFETY: reached through the index while pinned.
         let rec_ref = unsafe { &*rec };
-        if M::DIRTY_ABORT && rec_ref.tid_word() & LOCK != 0 {
+        // Under ROCC a locked row is a dirty read, tested on the read's own
+        // load of the TID word (`None`); the others wait the lock out.
+        let read = match (SLICE, M::DIRTY_ABORT) {
+            (true, true) => rec_ref.read_slice_as::<true>(start, end, rbuf),
+            (true, false) => rec_ref.read_slice_as::<false>(start, end, rbuf),
+            (false, true) => rec_ref.read_as::<true>(rbuf).map(|o| (o, 0)),
+            (false, false) => rec_ref.read_as::<false>(rbuf).map(|o| (o, 0)),
+        };
+        let Some((outcome, skip)) = read else {
             dirty = true;
             return false;
-        }
-        let (outcome, skip) = if SLICE {
-            rec_ref.read_slice(start, end, rbuf)
-        } else {
-            (rec_ref.read(rbuf), 0)
         };
         match outcome {
             // Unlinked under us: its removal changed the leaf version, so
@@ -702,7 +723,8 @@ where
                 }
                 last.scanned(table.id, k, rec, tid);
                 count += 1;
-                f(k, &rbuf[skip..]) && count < limit
+                let go = f(k, &rbuf[skip..]) && count < limit;
+                stop_here(k, go)
             }
         }
     };
@@ -755,7 +777,7 @@ where
     if dirty {
         return conflict(ConflictReason::DirtyRead);
     }
-    Ok(count)
+    Ok((count, stopped))
 }
 
 /// A record whose TID word says it holds a committed row (under

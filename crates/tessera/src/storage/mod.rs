@@ -665,11 +665,39 @@ impl Record {
     /// record; check `ABSENT` in the returned TID).
     #[inline]
     pub fn read(&self, out: &mut Vec<u8>) -> ReadOutcome {
+        match self.read_as::<false>(out) {
+            Some(o) => o,
+            None => unreachable!("a read that waits out locks never finds one"),
+        }
+    }
+
+    /// [`Record::read`] for a protocol that treats a locked record as a
+    /// dirty read and aborts (ROCC, section 3.3.3): `None`, with nothing
+    /// appended, where `read` would wait for the lock. The lock bit is
+    /// tested on the TID word the read takes anyway (no second load).
+    #[inline]
+    pub fn read_unless_locked(&self, out: &mut Vec<u8>) -> Option<ReadOutcome> {
+        self.read_as::<true>(out)
+    }
+
+    /// [`Record::read`] (`DIRTY` false) or [`Record::read_unless_locked`]
+    /// (`DIRTY` true), always inlined: a scan's per-row closure calls it,
+    /// where the call and the buffer's set-up cost as much as the copy.
+    #[inline(always)]
+    pub(crate) fn read_as<const DIRTY: bool>(&self, out: &mut Vec<u8>) -> Option<ReadOutcome> {
         let start = out.len();
         loop {
-            let t1 = self.stable_tid();
+            let t1 = if DIRTY {
+                let t = self.tid.load(Ordering::Acquire);
+                if t & LOCK != 0 {
+                    return None;
+                }
+                t
+            } else {
+                self.stable_tid()
+            };
             if t1 & LATEST == 0 {
-                return ReadOutcome::NotLatest;
+                return Some(ReadOutcome::NotLatest);
             }
             if t1 & ABSENT == 0 {
                 let v = self.data.load(Ordering::Acquire);
@@ -681,7 +709,7 @@ impl Record {
             fence(Ordering::Acquire);
             let t2 = self.tid.load(Ordering::Relaxed);
             if t1 == t2 {
-                return ReadOutcome::Ok(t1);
+                return Some(ReadOutcome::Ok(t1));
             }
             out.truncate(start);
         }
@@ -694,11 +722,45 @@ impl Record {
     /// [`Version::read_slice_into`]).
     #[inline]
     pub fn read_slice(&self, start: usize, end: usize, out: &mut Vec<u8>) -> (ReadOutcome, usize) {
+        match self.read_slice_as::<false>(start, end, out) {
+            Some(o) => o,
+            None => unreachable!("a read that waits out locks never finds one"),
+        }
+    }
+
+    /// [`Record::read_slice`] as [`Record::read_unless_locked`] reads.
+    #[inline]
+    pub fn read_slice_unless_locked(
+        &self,
+        start: usize,
+        end: usize,
+        out: &mut Vec<u8>,
+    ) -> Option<(ReadOutcome, usize)> {
+        self.read_slice_as::<true>(start, end, out)
+    }
+
+    /// [`Record::read_slice`] or [`Record::read_slice_unless_locked`], as
+    /// [`Record::read_as`].
+    #[inline(always)]
+    pub(crate) fn read_slice_as<const DIRTY: bool>(
+        &self,
+        start: usize,
+        end: usize,
+        out: &mut Vec<u8>,
+    ) -> Option<(ReadOutcome, usize)> {
         let at = out.len();
         loop {
-            let t1 = self.stable_tid();
+            let t1 = if DIRTY {
+                let t = self.tid.load(Ordering::Acquire);
+                if t & LOCK != 0 {
+                    return None;
+                }
+                t
+            } else {
+                self.stable_tid()
+            };
             if t1 & LATEST == 0 {
-                return (ReadOutcome::NotLatest, 0);
+                return Some((ReadOutcome::NotLatest, 0));
             }
             let mut skip = 0;
             if t1 & ABSENT == 0 {
@@ -708,7 +770,7 @@ impl Record {
             }
             fence(Ordering::Acquire);
             if t1 == self.tid.load(Ordering::Relaxed) {
-                return (ReadOutcome::Ok(t1), skip);
+                return Some((ReadOutcome::Ok(t1), skip));
             }
             out.truncate(at);
         }

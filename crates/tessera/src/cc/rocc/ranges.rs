@@ -522,6 +522,15 @@ impl ScanCount {
     pub fn any(&self) -> bool {
         self.0.load(Ordering::SeqCst) != 0
     }
+
+    /// Whether a scan other than the caller's own is in flight: the count
+    /// less the `mine` times the caller counted itself in (a writer's own
+    /// predicates skip its own entry, so its own scans need no
+    /// registration).
+    #[inline]
+    pub fn others(&self, mine: usize) -> bool {
+        self.0.load(Ordering::SeqCst) > mine as u64
+    }
 }
 
 /// A table's current partition.
