@@ -193,9 +193,13 @@ pub(crate) fn get_many<M: Mode>(
             sets.rbuf.clear();
             // SAFETY: found through the index while pinned.
             let rec_ref = unsafe { &*rec };
-            // ROCC: a dirty record goes through `get_slice`, which aborts.
-            let dirty = M::DIRTY_ABORT && rec_ref.tid_word() & LOCK != 0;
-            let read = (!dirty).then(|| rec_ref.read_slice(start, end, &mut sets.rbuf));
+            // ROCC: a dirty record (`None`) goes through `get_slice`, which
+            // aborts. The read is inlined (see `Record::read_as`).
+            let read = if M::DIRTY_ABORT {
+                rec_ref.read_slice_as::<true>(start, end, &mut sets.rbuf)
+            } else {
+                rec_ref.read_slice_as::<false>(start, end, &mut sets.rbuf)
+            };
             if let Some((ReadOutcome::Ok(tid), skip)) = read {
                 sets.reads.push(ReadEntry { rec, tid });
                 direct = Some((tid & ABSENT == 0).then_some(skip));
@@ -258,12 +262,17 @@ fn get_inner<M: Mode>(
                 sets.rbuf.clear();
                 // SAFETY: reached through the index while pinned.
                 let rec_ref = unsafe { &*rec };
-                if M::DIRTY_ABORT && rec_ref.tid_word() & LOCK != 0 {
+                // Inlined (see `Record::read_as`); under ROCC a locked
+                // record is a dirty read (`None`).
+                let rbuf = &mut sets.rbuf;
+                let read = match (slice, M::DIRTY_ABORT) {
+                    (None, true) => rec_ref.read_as::<true>(rbuf).map(|o| (o, 0)),
+                    (None, false) => rec_ref.read_as::<false>(rbuf).map(|o| (o, 0)),
+                    (Some((s, e)), true) => rec_ref.read_slice_as::<true>(s, e, rbuf),
+                    (Some((s, e)), false) => rec_ref.read_slice_as::<false>(s, e, rbuf),
+                };
+                let Some((outcome, skip)) = read else {
                     return conflict(ConflictReason::DirtyRead);
-                }
-                let (outcome, skip) = match slice {
-                    None => (rec_ref.read(&mut sets.rbuf), 0),
-                    Some((s, e)) => rec_ref.read_slice(s, e, &mut sets.rbuf),
                 };
                 match outcome {
                     ReadOutcome::NotLatest => continue,
