@@ -506,6 +506,22 @@ struct ScanStep {
     fence_lo: Option<KeyRef>,
     /// Nearest separator above the leaf's range (`None`: rightmost leaf).
     fence_hi: Option<KeyRef>,
+    /// The leaf's parent as the step reached it (`None`: the leaf is the
+    /// root).
+    parent: Option<ScanParent>,
+}
+
+/// Where a scan step's leaf hangs: its parent, the parent's version when
+/// the step left it for the leaf, the leaf's position among its children
+/// and the parent's separator count. The next step takes the neighbouring
+/// child from there ([`BTree::scan_sibling`]) instead of descending from
+/// the root again, while the parent is unchanged.
+#[derive(Clone, Copy)]
+struct ScanParent {
+    node: *const Inner,
+    version: u64,
+    pos: usize,
+    n: usize,
 }
 
 /// The shortest prefix of `rmin` that is greater than `lmax` (`lmax < rmin`).
@@ -1376,6 +1392,7 @@ impl BTree {
         // pinned, or of the caller's slices).
         let mut lower_k = lo.map(KeyRef::of);
         let mut upper_k = hi.map(KeyRef::of);
+        let mut parent: Option<ScanParent> = None;
         loop {
             // The caller's keys are borrowed for the whole scan; fences were
             // read from validated nodes while pinned.
@@ -1398,11 +1415,19 @@ impl BTree {
             };
             let mut tries = 0;
             let st = loop {
+                // The neighbour of the last leaf through its parent, if the
+                // parent is unchanged; else a descent from the root.
+                if let Some(p) = parent.take() {
+                    if let Ok(st) = self.scan_sibling(p, reverse, lower, upper, &mut buf) {
+                        break st;
+                    }
+                }
                 match self.scan_leaf(target, lower, upper, &mut buf) {
                     Ok(st) => break st,
                     Err(Restart) => backoff(&mut tries),
                 }
             };
+            parent = st.parent;
             on_leaf.observe(LeafRef(st.leaf), st.version);
             let entries = &buf[..st.n];
             let n = entries.len();
@@ -1484,6 +1509,7 @@ impl BTree {
         };
         let mut fence_lo: Option<KeyRef> = None;
         let mut fence_hi: Option<KeyRef> = None;
+        let mut parent: Option<ScanParent> = None;
         let (mut node, mut v) = self.root_begin()?;
         #[cfg(test)]
         let mut depth = 0;
@@ -1515,9 +1541,74 @@ impl BTree {
             if pos < n {
                 fence_hi = Some(inner.s.key_ref(pos));
             }
+            parent = Some(ScanParent {
+                node: inner,
+                version: v,
+                pos,
+                n,
+            });
             // Validates `inner` after the fence loads too.
             (node, v) = inner.child_begin(pos, v)?;
         }
+        self.scan_entries(node, v, (fence_lo, fence_hi), (lower, upper), parent, buf)
+    }
+
+    /// The next leaf of a scan from the last one's parent `p`: its
+    /// neighbouring child (right, or left when `reverse`), if the parent is
+    /// still at the version the last step left it at and the neighbour's
+    /// fences are both separators of it. A changed parent (a split or an
+    /// unlink under it) is a `Restart`, and the caller descends from the
+    /// root. The hand-over is the descent's own: the neighbour's version is
+    /// read before the parent is validated, so the leaf read is one the
+    /// unchanged parent pointed to, holding the keys between the two
+    /// separators.
+    fn scan_sibling(
+        &self,
+        p: ScanParent,
+        reverse: bool,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        buf: &mut [(KeyRef, u64); LEAF_MAX],
+    ) -> Result<ScanStep, Restart> {
+        // Child `c` holds keys in `[sep[c-1], sep[c])`.
+        let c = if reverse {
+            if p.pos < 2 {
+                return Err(Restart);
+            }
+            p.pos - 1
+        } else {
+            if p.pos + 1 >= p.n {
+                return Err(Restart);
+            }
+            p.pos + 1
+        };
+        // SAFETY: an inner node reached while pinned (by the step before,
+        // under the same guard): linked or retired, not freed.
+        let inner = unsafe { &*p.node };
+        let fences = (Some(inner.s.key_ref(c - 1)), Some(inner.s.key_ref(c)));
+        // Validates the parent after the fence loads too.
+        let (node, v) = inner.child_begin(c, p.version)?;
+        // SAFETY: reached from the validated parent while pinned.
+        if !unsafe { hdr(node) }.is_leaf {
+            return Err(Restart);
+        }
+        let parent = Some(ScanParent { pos: c, ..p });
+        self.scan_entries(node, v, fences, (lower, upper), parent, buf)
+    }
+
+    /// Copy the entries of leaf `node` (read at version `v`) within
+    /// `[lower, upper]` and within the fences it was reached by into `buf`,
+    /// under a validated optimistic read.
+    #[inline(always)]
+    fn scan_entries(
+        &self,
+        node: *const Header,
+        v: u64,
+        (fence_lo, fence_hi): (Option<KeyRef>, Option<KeyRef>),
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        parent: Option<ScanParent>,
+        buf: &mut [(KeyRef, u64); LEAF_MAX],
+    ) -> Result<ScanStep, Restart> {
         // SAFETY: live leaf.
         let leaf = unsafe { as_leaf(node) };
         let n = leaf.h.count(LEAF_MAX);
@@ -1565,6 +1656,7 @@ impl BTree {
             n: cnt,
             fence_lo,
             fence_hi,
+            parent,
         })
     }
 

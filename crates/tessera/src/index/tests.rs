@@ -1214,3 +1214,71 @@ fn concurrent_get_batch() {
         rounds * BATCH_MAX as u64
     );
 }
+
+/// A scan steps to the next leaf through the last leaf's parent while that
+/// parent is unchanged (`BTree::scan_sibling`); splits and unlinks under
+/// it, made from inside the scan's visitor just ahead of the scan, send it
+/// back to a descent from the root. Either way every key that was there
+/// before the scan and is never removed is handed out once, in order.
+#[test]
+fn scan_steps_between_siblings_across_splits_and_unlinks() {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    for rev in [false, true] {
+        let t = BTree::with_node_capacity(4, 4);
+        let originals: Vec<u64> = (0..4000u64).step_by(10).collect();
+        for &i in &originals {
+            t.insert(&i.to_be_bytes(), i + 1, &g);
+        }
+        assert!(height(&t) >= 4, "deep enough for siblings at every level");
+        let mut removed = std::collections::HashSet::new();
+        let mut seen = Vec::new();
+        t.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            rev,
+            &g,
+            |_, _| {},
+            |k, v| {
+                let i = u64::from_be_bytes(k.try_into().unwrap());
+                assert_eq!(v, i + 1);
+                seen.push(i);
+                let ahead = |d: u64| if rev { i.checked_sub(d) } else { Some(i + d) };
+                if i % 10 == 0 {
+                    // Split the leaves about to be reached.
+                    for d in [15, 25, 35] {
+                        if let Some(x) = ahead(d) {
+                            t.insert(&x.to_be_bytes(), x + 1, &g);
+                        }
+                    }
+                    // Now and then empty a stretch further on, so that its
+                    // leaves are unlinked.
+                    if i % 400 == 0 {
+                        for d in (210..=240).step_by(10) {
+                            if let Some(x) = ahead(d) {
+                                if t.remove(&x.to_be_bytes(), x + 1, &g) {
+                                    removed.insert(x);
+                                }
+                            }
+                        }
+                    }
+                }
+                true
+            },
+        );
+        for w in seen.windows(2) {
+            assert!(
+                if rev { w[0] > w[1] } else { w[0] < w[1] },
+                "out of order: {} then {} (rev {rev})",
+                w[0],
+                w[1]
+            );
+        }
+        let got: std::collections::HashSet<u64> = seen.iter().copied().collect();
+        for i in originals.iter().filter(|i| !removed.contains(i)) {
+            assert!(got.contains(i), "key {i} never removed was skipped (rev {rev})");
+        }
+        assert!(seen.iter().all(|i| i % 10 == 0 || i % 10 == 5));
+        assert!(!removed.is_empty());
+    }
+}
