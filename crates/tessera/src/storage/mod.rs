@@ -680,6 +680,18 @@ impl Record {
         self.read_as::<true>(out)
     }
 
+    /// A read's first load of the TID word: waiting while it is locked, or
+    /// (`DIRTY`) `None` if it is.
+    #[inline(always)]
+    fn first_tid<const DIRTY: bool>(&self) -> Option<u64> {
+        if DIRTY {
+            let t = self.tid.load(Ordering::Acquire);
+            (t & LOCK == 0).then_some(t)
+        } else {
+            Some(self.stable_tid())
+        }
+    }
+
     /// [`Record::read`] (`DIRTY` false) or [`Record::read_unless_locked`]
     /// (`DIRTY` true), always inlined: a scan's per-row closure calls it,
     /// where the call and the buffer's set-up cost as much as the copy.
@@ -687,15 +699,7 @@ impl Record {
     pub(crate) fn read_as<const DIRTY: bool>(&self, out: &mut Vec<u8>) -> Option<ReadOutcome> {
         let start = out.len();
         loop {
-            let t1 = if DIRTY {
-                let t = self.tid.load(Ordering::Acquire);
-                if t & LOCK != 0 {
-                    return None;
-                }
-                t
-            } else {
-                self.stable_tid()
-            };
+            let t1 = self.first_tid::<DIRTY>()?;
             if t1 & LATEST == 0 {
                 return Some(ReadOutcome::NotLatest);
             }
@@ -750,15 +754,7 @@ impl Record {
     ) -> Option<(ReadOutcome, usize)> {
         let at = out.len();
         loop {
-            let t1 = if DIRTY {
-                let t = self.tid.load(Ordering::Acquire);
-                if t & LOCK != 0 {
-                    return None;
-                }
-                t
-            } else {
-                self.stable_tid()
-            };
+            let t1 = self.first_tid::<DIRTY>()?;
             if t1 & LATEST == 0 {
                 return Some((ReadOutcome::NotLatest, 0));
             }
