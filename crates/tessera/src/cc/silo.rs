@@ -194,12 +194,8 @@ pub(crate) fn get_many<M: Mode>(
             // SAFETY: found through the index while pinned.
             let rec_ref = unsafe { &*rec };
             // ROCC: a dirty record (`None`) goes through `get_slice`, which
-            // aborts. The read is inlined (see `Record::read_as`).
-            let read = if M::DIRTY_ABORT {
-                rec_ref.read_slice_as::<true>(start, end, &mut sets.rbuf)
-            } else {
-                rec_ref.read_slice_as::<false>(start, end, &mut sets.rbuf)
-            };
+            // aborts.
+            let read = read_row::<M>(rec_ref, Some((start, end)), &mut sets.rbuf);
             if let Some((ReadOutcome::Ok(tid), skip)) = read {
                 sets.reads.push(ReadEntry { rec, tid });
                 direct = Some((tid & ABSENT == 0).then_some(skip));
@@ -262,16 +258,7 @@ fn get_inner<M: Mode>(
                 sets.rbuf.clear();
                 // SAFETY: reached through the index while pinned.
                 let rec_ref = unsafe { &*rec };
-                // Inlined (see `Record::read_as`); under ROCC a locked
-                // record is a dirty read (`None`).
-                let rbuf = &mut sets.rbuf;
-                let read = match (slice, M::DIRTY_ABORT) {
-                    (None, true) => rec_ref.read_as::<true>(rbuf).map(|o| (o, 0)),
-                    (None, false) => rec_ref.read_as::<false>(rbuf).map(|o| (o, 0)),
-                    (Some((s, e)), true) => rec_ref.read_slice_as::<true>(s, e, rbuf),
-                    (Some((s, e)), false) => rec_ref.read_slice_as::<false>(s, e, rbuf),
-                };
-                let Some((outcome, skip)) = read else {
+                let Some((outcome, skip)) = read_row::<M>(rec_ref, slice, &mut sets.rbuf) else {
                     return conflict(ConflictReason::DirtyRead);
                 };
                 match outcome {
@@ -605,6 +592,24 @@ where
     scan_rows::<F, M>(tx, table, lo, hi, opts, f, &mut Vec::new()).map(|(n, _)| n)
 }
 
+/// Read a record for a transaction under `M`, the whole value or bytes
+/// `slice` of it (as `Record::read_slice`), inlined. Under ROCC
+/// (`M::DIRTY_ABORT`) a locked record is a dirty read, `None`, tested on the
+/// read's own load of the TID word; the other protocols wait the lock out.
+#[inline(always)]
+fn read_row<M: Mode>(
+    rec: &Record,
+    slice: Option<(usize, usize)>,
+    out: &mut Vec<u8>,
+) -> Option<(ReadOutcome, usize)> {
+    match (slice, M::DIRTY_ABORT) {
+        (None, true) => rec.read_as::<true>(out).map(|o| (o, 0)),
+        (None, false) => rec.read_as::<false>(out).map(|o| (o, 0)),
+        (Some((s, e)), true) => rec.read_slice_as::<true>(s, e, out),
+        (Some((s, e)), false) => rec.read_slice_as::<false>(s, e, out),
+    }
+}
+
 /// The rows of a scan, read as [`scan`] reads them; a protocol with range
 /// predicates (ROCC) calls it once per part of its scan (a run of logical
 /// ranges whose predicates it has constructed), and it then records neither
@@ -705,15 +710,8 @@ where
         rbuf.clear();
         // SAFETY: reached through the index while pinned.
         let rec_ref = unsafe { &*rec };
-        // Under ROCC a locked row is a dirty read, tested on the read's own
-        // load of the TID word (`None`); the others wait the lock out.
-        let read = match (SLICE, M::DIRTY_ABORT) {
-            (true, true) => rec_ref.read_slice_as::<true>(start, end, rbuf),
-            (true, false) => rec_ref.read_slice_as::<false>(start, end, rbuf),
-            (false, true) => rec_ref.read_as::<true>(rbuf).map(|o| (o, 0)),
-            (false, false) => rec_ref.read_as::<false>(rbuf).map(|o| (o, 0)),
-        };
-        let Some((outcome, skip)) = read else {
+        let Some((outcome, skip)) = read_row::<M>(rec_ref, SLICE.then_some((start, end)), rbuf)
+        else {
             dirty = true;
             return false;
         };

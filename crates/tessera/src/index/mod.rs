@@ -82,8 +82,11 @@
 //! current bound, remembering the leaf's fences (the nearest separators on
 //! either side of the path), copies the leaf's entries that are in range *and
 //! within the fences* to a stack buffer, validates the leaf, hands them out,
-//! and descends again from the upper fence (forward) or to just below the
-//! lower fence (reverse). The leaves reported therefore cover the whole range
+//! and goes on from the upper fence (forward) or to just below the lower fence
+//! (reverse): to the neighbouring child of the leaf's parent when the parent
+//! is unchanged and both of the neighbour's fences are its separators
+//! (`BTree::scan_sibling`), else by a descent from the root. The leaves
+//! reported therefore cover the whole range
 //! examined, and keys come out strictly ordered, each once, even while the
 //! tree changes underneath. (Clamping to the fences matters: a fence read from
 //! a higher ancestor may be stale by the time the leaf is read, because a

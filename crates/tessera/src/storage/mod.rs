@@ -671,15 +671,6 @@ impl Record {
         }
     }
 
-    /// [`Record::read`] for a protocol that treats a locked record as a
-    /// dirty read and aborts (ROCC, section 3.3.3): `None`, with nothing
-    /// appended, where `read` would wait for the lock. The lock bit is
-    /// tested on the TID word the read takes anyway (no second load).
-    #[inline]
-    pub fn read_unless_locked(&self, out: &mut Vec<u8>) -> Option<ReadOutcome> {
-        self.read_as::<true>(out)
-    }
-
     /// A read's first load of the TID word: waiting while it is locked, or
     /// (`DIRTY`) `None` if it is.
     #[inline(always)]
@@ -692,9 +683,12 @@ impl Record {
         }
     }
 
-    /// [`Record::read`] (`DIRTY` false) or [`Record::read_unless_locked`]
-    /// (`DIRTY` true), always inlined: a scan's per-row closure calls it,
-    /// where the call and the buffer's set-up cost as much as the copy.
+    /// [`Record::read`], always inlined (a scan's per-row closure and the
+    /// point reads call it, where the call and the buffer's set-up cost as
+    /// much as the copy). With `DIRTY`, for a protocol that treats a locked
+    /// record as a dirty read and aborts (ROCC, section 3.3.3): `None`, with
+    /// nothing appended, where `read` would wait for the lock; the lock bit
+    /// is tested on the TID word the read loads anyway.
     #[inline(always)]
     pub(crate) fn read_as<const DIRTY: bool>(&self, out: &mut Vec<u8>) -> Option<ReadOutcome> {
         let start = out.len();
@@ -732,18 +726,7 @@ impl Record {
         }
     }
 
-    /// [`Record::read_slice`] as [`Record::read_unless_locked`] reads.
-    #[inline]
-    pub fn read_slice_unless_locked(
-        &self,
-        start: usize,
-        end: usize,
-        out: &mut Vec<u8>,
-    ) -> Option<(ReadOutcome, usize)> {
-        self.read_slice_as::<true>(start, end, out)
-    }
-
-    /// [`Record::read_slice`] or [`Record::read_slice_unless_locked`], as
+    /// [`Record::read_slice`], inlined and with `DIRTY` as
     /// [`Record::read_as`].
     #[inline(always)]
     pub(crate) fn read_slice_as<const DIRTY: bool>(
