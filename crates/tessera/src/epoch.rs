@@ -43,11 +43,41 @@ const PACE_SLACK: usize = 32;
 /// How far ahead of the item it frees a collection prefetches.
 const PACE_AHEAD: usize = 4;
 
-/// A retired object: freed by calling `free(ptr)` once no thread can reach it.
+/// A retired object: freed by calling its destructor once no thread can
+/// reach it.
 struct Garbage {
     epoch: u64,
     ptr: *mut u8,
-    free: unsafe fn(*mut u8),
+    free: Free,
+}
+
+/// How a retired object is freed.
+#[derive(Clone, Copy)]
+enum Free {
+    /// `free(ptr)`.
+    Plain(unsafe fn(*mut u8)),
+    /// `free(ptr, size)`: the retirer knew the object's size, so the free
+    /// need not read it from the object, whose line is cold by then
+    /// ([`Guard::retire_sized`]).
+    Sized(unsafe fn(*mut u8, u32), u32),
+}
+
+impl Garbage {
+    /// Run the destructor.
+    ///
+    /// # Safety
+    /// No thread can reach the object any more (the caller applied the
+    /// epoch rule), and it is freed once.
+    #[inline]
+    unsafe fn free(&self) {
+        // SAFETY: caller contract; the destructor is the retirer's.
+        unsafe {
+            match self.free {
+                Free::Plain(f) => f(self.ptr),
+                Free::Sized(f, size) => f(self.ptr, size),
+            }
+        }
+    }
 }
 
 // SAFETY: garbage is only ever freed, never dereferenced, by whichever thread
@@ -227,7 +257,7 @@ impl Epochs {
             if g.epoch + 2 <= bound {
                 // SAFETY: retired at epoch g.epoch and every active worker is at
                 // least two epochs later, so no thread can reach the object.
-                unsafe { (g.free)(g.ptr) };
+                unsafe { g.free() };
                 false
             } else {
                 true
@@ -260,7 +290,7 @@ impl Drop for Epochs {
         // No worker is alive (each holds an Arc), so nothing is reachable.
         for g in self.orphans.get_mut().drain(..) {
             // SAFETY: no thread can reach retired objects any more.
-            unsafe { (g.free)(g.ptr) };
+            unsafe { g.free() };
         }
     }
 }
@@ -357,7 +387,7 @@ impl LocalEpoch {
                 crate::storage::prefetch_bytes(ahead.ptr, 64);
             }
             // SAFETY: see Epochs::collect_orphans.
-            unsafe { (item.free)(item.ptr) };
+            unsafe { item.free() };
             budget -= 1;
         }
         self.left.set(g.len());
@@ -414,7 +444,25 @@ impl Guard<'_> {
         g.push_back(Garbage {
             epoch: self.epoch,
             ptr,
-            free,
+            free: Free::Plain(free),
+        });
+    }
+
+    /// [`Guard::retire`] for an object whose size the retirer knows:
+    /// `free(ptr, size)` runs once no pinned thread can reach it. The
+    /// multi-version GC retires cut versions so (it read their size while
+    /// cutting them), and the free then returns the block to its pool
+    /// without touching it.
+    ///
+    /// # Safety
+    /// As [`Guard::retire`], with `free` correct for `ptr` and `size`.
+    pub unsafe fn retire_sized(&self, ptr: *mut u8, size: u32, free: unsafe fn(*mut u8, u32)) {
+        // SAFETY: single-threaded access to this worker's list.
+        let g = unsafe { &mut *self.local.garbage.get() };
+        g.push_back(Garbage {
+            epoch: self.epoch,
+            ptr,
+            free: Free::Sized(free, size),
         });
     }
 

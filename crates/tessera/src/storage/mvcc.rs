@@ -328,6 +328,18 @@ pub unsafe fn free_mv_version(v: *mut u8) {
     }
 }
 
+/// Give an out-of-line version of `size` bytes back to the pool (not its
+/// chain): [`free_mv_version`] with the size already known. Used with
+/// `Guard::retire_sized`.
+///
+/// # Safety
+/// `v` must come from [`new_mv_version`], be unreachable, and be `size`
+/// bytes long.
+unsafe fn give_mv_version(v: *mut u8, size: u32) {
+    // SAFETY: caller contract.
+    unsafe { super::pool::give(v, size as usize) }
+}
+
 /// ERMIA's multi-version record: the same head as [`Record`] (one word, one
 /// newest-version pointer) laid out and used differently. The head word is
 /// not a Silo TID but the chain's lock bit, the "still linked" bit, the
@@ -506,7 +518,16 @@ impl MvRecord {
     /// transaction, so none can reach past it. Cut versions are retired
     /// through the memory epoch (readers still walking them are pinned).
     ///
-    /// The caller holds [`Record::mv_lock`], so two cuts never race.
+    /// Lock-free: two pruners of one chain (GC entries of two updates, run
+    /// by two workers with different watermarks) may cut at different
+    /// versions at once, and each link they cut, the first and every one
+    /// below it, is taken with a swap. Exactly one of them gets each link,
+    /// and whoever takes a link owns (retires) the version it points to, so
+    /// every cut version is retired once. A pruner may still walk versions
+    /// the other retired: it is pinned, so they are not freed under it.
+    /// Writers never touch the links of installed versions (they swing the
+    /// head), and readers never walk past the first version at or below the
+    /// watermark, which no prune cuts.
     pub(crate) fn prune_mv(&self, from: *mut Version, watermark: u64, g: &Guard<'_>) -> Pruned {
         let mut v = from;
         let mut out = Pruned::default();
@@ -517,13 +538,17 @@ impl MvRecord {
             if s & XID_FLAG == 0 && s <= watermark {
                 let mut cut = vr.prev.swap(ptr::null_mut(), Ordering::AcqRel);
                 while !cut.is_null() {
-                    // SAFETY: unlinked above by the only pruner of this chain.
-                    let next = unsafe { (*cut).prev() };
-                    // SAFETY: as above.
-                    let flags = unsafe { (*cut).flags() };
+                    // SAFETY: we took the link to `cut`, so it is ours to
+                    // retire, and not retired yet; we are pinned.
+                    let c = unsafe { &*cut };
+                    let next = c.prev.swap(ptr::null_mut(), Ordering::AcqRel);
+                    let flags = c.flags();
                     if flags & V_INLINE == 0 {
+                        // Its size now, while its line is in the cache, so
+                        // the free does not read it again.
+                        let size = c.layout().size() as u32;
                         // SAFETY: unreachable for new readers; old ones are pinned.
-                        unsafe { g.retire(cut as *mut u8, free_mv_version) };
+                        unsafe { g.retire_sized(cut as *mut u8, size, give_mv_version) };
                     } else if flags & V_BOTTOM != 0 {
                         out.first_inline = true;
                     }
@@ -573,6 +598,25 @@ impl MvRecord {
             return None; // another writer claimed it first
         }
         Some(a)
+    }
+
+    /// [`Record::mark_inline_free`] and [`Record::gc_release`] in one
+    /// atomic add: the GC's revisit of a record whose inline first version
+    /// it cut holds the record until then. Returns what `gc_release`
+    /// returns.
+    #[inline]
+    pub fn mark_inline_free_and_release(&self) -> bool {
+        // The bit is clear: the version was in the chain until its cut (a
+        // claim clears the bit, a new record starts with it clear), and only
+        // this revisit sets it. So adding it cannot carry, and the GC count
+        // (at least one: ours) cannot borrow.
+        let prev = self
+            .0
+            .tid
+            .fetch_add(INLINE_FREE.wrapping_sub(GC_ONE), Ordering::AcqRel);
+        debug_assert_eq!(prev & INLINE_FREE, 0);
+        debug_assert!(prev >> GC_SHIFT >= 1);
+        prev >> GC_SHIFT == 1 && prev & LATEST == 0
     }
 
     /// Hand back an inline first version claimed with [`Record::take_inline`]

@@ -30,16 +30,16 @@ pub(crate) fn maintain(
         let e = st.mv.gc.pop_front().expect("front");
         // SAFETY: held by this entry, so not freed; we are pinned.
         let r = unsafe { &*e.rec };
-        r.mv_lock();
+        // Lock-free (see `prune_mv`): no record lock around it.
         let cut = r.prune_mv(r.newest(), wm, g);
-        r.mv_unlock();
         if cut.first_inline {
             // Reusable once no pinned reader can hold it: two memory epochs.
-            r.gc_hold();
+            // This entry's hold on the record passes to the revisit.
             st.mv.inline_free.push_back(GcEntry {
                 rec: e.rec,
                 stamp: g.epoch(),
             });
+            continue;
         }
         if r.gc_release() {
             // SAFETY: unlinked from its index, and this was the last hold.
@@ -61,8 +61,7 @@ pub(crate) fn maintain(
             let r = unsafe { &*e.rec };
             // Cut at memory epoch `stamp` by a pinned worker; every worker
             // pinned now pinned after that (the garbage rule of `epoch.rs`).
-            r.mark_inline_free();
-            if r.gc_release() {
+            if r.mark_inline_free_and_release() {
                 // SAFETY: unlinked from its index, and this was the last hold.
                 unsafe { g.retire(e.rec as *mut u8, Record::free) };
             }
