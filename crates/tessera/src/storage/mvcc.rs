@@ -184,19 +184,58 @@ impl Version {
     }
 }
 
+/// What a new version holds.
+#[derive(Clone, Copy)]
+pub enum Fill<'a> {
+    /// These bytes (`None`: a tombstone).
+    Value(Option<&'a [u8]>),
+    /// A column write: the value of the committed version `base` with
+    /// `bytes` written over it at `at` (the caller checked that they lie
+    /// inside it). Copied from `base` word by word straight into the new
+    /// version, not through a buffer.
+    Patched {
+        /// The version written over: committed (immutable) and live.
+        base: *const Version,
+        /// Where the bytes go.
+        at: usize,
+        /// The bytes.
+        bytes: &'a [u8],
+    },
+}
+
+impl Fill<'_> {
+    /// The length of the value.
+    ///
+    /// # Safety
+    /// A `Patched` base must be live (the caller is pinned).
+    #[inline]
+    pub unsafe fn len(&self) -> usize {
+        match *self {
+            Fill::Value(v) => v.map_or(0, <[u8]>::len),
+            // SAFETY: caller contract.
+            Fill::Patched { base, .. } => unsafe { (*base).len.load(Ordering::Relaxed) as usize },
+        }
+    }
+}
+
 /// Initialise a version header (and metadata) at `v`.
 ///
 /// # Safety
-/// `v` must be valid for writes of the version's whole layout.
+/// `v` must be valid for writes of the version's whole layout, and a
+/// `Patched` base live and committed.
 unsafe fn init_mv(
     v: *mut Version,
     cap: usize,
-    val: Option<&[u8]>,
+    fill: Fill<'_>,
     stamp: u64,
     prev: *mut Version,
     flags: u32,
     meta_init: MetaInit,
 ) {
+    let state = match fill {
+        Fill::Value(val) => mv_state_of(val),
+        Fill::Patched { .. } => MvState::Value,
+    };
     // SAFETY: caller contract.
     unsafe {
         ptr::write(
@@ -206,7 +245,7 @@ unsafe fn init_mv(
                 prev: AtomicPtr::new(prev),
                 len: AtomicU32::new(0),
                 cap_flags: super::cap_flags(cap, flags),
-                aux: AtomicU64::new(mv_state_of(val) as u64),
+                aux: AtomicU64::new(state as u64),
             },
         );
         let meta = if flags & V_META != 0 {
@@ -214,8 +253,21 @@ unsafe fn init_mv(
         } else {
             0
         };
-        ptr::write_bytes((v as *mut u8).add(VHDR + meta), 0, cap * 8);
-        Version::write(v, val.unwrap_or(&[]));
+        // The data words are not cleared first: the fill writes every word
+        // up to the value's length (the last one zero-padded), and nothing
+        // reads a version past its length.
+        match fill {
+            Fill::Value(val) => Version::write(v, val.unwrap_or(&[])),
+            Fill::Patched { base, at, bytes } => {
+                let len = (*base).len.load(Ordering::Relaxed) as usize;
+                debug_assert!(len <= cap * 8 && at + bytes.len() <= len);
+                // The base is committed, so its words are stable, and ours
+                // are unpublished.
+                super::copy_words(Version::words(base), Version::words(v) as *mut u8, words_for(len));
+                (*v).len.store(len as u32, Ordering::Relaxed);
+                Version::write_at(v, at, bytes);
+            }
+        }
         if meta != 0 {
             let m = (v as *mut u8).add(VHDR) as *mut VersionMeta;
             ptr::write(m, VersionMeta(meta_init.map(AtomicU64::new)));
@@ -243,14 +295,30 @@ pub fn new_mv_version(
     prev: *mut Version,
     meta: Option<MetaInit>,
 ) -> *mut Version {
-    let cap = words_for(val.map_or(0, |v| v.len()));
+    // SAFETY: a `Value` fill has no base.
+    unsafe { new_mv_version_fill(Fill::Value(val), stamp, prev, meta) }
+}
+
+/// [`new_mv_version`] holding `fill`.
+///
+/// # Safety
+/// A `Patched` fill's base must be live and committed, its bytes inside it.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub unsafe fn new_mv_version_fill(
+    fill: Fill<'_>,
+    stamp: u64,
+    prev: *mut Version,
+    meta: Option<MetaInit>,
+) -> *mut Version {
+    // SAFETY: caller contract.
+    let cap = words_for(unsafe { fill.len() });
     // From this thread's pool of recycled blocks (`storage::pool`): a warm
     // block, where the allocator would hand out a cold one.
     let p = super::pool::take(mv_size(cap, meta.is_some())) as *mut Version;
     let flags = if meta.is_some() { V_META } else { 0 };
     // SAFETY: a block of the whole size, ours alone (fresh, or recycled by
     // the pool once no reader could reach it).
-    unsafe { init_mv(p, cap, val, stamp, prev, flags, meta.unwrap_or_default()) };
+    unsafe { init_mv(p, cap, fill, stamp, prev, flags, meta.unwrap_or_default()) };
     p
 }
 
@@ -278,10 +346,14 @@ pub(crate) unsafe fn init_inline_version(
     let cap = words_for(room);
     // SAFETY: caller contract.
     unsafe {
+        // EMS rewrites a region in place while readers copy it under a
+        // seqlock; a copy that raced a rewrite may read past the new length
+        // before it is thrown away, so the whole room starts out cleared.
+        ptr::write_bytes(v as *mut u8, 0, inline_version_size(room));
         init_mv(
             v,
             cap,
-            val,
+            Fill::Value(val),
             stamp,
             ptr::null_mut(),
             V_INLINE,
@@ -306,11 +378,28 @@ pub unsafe fn reinit_inline(
     prev: *mut Version,
     meta: MetaInit,
 ) {
+    // SAFETY: forwarded; a `Value` fill has no base.
+    unsafe { reinit_inline_fill(v, Fill::Value(val), stamp, prev, meta) }
+}
+
+/// [`reinit_inline`] holding `fill`.
+///
+/// # Safety
+/// As [`reinit_inline`]; a `Patched` fill's base must be live and
+/// committed, its bytes inside it.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+pub unsafe fn reinit_inline_fill(
+    v: *mut Version,
+    fill: Fill<'_>,
+    stamp: u64,
+    prev: *mut Version,
+    meta: MetaInit,
+) {
     // SAFETY: caller contract: nobody else can reach `v` (out of every chain
     // and past the grace period), so its plain fields may be rewritten.
     unsafe {
         let (cap, flags) = ((*v).cap_words(), (*v).flags());
-        init_mv(v, cap, val, stamp, prev, flags, meta);
+        init_mv(v, cap, fill, stamp, prev, flags, meta);
     }
 }
 
@@ -425,8 +514,8 @@ impl MvRecord {
         unsafe {
             let v = (p as *mut u8).add(HEAD) as *mut Version;
             let bot = (v as *mut u8).add(first) as *mut Version;
-            init_mv(bot, 1, None, 0, ptr::null_mut(), V_INLINE | m, mi);
-            init_mv(v, cap, Some(val), stamp, bot, V_INLINE | V_BOTTOM | m, mi);
+            init_mv(bot, 1, Fill::Value(None), 0, ptr::null_mut(), V_INLINE | m, mi);
+            init_mv(v, cap, Fill::Value(Some(val)), stamp, bot, V_INLINE | V_BOTTOM | m, mi);
             ptr::write(
                 p,
                 Record {

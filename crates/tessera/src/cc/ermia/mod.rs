@@ -68,7 +68,9 @@ use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup};
 use crate::storage::mvcc::MvRecord;
-use crate::storage::mvcc::{free_mv_version, new_mv_version, reinit_inline};
+use crate::storage::mvcc::{
+    free_mv_version, new_mv_version, new_mv_version_fill, reinit_inline_fill, Fill,
+};
 use crate::storage::tid::*;
 use crate::storage::{Record, Version};
 use crate::txn::ScanOptions;

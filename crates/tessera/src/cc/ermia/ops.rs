@@ -395,21 +395,34 @@ pub(super) fn write_record<M: Mode>(
             return Ok(Some(false));
         }
         // A column write: the new version is the head's value (committed,
-        // in our snapshot, so immutable) with the bytes written over it.
-        let val = match patch.as_mut() {
-            Some(p) => Some(p.apply_to(head)?),
-            None => val,
+        // in our snapshot, so immutable) with the bytes written over it,
+        // copied from the head straight into the new version.
+        let fill = match patch.as_ref() {
+            Some(p) => {
+                crate::txn::check_patch(h.value_len(), p.at, p.bytes.len())?;
+                Fill::Patched {
+                    base: head,
+                    at: p.at,
+                    bytes: p.bytes,
+                }
+            }
+            None => Fill::Value(val),
         };
+        // SAFETY: pinned; a patched base is the committed head.
+        let len = unsafe { fill.len() };
         // The record's inline first version if GC freed it, else a new one.
         // SAFETY: pinned; `rec` came from the index as a raw address.
-        let nv = match unsafe { MvRecord::take_inline(rec, val.map_or(0, |v| v.len())) } {
+        let nv = match unsafe { MvRecord::take_inline(rec, len) } {
             Some(a) => {
-                // SAFETY: claimed just now, unpublished; the value fits.
-                unsafe { reinit_inline(a, val, my, head, SSN_META) };
+                // SAFETY: claimed just now, unpublished; the value fits; a
+                // patched base is the committed head, the patch checked.
+                unsafe { reinit_inline_fill(a, fill, my, head, SSN_META) };
                 a
             }
-            None => new_mv_version(val, my, head, M::META.then_some(SSN_META)),
+            // SAFETY: as above.
+            None => unsafe { new_mv_version_fill(fill, my, head, M::META.then_some(SSN_META)) },
         };
+        let deletes = matches!(fill, Fill::Value(None));
         // Undo the allocation or the claim of a version never published.
         let discard = |nv: *mut Version| {
             // SAFETY: pinned; never published.
@@ -438,7 +451,7 @@ pub(super) fn write_record<M: Mode>(
             discard(nv);
             return conflict(ConflictReason::WriteConflict);
         }
-        let k = if val.is_none() || tomb || logging {
+        let k = if deletes || tomb || logging {
             st.sets.stash(key)
         } else {
             (0, 0)
