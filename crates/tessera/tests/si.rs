@@ -723,7 +723,7 @@ fn version_gc_of_shared_chains_under_many_writers() {
                     while Instant::now() < deadline {
                         let a = rng.gen_range(0..KEYS);
                         let r = w.try_run(|tx| {
-                            let b = check(&tx.get(t, &k(a))?.expect("never deleted"));
+                            let b = check(tx.get(t, &k(a))?.expect("never deleted"));
                             tx.put(t, &k(a), &value(b.wrapping_add(1)))?;
                             Ok(())
                         });
@@ -744,11 +744,11 @@ fn version_gc_of_shared_chains_under_many_writers() {
                         let hold = Duration::from_micros(rng.gen_range(0..3000));
                         let _ = w.try_run(|tx| {
                             let first: Vec<u8> = (0..KEYS)
-                                .map(|i| Ok(check(&tx.get(t, &k(i))?.expect("present"))))
+                                .map(|i| Ok(check(tx.get(t, &k(i))?.expect("present"))))
                                 .collect::<Result<_, TxError>>()?;
                             std::thread::sleep(hold);
                             for i in 0..KEYS {
-                                let again = check(&tx.get(t, &k(i))?.expect("present"));
+                                let again = check(tx.get(t, &k(i))?.expect("present"));
                                 assert_eq!(again, first[i as usize], "{p:?}: snapshot moved");
                             }
                             Ok(())

@@ -209,7 +209,7 @@ impl Fill<'_> {
     /// # Safety
     /// A `Patched` base must be live (the caller is pinned).
     #[inline]
-    pub unsafe fn len(&self) -> usize {
+    pub unsafe fn value_len(&self) -> usize {
         match *self {
             Fill::Value(v) => v.map_or(0, <[u8]>::len),
             // SAFETY: caller contract.
@@ -311,7 +311,7 @@ pub unsafe fn new_mv_version_fill(
     meta: Option<MetaInit>,
 ) -> *mut Version {
     // SAFETY: caller contract.
-    let cap = words_for(unsafe { fill.len() });
+    let cap = words_for(unsafe { fill.value_len() });
     // From this thread's pool of recycled blocks (`storage::pool`): a warm
     // block, where the allocator would hand out a cold one.
     let p = super::pool::take(mv_size(cap, meta.is_some())) as *mut Version;
@@ -537,8 +537,9 @@ impl MvRecord {
             .is_ok()
     }
 
-    /// Lock the record's TID word (multi-version records: it guards chain
-    /// pruning and the unlinking of tombstones). Unlike [`Record::lock`] it
+    /// Lock the record's TID word (multi-version records: it orders the
+    /// unlinking of a tombstone against writers over it; chain pruning
+    /// takes no lock, see [`Record::prune_mv`]). Unlike [`Record::lock`] it
     /// keeps the other bits of the word (the GC hold count) intact.
     #[inline]
     pub fn mv_lock(&self) -> u64 {

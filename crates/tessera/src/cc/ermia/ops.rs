@@ -409,7 +409,7 @@ pub(super) fn write_record<M: Mode>(
             None => Fill::Value(val),
         };
         // SAFETY: pinned; a patched base is the committed head.
-        let len = unsafe { fill.len() };
+        let len = unsafe { fill.value_len() };
         // The record's inline first version if GC freed it, else a new one.
         // SAFETY: pinned; `rec` came from the index as a raw address.
         let nv = match unsafe { MvRecord::take_inline(rec, len) } {
