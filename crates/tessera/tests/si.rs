@@ -29,6 +29,19 @@ fn open(p: Protocol) -> (Database, TableId) {
     (db, t)
 }
 
+/// `open` with a 1 ms epoch, so that watermarks and memory epochs move
+/// while threads race.
+fn open_ticking(p: Protocol) -> (Database, TableId) {
+    let db = Database::open(
+        Options::in_memory()
+            .protocol(p)
+            .epoch_interval(Duration::from_millis(1)),
+    )
+    .unwrap();
+    let t = db.create_table("t").unwrap();
+    (db, t)
+}
+
 fn get(w: &mut Worker, t: TableId, key: u64) -> Option<Vec<u8>> {
     w.run(|tx| Ok(tx.get(t, &k(key))?.map(|v| v.to_vec())))
         .unwrap()
@@ -571,13 +584,7 @@ fn si_read_only_transactions_never_abort_concurrent() {
 }
 
 fn read_only_never_aborts_concurrent(p: Protocol) {
-    let db = Database::open(
-        Options::in_memory()
-            .protocol(p)
-            .epoch_interval(Duration::from_millis(1)),
-    )
-    .unwrap();
-    let t = db.create_table("t").unwrap();
+    let (db, t) = open_ticking(p);
     const KEYS: u64 = 32;
     const TOTAL: u64 = KEYS * 100;
     let mut w = db.worker().unwrap();
@@ -682,18 +689,12 @@ fn read_only_never_aborts_concurrent(p: Protocol) {
 /// long readers hold old snapshots so watermarks lag and differ. A version
 /// retired twice, or freed while reachable, would hand one block to two
 /// versions. Every value is `len` copies of one byte, `len` from the byte,
-/// so a torn or reused block shows as a malformed value; and each key's
-/// counter (the byte) only grows in one worker's snapshots.
+/// so a torn or reused block shows as a malformed value; and a reader's
+/// snapshot must not move while it is held.
 #[test]
 fn version_gc_of_shared_chains_under_many_writers() {
     for p in [Protocol::Si, Protocol::Ssn] {
-        let db = Database::open(
-            Options::in_memory()
-                .protocol(p)
-                .epoch_interval(Duration::from_millis(1)),
-        )
-        .unwrap();
-        let t = db.create_table("t").unwrap();
+        let (db, t) = open_ticking(p);
         const KEYS: u64 = 6;
         // Values of three block sizes, so records move between their
         // inline first version and out-of-line ones of different classes.
