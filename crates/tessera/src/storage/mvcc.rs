@@ -213,7 +213,7 @@ impl Fill<'_> {
         match *self {
             Fill::Value(v) => v.map_or(0, <[u8]>::len),
             // SAFETY: caller contract.
-            Fill::Patched { base, .. } => unsafe { (*base).len.load(Ordering::Relaxed) as usize },
+            Fill::Patched { base, .. } => unsafe { (*base).value_len() },
         }
     }
 }
@@ -259,7 +259,7 @@ unsafe fn init_mv(
         match fill {
             Fill::Value(val) => Version::write(v, val.unwrap_or(&[])),
             Fill::Patched { base, at, bytes } => {
-                let len = (*base).len.load(Ordering::Relaxed) as usize;
+                let len = (*base).value_len();
                 debug_assert!(len <= cap * 8 && at + bytes.len() <= len);
                 // The base is committed, so its words are stable, and ours
                 // are unpublished.
@@ -362,33 +362,17 @@ pub(crate) unsafe fn init_inline_version(
     }
 }
 
-/// Build a new version holding `val` (`None`: a tombstone), stamped
-/// `stamp`, in front of `prev`, in a claimed inline first version
-/// ([`MvRecord::take_inline`]); capacity and flags stay as they are, and
-/// the metadata, if the version has any, starts over from `meta`.
+/// Build a new version holding `fill`, stamped `stamp`, in front of
+/// `prev`, in a claimed inline first version ([`MvRecord::take_inline`]);
+/// capacity and flags stay as they are, and the metadata, if the version
+/// has any, starts over from `meta`.
 ///
 /// # Safety
 /// `v` must come from [`MvRecord::take_inline`] and be unpublished; the
-/// value must fit.
+/// value must fit; a `Patched` fill's base must be live and committed, its
+/// bytes inside it.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub unsafe fn reinit_inline(
-    v: *mut Version,
-    val: Option<&[u8]>,
-    stamp: u64,
-    prev: *mut Version,
-    meta: MetaInit,
-) {
-    // SAFETY: forwarded; a `Value` fill has no base.
-    unsafe { reinit_inline_fill(v, Fill::Value(val), stamp, prev, meta) }
-}
-
-/// [`reinit_inline`] holding `fill`.
-///
-/// # Safety
-/// As [`reinit_inline`]; a `Patched` fill's base must be live and
-/// committed, its bytes inside it.
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub unsafe fn reinit_inline_fill(
     v: *mut Version,
     fill: Fill<'_>,
     stamp: u64,
@@ -412,8 +396,7 @@ pub unsafe fn free_mv_version(v: *mut u8) {
     // layout's, the size `new_mv_version` took from the pool.
     unsafe {
         debug_assert_eq!((*(v as *mut Version)).flags() & V_INLINE, 0);
-        let size = (*(v as *mut Version)).layout().size();
-        super::pool::give(v, size);
+        give_mv_version(v, (*(v as *mut Version)).layout().size() as u32);
     }
 }
 
@@ -427,6 +410,14 @@ pub unsafe fn free_mv_version(v: *mut u8) {
 unsafe fn give_mv_version(v: *mut u8, size: u32) {
     // SAFETY: caller contract.
     unsafe { super::pool::give(v, size as usize) }
+}
+
+/// Whether a TID word `prev`, read by the atomic that dropped a GC hold,
+/// says the hold was the last one on a record already unlinked: the
+/// dropper must retire the record.
+#[inline]
+fn last_hold_of_unlinked(prev: u64) -> bool {
+    prev >> GC_SHIFT == 1 && prev & LATEST == 0
 }
 
 /// ERMIA's multi-version record: the same head as [`Record`] (one word, one
@@ -581,8 +572,7 @@ impl MvRecord {
     /// it was the last hold and the record has been unlinked.
     #[inline]
     pub fn gc_release(&self) -> bool {
-        let prev = self.0.tid.fetch_sub(GC_ONE, Ordering::AcqRel);
-        prev >> GC_SHIFT == 1 && prev & LATEST == 0
+        last_hold_of_unlinked(self.0.tid.fetch_sub(GC_ONE, Ordering::AcqRel))
     }
 
     /// Under [`Record::mv_lock`], after removing the record from its index:
@@ -706,7 +696,7 @@ impl MvRecord {
             .fetch_add(INLINE_FREE.wrapping_sub(GC_ONE), Ordering::AcqRel);
         debug_assert_eq!(prev & INLINE_FREE, 0);
         debug_assert!(prev >> GC_SHIFT >= 1);
-        prev >> GC_SHIFT == 1 && prev & LATEST == 0
+        last_hold_of_unlinked(prev)
     }
 
     /// Hand back an inline first version claimed with [`Record::take_inline`]
@@ -808,7 +798,7 @@ mod tests {
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             let a = unsafe { MvRecord::take_inline(r, 3) }.expect("handed back");
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
-            unsafe { reinit_inline(a, Some(b"two"), 8 | XID_FLAG, v2, INIT) };
+            unsafe { reinit_inline(a, Fill::Value(Some(b"two")), 8 | XID_FLAG, v2, INIT) };
             // SAFETY: this test's record and versions: alive until the test frees them, one thread.
             if let Some(m) = unsafe { Version::meta(a) } {
                 assert_eq!(m.0[1].load(Ordering::Relaxed), 99);

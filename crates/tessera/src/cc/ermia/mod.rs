@@ -69,7 +69,7 @@ use crate::index::OrderedIndex;
 use crate::index::{Insert, Lookup};
 use crate::storage::mvcc::MvRecord;
 use crate::storage::mvcc::{
-    free_mv_version, new_mv_version, new_mv_version_fill, reinit_inline_fill, Fill,
+    free_mv_version, new_mv_version, new_mv_version_fill, reinit_inline, Fill,
 };
 use crate::storage::tid::*;
 use crate::storage::{Record, Version};

@@ -416,7 +416,7 @@ pub(super) fn write_record<M: Mode>(
             Some(a) => {
                 // SAFETY: claimed just now, unpublished; the value fits; a
                 // patched base is the committed head, the patch checked.
-                unsafe { reinit_inline_fill(a, fill, my, head, SSN_META) };
+                unsafe { reinit_inline(a, fill, my, head, SSN_META) };
                 a
             }
             // SAFETY: as above.
