@@ -279,3 +279,60 @@ fn a_scanned_row_deleted_before_its_update_is_not_updated() {
         .unwrap();
     }
 }
+
+/// An update of a prefetched key whose record, when A looks at it, holds a
+/// tombstone A's snapshot sees, and has been unlinked since A prefetched it
+/// while B inserted the key into a fresh record, reading `y` first. If A
+/// took "missing" from the old record and then wrote `y`, A (not seeing B's
+/// insert) and B (not seeing A's write of `y`) would each precede the
+/// other: a serializable protocol must not commit A. (SSN answers from the
+/// memo's record only "present"; an absence is looked up again through the
+/// index, whose leaf goes into the node set.) A read-latest protocol sees
+/// B's record and may commit after B.
+#[test]
+fn an_update_of_a_prefetched_tombstone_replaced_meanwhile_is_protected() {
+    for p in Protocol::INTERACTIVE {
+        let caps = p.caps();
+        if caps.blocks || !caps.serializable || !caps.phantom_safe {
+            continue;
+        }
+        let (_db, t, mut a, mut b) = two_workers(p);
+        a.run(|tx| {
+            tx.insert(t, b"k", b"old")?;
+            tx.insert(t, b"y", b"0")
+        })
+        .unwrap();
+        b.run(|tx| tx.delete(t, b"k").map(|_| ())).unwrap();
+        let mut first = true;
+        let mut answered_missing = false;
+        let r = a.try_run(|ta| {
+            ta.prefetch(t, &[&b"k"[..]], 8);
+            if first {
+                first = false;
+                // Let B's worker unlink the deleted record (epochs advance
+                // every 1 ms), then B reads y and inserts k afresh.
+                for _ in 0..20 {
+                    std::thread::sleep(Duration::from_millis(2));
+                    b.run(|tx| tx.get(t, b"other").map(|_| ())).unwrap();
+                }
+                b.run(|tx| {
+                    tx.get(t, b"y")?;
+                    tx.insert(t, b"k", b"new").map(|_| ())
+                })
+                .unwrap();
+            }
+            answered_missing = !ta.update(t, b"k", b"mine")?;
+            ta.put(t, b"y", b"1")
+        });
+        match r {
+            // Read-latest protocols see B's record and update it: A after
+            // B, a serial order.
+            Ok(()) => assert!(
+                !answered_missing,
+                "{p}: A answered missing and committed beside B"
+            ),
+            Err(TxError::Conflict(_)) => {}
+            Err(e) => panic!("{p}: {e:?}"),
+        }
+    }
+}

@@ -540,8 +540,11 @@ fn write_with<M: Mode>(
         }
     };
     let mut prot = None;
+    // Whether an attempt may take the record from the prefetch memo.
+    let mut memo = true;
     for attempt in 0..STALE_RETRIES {
         let mut node = None;
+        let mut memoized = false;
         let found = if op == Op::Insert {
             // Inserts usually find no key: try the index insert first.
             match create(tx, table, key, val.expect("insert value")) {
@@ -557,11 +560,15 @@ fn write_with<M: Mode>(
             } else {
                 None
             };
-            // Under SI, a record a prefetch found (SSN needs the leaf for
-            // its node set); one unlinked since refuses the write under its
-            // lock (`LATEST`), and the next attempt goes through the index.
-            if last.is_none() && attempt == 0 && !M::SSN && prot.is_none() {
+            // A record a prefetch found; one unlinked since refuses the
+            // write under its lock (`LATEST`), and the next attempt goes
+            // through the index. SSN needs the leaf for its node set only
+            // when the write answers "missing": then it looks again through
+            // the index (below), which reads the leaf's version before the
+            // record's.
+            if last.is_none() && attempt == 0 && memo && prot.is_none() {
                 last = tx.st.sets.prefetched.find(table.id, key);
+                memoized = last.is_some();
             }
             match last {
                 Some(rec) => rec as u64,
@@ -605,6 +612,15 @@ fn write_with<M: Mode>(
             buf: &mut *p.buf,
         });
         if let Some(done) = write_record(tx, table, key, rec, val, op, p)? {
+            if !done && memoized && M::SSN {
+                // The memo gave no leaf: answer through the index, whose
+                // leaf version, read before the record, goes into the node
+                // set. (The read of the head just made is tracked twice,
+                // which only repeats its checks.)
+                memo = false;
+                tx.st.sets.last.forget();
+                continue;
+            }
             // SSN: "missing" answered from a tombstone is an absence seen
             // (see `get`).
             if !done && matches!(op, Op::Update | Op::Delete) && ssn(tx) {
