@@ -336,3 +336,38 @@ fn an_update_of_a_prefetched_tombstone_replaced_meanwhile_is_protected() {
         }
     }
 }
+
+/// B deletes `k` before A begins; A prefetches `k` (the tombstone's record,
+/// still in the index), then B's worker unlinks that record and inserts `k`
+/// afresh; A's blind put of `k` must land in the live record. (No write
+/// conflict catches it: the deletion committed before A began, so a write
+/// into the old record would pass first-committer-wins and be lost.)
+#[test]
+fn a_put_through_a_prefetched_record_unlinked_since_is_not_lost() {
+    for p in Protocol::INTERACTIVE {
+        if p.caps().blocks {
+            continue;
+        }
+        let (_db, t, mut a, mut b) = two_workers(p);
+        a.run(|tx| tx.insert(t, b"k", b"old").map(|_| ())).unwrap();
+        b.run(|tx| tx.delete(t, b"k").map(|_| ())).unwrap();
+        let mut first = true;
+        a.run(|ta| {
+            ta.prefetch(t, &[&b"k"[..]], 8);
+            if first {
+                first = false;
+                for _ in 0..20 {
+                    std::thread::sleep(Duration::from_millis(2));
+                    b.run(|tx| tx.get(t, b"other").map(|_| ())).unwrap();
+                }
+                b.run(|tx| tx.insert(t, b"k", b"new").map(|_| ())).unwrap();
+            }
+            ta.put(t, b"k", b"mine")
+        })
+        .unwrap();
+        let v = a
+            .run(|tx| Ok(tx.get(t, b"k")?.map(|v| v.to_vec())))
+            .unwrap();
+        assert_eq!(v.as_deref(), Some(&b"mine"[..]), "{p}");
+    }
+}

@@ -62,7 +62,7 @@ use parking_lot::Mutex;
 
 use super::xid::XidTable;
 use super::{backoff_spin, CcProtocol, OrphanUnlinks, PendingUnlink, Tx, WorkerCore};
-use super::{Records, STALE_RETRIES};
+use super::{Prefetched, Records, STALE_RETRIES};
 use crate::catalog::{Table, TableId};
 use crate::engine::{Engine, Settings};
 use crate::epoch::Guard;
@@ -220,6 +220,9 @@ pub(crate) struct EmsLocal {
     /// Where this attempt's last insert went (cleared when it begins: the
     /// hint is valid only under the guard it was made under).
     hint: InsertHint,
+    /// The records this attempt's prefetches found (`Txn::prefetch`;
+    /// cleared when it begins, like the hint).
+    prefetched: Prefetched,
 }
 
 // SAFETY: the record pointers are only dereferenced by the owning worker
@@ -240,6 +243,7 @@ impl EmsLocal {
             rbuf: Vec::new(),
             pending_unlinks: VecDeque::new(),
             hint: InsertHint::default(),
+            prefetched: Prefetched::default(),
         }
     }
 
@@ -261,6 +265,21 @@ fn read_rec(st: &mut EmsLocal, rec: &EmsRecord, g: &Guard<'_>) -> bool {
             !r.tombstone
         }
     }
+}
+
+/// The record a prefetch of this attempt found for `key`, if any. Like
+/// si's (`cc::ermia`), a record found after the transaction began answers
+/// as the index would even if it has been unlinked since: its newest
+/// version was then a tombstone (or nothing) that every snapshot sees, and
+/// a record inserted for the key after the unlink commits after this
+/// snapshot began. A write takes its lock and refuses it unlinked.
+#[inline]
+fn prefetched<'g>(p: &mut Prefetched, table: &Table, key: &[u8]) -> Option<&'g EmsRecord> {
+    // SAFETY: found by this attempt's prefetch while pinned (the memo is
+    // cleared when an attempt begins), so not freed; every record of a
+    // database running EMS is an `EmsRecord`.
+    p.find(table.id, key)
+        .map(|r| unsafe { &*(r as *const EmsRecord) })
 }
 
 /// Take `rec`'s lock word for the running transaction; waits only while
@@ -289,8 +308,15 @@ fn write(
     let g = tx.g;
     let recs: Records<'_, Ems> = tx.records();
     let st = &mut *tx.st;
-    for _ in 0..STALE_RETRIES {
-        let Some(rec) = recs.lookup(table, key) else {
+    for attempt in 0..STALE_RETRIES {
+        // A record a prefetch found first (one unlinked since is refused
+        // under its lock below, and the next attempt goes to the index).
+        let found = if attempt == 0 {
+            prefetched(&mut st.prefetched, table, key)
+        } else {
+            None
+        };
+        let Some(rec) = found.or_else(|| recs.lookup(table, key)) else {
             if !op.applies(false) {
                 return Ok(false);
             }
@@ -594,17 +620,27 @@ impl CcProtocol for Ems {
         st.writes.clear();
         st.wbuf.clear();
         st.hint.clear();
+        st.prefetched.clear();
         let (xid, sts) = tx.sh.xids.begin_from(st.slot, &tx.sh.stamps.visible);
         st.xid = xid;
         st.sts = sts;
     }
     fn get<'t>(tx: &'t mut ETx<'_>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
         let g = tx.g;
-        let Some(rec) = tx.records().lookup(table, key) else {
+        let Some(rec) = prefetched(&mut tx.st.prefetched, table, key)
+            .or_else(|| tx.records().lookup(table, key))
+        else {
             return Ok(None);
         };
         let st = &mut *tx.st;
         Ok(read_rec(st, rec, g).then_some(&st.rbuf[..]))
+    }
+    /// Looks the keys up together and prefetches their records; the gets
+    /// and writes of this attempt then start from them (`cc::Prefetched`).
+    fn prefetch(tx: &mut ETx<'_>, table: &Table, keys: &[&[u8]], value_len: usize) {
+        tx.st
+            .prefetched
+            .fill::<EmsRecord>(table, keys, value_len, tx.g);
     }
     fn put(tx: &mut ETx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<()> {
         write(tx, table, key, Some(val), Op::Put).map(|_| ())
