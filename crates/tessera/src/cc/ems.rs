@@ -256,13 +256,25 @@ impl EmsLocal {
 /// value is then in `rbuf`. A reader that had to walk the list prunes it
 /// when it holds expired versions (garbage collection on the read path).
 fn read_rec(st: &mut EmsLocal, rec: &EmsRecord, g: &Guard<'_>) -> bool {
-    match rec.obj.read(st.sts, st.xid, &mut st.rbuf, g) {
-        None => false,
-        Some(r) => {
+    read_rec_cols(st, rec, g, (0, usize::MAX)).is_some()
+}
+
+/// [`read_rec`] of bytes `cols.0..cols.1` of the value only: where they
+/// start in `rbuf` if present.
+#[inline]
+fn read_rec_cols(
+    st: &mut EmsLocal,
+    rec: &EmsRecord,
+    g: &Guard<'_>,
+    cols: (usize, usize),
+) -> Option<usize> {
+    match rec.obj.read_cols(st.sts, st.xid, &mut st.rbuf, cols, g) {
+        None => None,
+        Some((r, skip)) => {
             if r.jumps > 0 && rec.obj.has_expired(st.watermark, g) {
                 rec.obj.prune(GC_TID, st.watermark, g);
             }
-            !r.tombstone
+            (!r.tombstone).then_some(skip)
         }
     }
 }
@@ -626,6 +638,16 @@ impl CcProtocol for Ems {
         st.sts = sts;
     }
     fn get<'t>(tx: &'t mut ETx<'_>, table: &Table, key: &[u8]) -> TxResult<Option<&'t [u8]>> {
+        Self::get_slice(tx, table, key, 0, usize::MAX)
+    }
+    /// A column read copies only the words that hold the bytes asked for.
+    fn get_slice<'t>(
+        tx: &'t mut ETx<'_>,
+        table: &Table,
+        key: &[u8],
+        start: usize,
+        end: usize,
+    ) -> TxResult<Option<&'t [u8]>> {
         let g = tx.g;
         let Some(rec) = prefetched(&mut tx.st.prefetched, table, key)
             .or_else(|| tx.records().lookup(table, key))
@@ -633,7 +655,35 @@ impl CcProtocol for Ems {
             return Ok(None);
         };
         let st = &mut *tx.st;
-        Ok(read_rec(st, rec, g).then_some(&st.rbuf[..]))
+        Ok(read_rec_cols(st, rec, g, (start, end)).map(|skip| &st.rbuf[skip..]))
+    }
+    /// The keys are looked up together (`cc::for_each_found`) and each
+    /// record found is read at once, as a get reads a prefetched record
+    /// (no memo in between); a key the batch did not find goes through
+    /// `get_slice`.
+    fn get_many(
+        tx: &mut ETx<'_>,
+        table: &Table,
+        keys: &[&[u8]],
+        start: usize,
+        end: usize,
+        f: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> TxResult<()> {
+        let g = tx.g;
+        super::for_each_found::<EmsRecord>(table, keys, end, g, |i, key, rec| {
+            if rec.is_null() {
+                f(i, Self::get_slice(tx, table, key, start, end)?);
+                return Ok(());
+            }
+            // SAFETY: found through the index while pinned (the attempt's
+            // guard), so not freed; every record of a database running EMS
+            // is an `EmsRecord`.
+            let rec = unsafe { &*(rec as *const EmsRecord) };
+            let st = &mut *tx.st;
+            let skip = read_rec_cols(st, rec, g, (start, end));
+            f(i, skip.map(|s| &st.rbuf[s..]));
+            Ok(())
+        })
     }
     /// Looks the keys up together and prefetches their records; the gets
     /// and writes of this attempt then start from them (`cc::Prefetched`).
@@ -667,6 +717,7 @@ impl CcProtocol for Ems {
     {
         let g = tx.g;
         let limit = opts.limit.unwrap_or(usize::MAX);
+        let cols = opts.slice.unwrap_or((0, usize::MAX));
         let recs = tx.records();
         let st = &mut *tx.st;
         let mut count = 0usize;
@@ -676,15 +727,17 @@ impl CcProtocol for Ems {
             opts.reverse,
             crate::index::Unobserved,
             |k, rec: &EmsRecord| {
-                if !read_rec(st, rec, g) {
+                let Some(skip) = read_rec_cols(st, rec, g, cols) else {
                     return true;
-                }
+                };
                 count += 1;
-                f(k, &st.rbuf) && count < limit
+                f(k, &st.rbuf[skip..]) && count < limit
             },
         );
         Ok(count)
     }
+    /// Scans copy only the columns asked for (`ScanOptions::slice`).
+    const SLICED_SCANS: bool = true;
     fn commit(tx: &mut ETx<'_>) -> TxResult<()> {
         commit(tx)
     }

@@ -481,6 +481,39 @@ impl EmsObject {
     /// The caller is pinned for the duration of the call.
     #[inline]
     pub unsafe fn read_pinned(&self, sts: u64, tid: u64, out: &mut Vec<u8>) -> Option<EmsRead> {
+        // SAFETY: the caller's contract.
+        unsafe { self.read_cols_pinned(sts, tid, out, (0, usize::MAX)) }.map(|(r, _)| r)
+    }
+
+    /// [`EmsObject::read`] of bytes `cols.0..cols.1` of the visible value
+    /// only (clamped to its length): `out` holds the words that cover them,
+    /// and the second result is where the bytes start in `out`. The words
+    /// are copied inside the seqlock's window like a whole value.
+    #[inline]
+    pub fn read_cols(
+        &self,
+        sts: u64,
+        tid: u64,
+        out: &mut Vec<u8>,
+        cols: (usize, usize),
+        _g: &Guard<'_>,
+    ) -> Option<(EmsRead, usize)> {
+        // SAFETY: pinned (`_g`).
+        unsafe { self.read_cols_pinned(sts, tid, out, cols) }
+    }
+
+    /// [`EmsObject::read_cols`] for a caller that is pinned.
+    ///
+    /// # Safety
+    /// The caller is pinned for the duration of the call.
+    #[inline]
+    unsafe fn read_cols_pinned(
+        &self,
+        sts: u64,
+        tid: u64,
+        out: &mut Vec<u8>,
+        cols: (usize, usize),
+    ) -> Option<(EmsRead, usize)> {
         'again: loop {
             let l = self.lock.load(Ordering::Acquire);
             if tid != 0 && l & WRITE_BIT != 0 && l & TID_MASK == tid & TID_MASK {
@@ -488,7 +521,7 @@ impl EmsObject {
                 let v = self.regions[1 - Self::primary(l)]
                     .value
                     .load(Ordering::Acquire);
-                return Some(Self::take(v, 0, 0, out));
+                return Some(Self::take_cols(v, 0, 0, out, cols));
             }
             // The primary, then the secondary (Algorithm 2.2). The primary
             // read from `l` is the newest committed version for any `sts`
@@ -507,7 +540,7 @@ impl EmsObject {
                 // writer invalidates it before it replaces the version or
                 // rewrites its bytes in place, and stamps only grow, so an
                 // unchanged stamp means the copy is the version's.
-                let got = Self::take(v, c, 0, out);
+                let got = Self::take_cols(v, c, 0, out, cols);
                 fence(Ordering::Acquire);
                 if r.cts.load(Ordering::Relaxed) != c {
                     continue 'again;
@@ -533,9 +566,44 @@ impl EmsObject {
             return found.map(|(v, _)| {
                 // SAFETY: as above.
                 let c = unsafe { &*v }.stamp();
-                Self::take(v, c, jumps, out)
+                Self::take_cols(v, c, jumps, out, cols)
             });
         }
+    }
+
+    /// [`EmsObject::take`] of bytes `cols.0..cols.1` only, and where they
+    /// start in `out` (the whole value, at 0, for `(0, usize::MAX)`).
+    #[inline]
+    fn take_cols(
+        v: *const Version,
+        cts: u64,
+        jumps: u32,
+        out: &mut Vec<u8>,
+        cols: (usize, usize),
+    ) -> (EmsRead, usize) {
+        if cols == (0, usize::MAX) {
+            return (Self::take(v, cts, jumps, out), 0);
+        }
+        out.clear();
+        // SAFETY: a live version (pinned; freed only through the epoch).
+        let tombstone = unsafe { &*v }.is_tombstone();
+        let skip = if tombstone {
+            0
+        } else {
+            // SAFETY: as in `take`. The length is clamped to the version's
+            // capacity, so a length torn by an in-place rewrite (which the
+            // caller's stamp re-check then discards) copies nothing past
+            // the slot.
+            unsafe { Version::read_slice_into(v, cols.0, cols.1, out) }
+        };
+        (
+            EmsRead {
+                cts,
+                tombstone,
+                jumps,
+            },
+            skip,
+        )
     }
 
     /// Copy `v`'s value into `out`.
