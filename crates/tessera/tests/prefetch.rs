@@ -35,14 +35,20 @@ fn two_workers(p: Protocol) -> (Database, TableId, Worker, Worker) {
     (db, t, a, b)
 }
 
-/// Delete `k` through `w`, give the deleted record time to be unlinked (and
-/// retired: epochs advance every 1 ms), then insert `k` again as "new".
-fn replace(w: &mut Worker, t: TableId, k: &[u8]) {
-    w.run(|tx| tx.delete(t, k).map(|_| ())).unwrap();
+/// Give the records `w` deleted time to be unlinked (and retired: epochs
+/// advance every 1 ms), with transactions on `w` for its maintenance.
+fn let_unlink(w: &mut Worker, t: TableId) {
     for _ in 0..20 {
         std::thread::sleep(Duration::from_millis(2));
         w.run(|tx| tx.get(t, b"other").map(|_| ())).unwrap();
     }
+}
+
+/// Delete `k` through `w`, give the deleted record time to be unlinked,
+/// then insert `k` again as "new".
+fn replace(w: &mut Worker, t: TableId, k: &[u8]) {
+    w.run(|tx| tx.delete(t, k).map(|_| ())).unwrap();
+    let_unlink(w, t);
     w.run(|tx| tx.insert(t, k, b"new").map(|_| ())).unwrap();
 }
 
@@ -309,12 +315,9 @@ fn an_update_of_a_prefetched_tombstone_replaced_meanwhile_is_protected() {
             ta.prefetch(t, &[&b"k"[..]], 8);
             if first {
                 first = false;
-                // Let B's worker unlink the deleted record (epochs advance
-                // every 1 ms), then B reads y and inserts k afresh.
-                for _ in 0..20 {
-                    std::thread::sleep(Duration::from_millis(2));
-                    b.run(|tx| tx.get(t, b"other").map(|_| ())).unwrap();
-                }
+                // B's worker unlinks the deleted record, then B reads y
+                // and inserts k afresh.
+                let_unlink(&mut b, t);
                 b.run(|tx| {
                     tx.get(t, b"y")?;
                     tx.insert(t, b"k", b"new").map(|_| ())
@@ -356,10 +359,7 @@ fn a_put_through_a_prefetched_record_unlinked_since_is_not_lost() {
             ta.prefetch(t, &[&b"k"[..]], 8);
             if first {
                 first = false;
-                for _ in 0..20 {
-                    std::thread::sleep(Duration::from_millis(2));
-                    b.run(|tx| tx.get(t, b"other").map(|_| ())).unwrap();
-                }
+                let_unlink(&mut b, t);
                 b.run(|tx| tx.insert(t, b"k", b"new").map(|_| ())).unwrap();
             }
             ta.put(t, b"k", b"mine")
