@@ -68,9 +68,9 @@ use crate::engine::{Engine, Settings};
 use crate::epoch::Guard;
 use crate::error::{ConflictReason, TxError, TxResult};
 use crate::index::{Insert, InsertHint, Lookup, OrderedIndex};
-use crate::storage::ems::{EmsConflict, EmsRecord};
+use crate::storage::ems::{EmsConflict, EmsFill, EmsRecord};
 use crate::storage::Record;
-use crate::txn::ScanOptions;
+use crate::txn::{check_patch, ScanOptions};
 
 /// Transactions between refreshes of a worker's GC watermark.
 const WATERMARK_EVERY: u32 = 32;
@@ -317,6 +317,26 @@ fn write(
     val: Option<&[u8]>,
     op: Op,
 ) -> TxResult<bool> {
+    write_fill(tx, table, key, EmsFill::Value(val), op)
+}
+
+/// [`write`] of `fill`: a whole value, or (with `Op::Update`) a column
+/// write, whose bytes go over the value this transaction reads, copied
+/// straight into the private region (no buffer in between; the bounds are
+/// checked against what the update's own read of the snapshot returned,
+/// which is the primary whenever first-committer-wins lets the write in).
+fn write_fill(
+    tx: &mut ETx<'_>,
+    table: &Table,
+    key: &[u8],
+    fill: EmsFill<'_>,
+    op: Op,
+) -> TxResult<bool> {
+    let patch = match fill {
+        EmsFill::Patch { at, bytes } => Some((at, bytes.len())),
+        EmsFill::Value(_) => None,
+    };
+    debug_assert!(patch.is_none() || op == Op::Update, "a patch is an update");
     let g = tx.g;
     let recs: Records<'_, Ems> = tx.records();
     let st = &mut *tx.st;
@@ -329,6 +349,9 @@ fn write(
             None
         };
         let Some(rec) = found.or_else(|| recs.lookup(table, key)) else {
+            let EmsFill::Value(val) = fill else {
+                return Ok(false); // an update of a missing key
+            };
             if !op.applies(false) {
                 return Ok(false);
             }
@@ -359,7 +382,10 @@ fn write(
             if !op.applies(present) {
                 return Ok(false);
             }
-            obj.install(false, st.sts, val, None, g)
+            if let Some((at, n)) = patch {
+                check_patch(st.rbuf.len(), at, n)?;
+            }
+            obj.install_fill(false, st.sts, fill, None, g)
                 .expect("a rewrite of our own version");
             return Ok(true);
         }
@@ -373,6 +399,9 @@ fn write(
                 // "Exists" / "missing" is a read of the snapshot.
                 return Ok(false);
             }
+            if let Some((at, n)) = patch {
+                check_patch(st.rbuf.len(), at, n)?;
+            }
         }
         acquire(st, rec)?;
         if rec.unlinked() {
@@ -380,7 +409,7 @@ fn write(
             obj.release_abort();
             continue;
         }
-        match obj.install(true, st.sts, val, Some(st.watermark), g) {
+        match obj.install_fill(true, st.sts, fill, Some(st.watermark), g) {
             Ok(()) => {}
             // First-committer-wins (the lock is released).
             Err(EmsConflict::LostUpdate | EmsConflict::Locked) => {
@@ -700,6 +729,17 @@ impl CcProtocol for Ems {
     }
     fn update(tx: &mut ETx<'_>, table: &Table, key: &[u8], val: &[u8]) -> TxResult<bool> {
         write(tx, table, key, Some(val), Op::Update)
+    }
+    /// A column write copies the value it reads straight into the private
+    /// region and writes the bytes over it there.
+    fn update_slice(
+        tx: &mut ETx<'_>,
+        table: &Table,
+        key: &[u8],
+        at: usize,
+        bytes: &[u8],
+    ) -> TxResult<bool> {
+        write_fill(tx, table, key, EmsFill::Patch { at, bytes }, Op::Update)
     }
     fn delete(tx: &mut ETx<'_>, table: &Table, key: &[u8]) -> TxResult<bool> {
         write(tx, table, key, None, Op::Delete)

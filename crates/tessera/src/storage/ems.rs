@@ -53,7 +53,10 @@
 
 use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
 
-use super::mvcc::{free_mv_version, init_inline_version, inline_version_size, new_mv_version};
+use super::mvcc::{
+    free_mv_version, init_inline_version, inline_version_size, new_mv_version, new_mv_version_fill,
+    Fill,
+};
 use super::Version;
 use crate::epoch::Guard;
 
@@ -87,6 +90,50 @@ impl Region {
         Region {
             cts: AtomicU64::new(INVALID),
             value: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+}
+
+/// What [`EmsObject::install_fill`] writes into the private region.
+#[derive(Clone, Copy, Debug)]
+pub enum EmsFill<'a> {
+    /// These bytes (`None`: a deletion).
+    Value(Option<&'a [u8]>),
+    /// A column write: the value the writer reads (its own uncommitted one
+    /// on a rewrite, else the newest committed one) with `bytes` written
+    /// over it at `at`. The caller has checked that they lie inside it.
+    Patch {
+        /// Where the bytes go.
+        at: usize,
+        /// The bytes.
+        bytes: &'a [u8],
+    },
+}
+
+/// Rewrite version `v` in place with `fill`: a whole value, or a patch of
+/// its base (copied over first unless the base is `v` itself).
+///
+/// # Safety
+/// `v` is live, written only by the caller, and large enough; a patch's
+/// base is live and does not change meanwhile.
+unsafe fn rewrite_fill(v: *mut Version, fill: Fill<'_>) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match fill {
+            Fill::Value(val) => Version::rewrite(v, val),
+            Fill::Patched { base, at, bytes } => {
+                if !std::ptr::eq(base, v) {
+                    let len = (*base).value_len();
+                    Version::rewrite(v, Some(&[]));
+                    super::copy_words(
+                        Version::words(base),
+                        Version::words(v) as *mut u8,
+                        super::words_for(len),
+                    );
+                    (*v).len.store(len as u32, Ordering::Relaxed);
+                }
+                Version::write_at(v, at, bytes);
+            }
         }
     }
 }
@@ -242,6 +289,18 @@ impl EmsObject {
         self.install(!mine, sts, val, watermark, g)
     }
 
+    /// [`EmsObject::install_fill`] of a whole value (`None`: a deletion).
+    pub fn install(
+        &self,
+        first: bool,
+        sts: u64,
+        val: Option<&[u8]>,
+        watermark: Option<u64>,
+        g: &Guard<'_>,
+    ) -> Result<(), EmsConflict> {
+        self.install_fill(first, sts, EmsFill::Value(val), watermark, g)
+    }
+
     /// The write of [`EmsObject::write`] by the lock holder: `first` if
     /// the lock was acquired for this write (the secondary then holds an
     /// older version or an aborted writer's value, and first-committer-wins
@@ -249,11 +308,11 @@ impl EmsObject {
     /// watermark, list nodes no reader can reach any more are freed too
     /// (garbage collection on the write path). On `LostUpdate` the lock has
     /// been released.
-    pub fn install(
+    pub fn install_fill(
         &self,
         first: bool,
         sts: u64,
-        val: Option<&[u8]>,
+        fill: EmsFill<'_>,
         watermark: Option<u64>,
         g: &Guard<'_>,
     ) -> Result<(), EmsConflict> {
@@ -291,6 +350,25 @@ impl EmsObject {
                 self.prune_locked(w, g);
             }
         }
+        // A column write's base: our own value on a rewrite, else the
+        // primary's, which first-committer-wins has just found to be the
+        // newest committed version, at or below our start stamp (so the one
+        // the caller read and checked the patch against), and which nobody
+        // changes while we hold the lock.
+        let fill = match fill {
+            EmsFill::Value(v) => Fill::Value(v),
+            EmsFill::Patch { at, bytes } => Fill::Patched {
+                base: if first {
+                    self.regions[p].value.load(Ordering::Relaxed)
+                } else {
+                    old
+                },
+                at,
+                bytes,
+            },
+        };
+        // SAFETY: a patch's base is live (its region owns it) and stable.
+        let len = unsafe { fill.value_len() };
         if drop_old {
             // The region's version left no reader's reach through the list:
             // an expired version, an aborted writer's value, our own earlier
@@ -302,20 +380,22 @@ impl EmsObject {
             // SAFETY: live (the region owns it); the lock holder alone
             // writes it.
             let o = unsafe { &*old };
-            if o.fits(val.map_or(0, |v| v.len())) {
+            if o.fits(len) {
                 // The seqlock writer's order: the region's stamp was made
                 // invalid (above, or by an earlier holder, or never valid)
                 // before any byte changes; the fence keeps our word stores
                 // after it for a reader whose re-check follows its copy.
                 fence(Ordering::Release);
-                // SAFETY: as above; the value fits.
-                unsafe { Version::rewrite(old, val) };
+                // SAFETY: as above; the value fits, and a patch's base is
+                // live and stable.
+                unsafe { rewrite_fill(old, fill) };
                 return Ok(());
             }
         }
         // Our value replaces whatever the private region held: an expired
         // version, an aborted writer's value, or our own earlier one.
-        let v = new_mv_version(val, INVALID, std::ptr::null_mut(), None);
+        // SAFETY: a patch's base is live and stable (above).
+        let v = unsafe { new_mv_version_fill(fill, INVALID, std::ptr::null_mut(), None) };
         sec.value.store(v, Ordering::Release);
         if drop_old {
             // SAFETY: unreachable for new readers now (the region holds `v`
