@@ -332,11 +332,15 @@ fn write_fill(
     fill: EmsFill<'_>,
     op: Op,
 ) -> TxResult<bool> {
-    let patch = match fill {
-        EmsFill::Patch { at, bytes } => Some((at, bytes.len())),
-        EmsFill::Value(_) => None,
+    // A column write's bytes must lie inside the value it reads.
+    let check = |len: usize| match fill {
+        EmsFill::Patch { at, bytes } => check_patch(len, at, bytes.len()),
+        EmsFill::Value(_) => Ok(()),
     };
-    debug_assert!(patch.is_none() || op == Op::Update, "a patch is an update");
+    debug_assert!(
+        matches!(fill, EmsFill::Value(_)) || op == Op::Update,
+        "a patch is an update"
+    );
     let g = tx.g;
     let recs: Records<'_, Ems> = tx.records();
     let st = &mut *tx.st;
@@ -382,9 +386,7 @@ fn write_fill(
             if !op.applies(present) {
                 return Ok(false);
             }
-            if let Some((at, n)) = patch {
-                check_patch(st.rbuf.len(), at, n)?;
-            }
+            check(st.rbuf.len())?;
             obj.install_fill(false, st.sts, fill, None, g)
                 .expect("a rewrite of our own version");
             return Ok(true);
@@ -399,9 +401,7 @@ fn write_fill(
                 // "Exists" / "missing" is a read of the snapshot.
                 return Ok(false);
             }
-            if let Some((at, n)) = patch {
-                check_patch(st.rbuf.len(), at, n)?;
-            }
+            check(st.rbuf.len())?;
         }
         acquire(st, rec)?;
         if rec.unlinked() {

@@ -110,34 +110,6 @@ pub enum EmsFill<'a> {
     },
 }
 
-/// Rewrite version `v` in place with `fill`: a whole value, or a patch of
-/// its base (copied over first unless the base is `v` itself).
-///
-/// # Safety
-/// `v` is live, written only by the caller, and large enough; a patch's
-/// base is live and does not change meanwhile.
-unsafe fn rewrite_fill(v: *mut Version, fill: Fill<'_>) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        match fill {
-            Fill::Value(val) => Version::rewrite(v, val),
-            Fill::Patched { base, at, bytes } => {
-                if !std::ptr::eq(base, v) {
-                    let len = (*base).value_len();
-                    Version::rewrite(v, Some(&[]));
-                    super::copy_words(
-                        Version::words(base),
-                        Version::words(v) as *mut u8,
-                        super::words_for(len),
-                    );
-                    (*v).len.store(len as u32, Ordering::Relaxed);
-                }
-                Version::write_at(v, at, bytes);
-            }
-        }
-    }
-}
-
 /// Why a write failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EmsConflict {
@@ -388,7 +360,7 @@ impl EmsObject {
                 fence(Ordering::Release);
                 // SAFETY: as above; the value fits, and a patch's base is
                 // live and stable.
-                unsafe { rewrite_fill(old, fill) };
+                unsafe { Version::rewrite_fill(old, fill) };
                 return Ok(());
             }
         }
@@ -651,8 +623,11 @@ impl EmsObject {
         }
     }
 
-    /// [`EmsObject::take`] of bytes `cols.0..cols.1` only, and where they
-    /// start in `out` (the whole value, at 0, for `(0, usize::MAX)`).
+    /// Copy bytes `cols.0..cols.1` of `v`'s value (the words that hold
+    /// them) into `out`, and say where they start in it (`(0, usize::MAX)`:
+    /// the whole value, at 0). The length is clamped to the version's
+    /// capacity, so a length torn by an in-place rewrite (which the
+    /// caller's stamp re-check then discards) copies nothing past the slot.
     #[inline]
     fn take_cols(
         v: *const Version,
@@ -661,19 +636,19 @@ impl EmsObject {
         out: &mut Vec<u8>,
         cols: (usize, usize),
     ) -> (EmsRead, usize) {
-        if cols == (0, usize::MAX) {
-            return (Self::take(v, cts, jumps, out), 0);
-        }
         out.clear();
         // SAFETY: a live version (pinned; freed only through the epoch).
         let tombstone = unsafe { &*v }.is_tombstone();
         let skip = if tombstone {
             0
+        } else if cols == (0, usize::MAX) {
+            // The whole value: the plain copy, with no slice arithmetic.
+            // SAFETY: as above; a committed version's bytes never change,
+            // and our own is written only by us.
+            unsafe { Version::read_into(v, out) };
+            0
         } else {
-            // SAFETY: as in `take`. The length is clamped to the version's
-            // capacity, so a length torn by an in-place rewrite (which the
-            // caller's stamp re-check then discards) copies nothing past
-            // the slot.
+            // SAFETY: as above.
             unsafe { Version::read_slice_into(v, cols.0, cols.1, out) }
         };
         (
@@ -686,21 +661,9 @@ impl EmsObject {
         )
     }
 
-    /// Copy `v`'s value into `out`.
+    /// Copy `v`'s whole value into `out`.
     fn take(v: *const Version, cts: u64, jumps: u32, out: &mut Vec<u8>) -> EmsRead {
-        out.clear();
-        // SAFETY: a live version (pinned; freed only through the epoch).
-        let tombstone = unsafe { &*v }.is_tombstone();
-        if !tombstone {
-            // SAFETY: as above; a committed version's bytes never change,
-            // and our own is written only by us.
-            unsafe { Version::read_into(v, out) };
-        }
-        EmsRead {
-            cts,
-            tombstone,
-            jumps,
-        }
+        Self::take_cols(v, cts, jumps, out, (0, usize::MAX)).0
     }
 
     /// The oldest version kept (the list's head, else the older region),

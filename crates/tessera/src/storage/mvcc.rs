@@ -177,9 +177,52 @@ impl Version {
     #[inline]
     pub unsafe fn rewrite(v: *const Version, val: Option<&[u8]>) {
         // SAFETY: caller contract.
+        unsafe { Version::rewrite_fill(v, Fill::Value(val)) }
+    }
+
+    /// [`Version::rewrite`] with `fill`: a whole value, or a patch of its
+    /// base (which may be `v` itself: then only the bytes are written).
+    ///
+    /// # Safety
+    /// As [`Version::rewrite`]; a `Patched` fill's base is live, does not
+    /// change meanwhile, and holds the patch's bytes inside its length.
+    #[inline(always)]
+    pub unsafe fn rewrite_fill(v: *const Version, fill: Fill<'_>) {
+        // SAFETY: caller contract.
         unsafe {
-            Version::write(v, val.unwrap_or(&[]));
-            (*v).aux.store(mv_state_of(val) as u64, Ordering::Relaxed);
+            write_fill(v, fill);
+            let state = match fill {
+                Fill::Value(val) => mv_state_of(val),
+                Fill::Patched { .. } => MvState::Value,
+            };
+            (*v).aux.store(state as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Write `fill`'s value into `v`'s data words and length: the value's bytes
+/// (the last word zero-padded), or the base's words with the patch's bytes
+/// over them (copied word by word, no buffer; nothing is copied when the
+/// base is `v` itself). Nothing past the length is written or cleared.
+///
+/// # Safety
+/// `v` is live, written by the caller alone, with room for the value; a
+/// `Patched` fill's base is live and stable, the patch inside its length.
+#[inline(always)]
+unsafe fn write_fill(v: *const Version, fill: Fill<'_>) {
+    // SAFETY: caller contract.
+    unsafe {
+        match fill {
+            Fill::Value(val) => Version::write(v, val.unwrap_or(&[])),
+            Fill::Patched { base, at, bytes } => {
+                if !ptr::eq(base, v) {
+                    let len = (*base).value_len();
+                    debug_assert!((*v).fits(len) && at + bytes.len() <= len);
+                    super::copy_words(Version::words(base), Version::words(v) as *mut u8, words_for(len));
+                    (*v).len.store(len as u32, Ordering::Relaxed);
+                }
+                Version::write_at(v, at, bytes);
+            }
         }
     }
 }
@@ -256,18 +299,9 @@ unsafe fn init_mv(
         // The data words are not cleared first: the fill writes every word
         // up to the value's length (the last one zero-padded), and nothing
         // reads a version past its length.
-        match fill {
-            Fill::Value(val) => Version::write(v, val.unwrap_or(&[])),
-            Fill::Patched { base, at, bytes } => {
-                let len = (*base).value_len();
-                debug_assert!(len <= cap * 8 && at + bytes.len() <= len);
-                // The base is committed, so its words are stable, and ours
-                // are unpublished.
-                super::copy_words(Version::words(base), Version::words(v) as *mut u8, words_for(len));
-                (*v).len.store(len as u32, Ordering::Relaxed);
-                Version::write_at(v, at, bytes);
-            }
-        }
+        // A patch's base is committed, so its words are stable, and ours
+        // are unpublished.
+        write_fill(v, fill);
         if meta != 0 {
             let m = (v as *mut u8).add(VHDR) as *mut VersionMeta;
             ptr::write(m, VersionMeta(meta_init.map(AtomicU64::new)));
