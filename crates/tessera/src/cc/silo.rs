@@ -430,6 +430,38 @@ fn read_for_write<M: Mode>(
     conflict(ConflictReason::Stale)
 }
 
+/// The `observed` word of a write of `rec`, which `read_for_write` read
+/// at TID word `tid`: under the validating protocols, `tid` itself, so that
+/// commit checks it when it locks the record (Silo's phase 1) and aborts if
+/// the row changed since the read. The read set's entry for that read is
+/// then redundant, and is dropped when it is the last one (the common case:
+/// a write right after its read). Phase 2 would re-read the TID word of a
+/// record this transaction has held locked since phase 1 checked that very
+/// word; it would pass, after a binary search of the write set to tell the
+/// lock for its own. Read committed validates nothing: its writes stay
+/// blind.
+#[inline]
+fn observed_by_write<M: Mode>(sets: &mut TxnSets, rec: *const Record, tid: u64) -> u64 {
+    if !M::VALIDATES {
+        return BLIND;
+    }
+    drop_last_read(sets, rec, tid);
+    tid
+}
+
+/// Drop the read set's last entry if it is `rec` read at `tid` (see
+/// [`observed_by_write`]; the caller's write checks `tid` at commit).
+#[inline]
+fn drop_last_read(sets: &mut TxnSets, rec: *const Record, tid: u64) {
+    if sets
+        .reads
+        .last()
+        .is_some_and(|r| std::ptr::eq(r.rec, rec) && r.tid == tid)
+    {
+        sets.reads.pop();
+    }
+}
+
 /// `Txn::update` under Silo: overwrite if present.
 pub(crate) fn update<M: Mode>(
     tx: &mut STx<'_, M>,
@@ -438,13 +470,15 @@ pub(crate) fn update<M: Mode>(
     val: &[u8],
 ) -> TxResult<bool> {
     match read_for_write(tx, table, key)? {
-        Ok((rec, _)) => {
+        Ok((rec, tid)) => {
             let logging = tx.db.log.is_some() || M::KEEP_KEYS;
             let sets = &mut tx.st.sets;
+            let observed = observed_by_write::<M>(sets, rec, tid);
             let val = sets.stash(val);
             let key = if logging { sets.stash(key) } else { (0, 0) };
             sets.push_write(WriteEntry {
                 key,
+                observed,
                 ..WriteEntry::new(rec, table.id, WriteKind::Put, val)
             });
             Ok(true)
@@ -494,6 +528,11 @@ pub(crate) fn update_slice<M: Mode>(
             check_patch(len, at, bytes.len())?;
             let logging = tx.db.log.is_some() || M::KEEP_KEYS;
             let sets = &mut tx.st.sets;
+            if M::VALIDATES {
+                // The lock phase checks `tid` (below): the read's entry is
+                // redundant (see `observed_by_write`).
+                drop_last_read(sets, rec, tid);
+            }
             let val = sets.stash_patch(len, at, bytes);
             let key = if logging { sets.stash(key) } else { (0, 0) };
             // The lock phase checks the TID too: the patch goes onto the
@@ -546,11 +585,13 @@ fn read_patched(rec: &Record, list: PatchList<'_>, out: &mut Vec<u8>) -> bool {
 /// `Txn::delete` under Silo: mark absent at commit (section 4.5).
 pub(crate) fn delete<M: Mode>(tx: &mut STx<'_, M>, table: &Table, key: &[u8]) -> TxResult<bool> {
     match read_for_write(tx, table, key)? {
-        Ok((rec, _)) => {
+        Ok((rec, tid)) => {
             let sets = &mut tx.st.sets;
+            let observed = observed_by_write::<M>(sets, rec, tid);
             let k = sets.stash(key);
             sets.push_write(WriteEntry {
                 key: k,
+                observed,
                 ..WriteEntry::new(rec, table.id, WriteKind::Delete, (0, 0))
             });
             Ok(true)
