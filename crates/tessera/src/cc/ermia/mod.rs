@@ -179,6 +179,10 @@ pub(crate) struct ErmiaShared {
     pub xids: super::xid::XidTable,
     /// Version-GC entries of dropped workers.
     pub orphan_gc: parking_lot::Mutex<Vec<GcEntry>>,
+    /// `orphan_gc` holds entries (written under its lock): workers read
+    /// this before they try the lock, so that a worker whose queue ran dry
+    /// does not take the lock's line from the other cores each time.
+    pub orphan_gc_pending: std::sync::atomic::AtomicBool,
     /// Tombstones of dropped workers waiting to be unlinked.
     pub orphans: OrphanUnlinks,
     /// MVRCC's ranges (untouched by `si` and `ssn`).
@@ -218,6 +222,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
             clock: std::sync::atomic::AtomicU64::new(1),
             xids: super::xid::XidTable::new(opts.workers),
             orphan_gc: parking_lot::Mutex::new(Vec::new()),
+            orphan_gc_pending: std::sync::atomic::AtomicBool::new(false),
             orphans: OrphanUnlinks::default(),
             mvrcc: mvrcc::MvrccShared::new(opts.rocc.range_size as usize),
         }
@@ -336,7 +341,9 @@ impl<M: Mode> CcProtocol for Ermia<M> {
     }
     fn retire_local(sh: &ErmiaShared, st: &mut ErmiaLocal) {
         if !st.mv.gc.is_empty() {
-            sh.orphan_gc.lock().extend(st.mv.gc.drain(..));
+            let mut o = sh.orphan_gc.lock();
+            o.extend(st.mv.gc.drain(..));
+            sh.orphan_gc_pending.store(true, Ordering::Relaxed);
         }
         // Records waiting for their inline version to be marked reusable:
         // hand them over as GC entries (stamp 0: due at once), which only
@@ -347,6 +354,7 @@ impl<M: Mode> CcProtocol for Ermia<M> {
                 e.stamp = 0;
                 e
             }));
+            sh.orphan_gc_pending.store(true, Ordering::Relaxed);
         }
         sh.orphans.adopt(&mut st.pending_unlinks);
     }

@@ -64,3 +64,56 @@ fn updates_reuse_the_inline_first_version() {
         }
     }
 }
+
+/// A dropped worker's version-GC entries go to the shared orphan queue,
+/// and a worker whose own queue runs dry adopts them (and prunes the
+/// chains they name); the flag that tells workers to look is cleared once
+/// the queue is taken.
+#[test]
+fn a_dropped_workers_gc_entries_are_adopted() {
+    use std::sync::atomic::Ordering;
+    for protocol in [Protocol::Si, Protocol::Ssn] {
+        let db = Database::open(
+            Options::in_memory()
+                .protocol(protocol)
+                .workers(2)
+                .epoch_interval(Duration::from_millis(1)),
+        )
+        .unwrap();
+        let t = db.create_table("t").unwrap();
+        let sh = || {
+            db.inner
+                .cc
+                .as_any()
+                .downcast_ref::<super::ErmiaShared>()
+                .expect("ERMIA's shared state")
+        };
+        let mut a = db.worker().unwrap();
+        for i in 0..100u64 {
+            a.run(|tx| tx.put(t, &i.to_be_bytes(), b"first")).unwrap();
+        }
+        for i in 0..100u64 {
+            a.run(|tx| tx.put(t, &i.to_be_bytes(), b"second")).unwrap();
+        }
+        drop(a);
+        assert!(
+            !sh().orphan_gc.lock().is_empty(),
+            "{protocol:?}: the dropped worker left no entries"
+        );
+        assert!(sh().orphan_gc_pending.load(Ordering::Relaxed), "{protocol:?}");
+        let mut b = db.worker().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !sh().orphan_gc.lock().is_empty() {
+            assert!(Instant::now() < deadline, "{protocol:?}: never adopted");
+            b.run(|tx| tx.get(t, &0u64.to_be_bytes()).map(|_| ())).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!sh().orphan_gc_pending.load(Ordering::Relaxed), "{protocol:?}");
+        for i in 0..100u64 {
+            let got = b
+                .run(|tx| Ok(tx.get(t, &i.to_be_bytes())?.map(|v| v.to_vec())))
+                .unwrap();
+            assert_eq!(got.as_deref(), Some(&b"second"[..]), "{protocol:?}");
+        }
+    }
+}
