@@ -1608,3 +1608,60 @@ fn a_writer_that_scanned_still_registers_for_other_scanners() {
         );
     }
 }
+
+/// A writer looks a table's ranges and scan count up once per run of
+/// writes to that table; every write of the run must still register where
+/// a scan is in flight. B updates ten rows outside A's scan and one inside
+/// it, in one transaction (commit takes them in record-address order, so
+/// the one inside is not the run's first); A scanned before B committed and
+/// then writes, so it must abort.
+#[test]
+fn every_write_of_a_run_registers_where_a_scan_is() {
+    use tessera::RoccRegistration;
+    for p in [Protocol::Rocc, Protocol::Gwv] {
+        for reg in [RoccRegistration::Always, RoccRegistration::Scanned] {
+            let db = Database::open(
+                Options::in_memory()
+                    .protocol(p)
+                    .rocc_range_size(10)
+                    .rocc_registration(reg),
+            )
+            .unwrap();
+            let t = db.create_table("t").unwrap();
+            let mut a = db.worker().unwrap();
+            let mut b = db.worker().unwrap();
+            // Even keys 0..800, ranges of 10 rows once the first has split.
+            a.run(|tx| {
+                for i in 0..400 {
+                    tx.put(t, &k(i * 2), b"x")?;
+                }
+                Ok(())
+            })
+            .unwrap();
+            a.run(|tx| tx.put(t, &k(10_000), b"after the split"))
+                .unwrap();
+            for inside in [400, 410, 418] {
+                let mut rb = None;
+                let ra = a.try_run(|ta| {
+                    let rows = ta.scan_collect(
+                        t,
+                        Bound::Included(&k(400)[..]),
+                        Bound::Excluded(&k(420)[..]),
+                        ScanOptions::new(),
+                    )?;
+                    assert_eq!(rows.len(), 10);
+                    rb = Some(b.try_run(|tb| {
+                        for i in (0..20).step_by(2).chain([inside]) {
+                            assert!(tb.update(t, &k(i), b"y")?);
+                        }
+                        Ok(())
+                    }));
+                    ta.put(t, &k(10_001), b"a")
+                });
+                let what = format!("{p}, {reg:?}, B wrote {inside}");
+                assert!(matches!(rb, Some(Ok(()))), "{what}: B {rb:?}");
+                assert!(matches!(ra, Err(TxError::Conflict(_))), "{what}: A {ra:?}");
+            }
+        }
+    }
+}

@@ -556,8 +556,13 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
     // Three passes, so that the misses of several ranges overlap: find the
     // ranges (prefetching their heads, or their scan counts), claim a
     // position in each (prefetching its slot), publish.
+    //
+    // The table of the last write, its ranges, and whether a scan other
+    // than this transaction's own is in flight there: looked up once per
+    // run of writes to one table. One read of the table's count after the
+    // fence serves every write there, as all their locks came before it.
+    let mut cur: Option<(TableId, *const TableRanges, bool)> = None;
     for w in &sets.writes {
-        let table = &tx.core.tables[w.table.0 as usize];
         let inserted = match (
             w.kind,
             w.created || w.locked_tid & crate::storage::tid::ABSENT != 0,
@@ -566,11 +571,21 @@ pub(crate) fn register<P: RangeProto>(tx: &mut STx<'_, P>) {
             (_, true) => 1,
             _ => 0,
         };
-        let tr = table_ranges(P::GLOBAL, local, tx.sh, table, g) as *const TableRanges;
+        let (tr, others) = match cur {
+            Some((t, tr, others)) if t == w.table => (tr, others),
+            _ => {
+                let table = &tx.core.tables[w.table.0 as usize];
+                let tr = table_ranges(P::GLOBAL, local, tx.sh, table, g) as *const TableRanges;
+                let mine = local.scanning_tables.contains(&(tr as usize)) as usize;
+                // SAFETY: the table cache holds an `Arc` of it.
+                let others = gated && unsafe { &*tr }.scans().others(mine);
+                cur = Some((w.table, tr, others));
+                (tr, others)
+            }
+        };
         // SAFETY: the table cache holds an `Arc` of it.
         let tr = unsafe { &*tr };
-        let mine = local.scanning_tables.contains(&(tr as *const TableRanges as usize)) as usize;
-        if gated && inserted == 0 && !tr.scans().others(mine) {
+        if gated && inserted == 0 && !others {
             // No scan of the table in flight but this transaction's own
             // (whose predicates skip its own entry): an update has nothing
             // to register, and no record count to change.
@@ -883,7 +898,12 @@ macro_rules! range_mode {
             #[inline]
             fn before_lock(tx: &mut STx<'_, Self>) {
                 let local = &mut tx.st.ranges;
+                let mut last = None;
                 for w in &tx.st.sets.writes {
+                    // Once per run of writes to one table.
+                    if last.replace(w.table) == Some(w.table) {
+                        continue;
+                    }
                     table_ranges(
                         <$ty as RangeProto>::GLOBAL,
                         local,
