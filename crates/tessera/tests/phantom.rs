@@ -1471,7 +1471,10 @@ fn rocc_scan_parts_protect_exactly_what_they_covered() {
     }
 }
 
-fn rocc_scan_parts(p: Protocol, reg: tessera::RoccRegistration, reverse: bool) {
+/// A database under `p` with ROCC's ranges of 10 rows and registration
+/// `reg`, and a table of the even keys 0..800: 400 rows, in ranges of 10
+/// rows (20 keys wide) once the first range has been split.
+fn rocc_even_keys(p: Protocol, reg: tessera::RoccRegistration) -> (Database, tessera::TableId) {
     let db = Database::open(
         Options::in_memory()
             .protocol(p)
@@ -1480,19 +1483,24 @@ fn rocc_scan_parts(p: Protocol, reg: tessera::RoccRegistration, reverse: bool) {
     )
     .unwrap();
     let t = db.create_table("t").unwrap();
-    let mut a = db.worker().unwrap();
-    let mut b = db.worker().unwrap();
-    // Even keys 0..800: 400 rows, ranges of 10 rows (20 keys wide) once
-    // the first range has been split.
-    a.run(|tx| {
+    let mut w = db.worker().unwrap();
+    w.run(|tx| {
         for i in 0..400 {
             tx.put(t, &k(i * 2), b"x")?;
         }
         Ok(())
     })
     .unwrap();
-    a.run(|tx| tx.put(t, &k(10_000), b"after the split"))
+    w.run(|tx| tx.put(t, &k(10_000), b"after the split"))
         .unwrap();
+    drop(w);
+    (db, t)
+}
+
+fn rocc_scan_parts(p: Protocol, reg: tessera::RoccRegistration, reverse: bool) {
+    let (db, t) = rocc_even_keys(p, reg);
+    let mut a = db.worker().unwrap();
+    let mut b = db.worker().unwrap();
     // Forward: from 5, 25 rows (6, 8, ..., 54): ranges [0, 20), [20, 40)
     // and [40, 60) reached, [60, 80) in the part but not reached.
     // Reverse: below 699, 25 rows (698 down to 650): ranges [680, 700),
@@ -1620,26 +1628,9 @@ fn every_write_of_a_run_registers_where_a_scan_is() {
     use tessera::RoccRegistration;
     for p in [Protocol::Rocc, Protocol::Gwv] {
         for reg in [RoccRegistration::Always, RoccRegistration::Scanned] {
-            let db = Database::open(
-                Options::in_memory()
-                    .protocol(p)
-                    .rocc_range_size(10)
-                    .rocc_registration(reg),
-            )
-            .unwrap();
-            let t = db.create_table("t").unwrap();
+            let (db, t) = rocc_even_keys(p, reg);
             let mut a = db.worker().unwrap();
             let mut b = db.worker().unwrap();
-            // Even keys 0..800, ranges of 10 rows once the first has split.
-            a.run(|tx| {
-                for i in 0..400 {
-                    tx.put(t, &k(i * 2), b"x")?;
-                }
-                Ok(())
-            })
-            .unwrap();
-            a.run(|tx| tx.put(t, &k(10_000), b"after the split"))
-                .unwrap();
             for inside in [400, 410, 418] {
                 let mut rb = None;
                 let ra = a.try_run(|ta| {

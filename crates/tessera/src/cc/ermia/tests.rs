@@ -7,20 +7,27 @@ use crate::index::{Lookup, OrderedIndex};
 use crate::storage::mvcc::MvRecord;
 use crate::{Database, Options, Protocol};
 
+/// A database under `protocol` for two workers, its memory epoch moving
+/// every millisecond (so that GC's grace periods pass quickly), and a table.
+fn fast_epochs(protocol: Protocol) -> (Database, crate::TableId) {
+    let db = Database::open(
+        Options::in_memory()
+            .protocol(protocol)
+            .workers(2)
+            .epoch_interval(Duration::from_millis(1)),
+    )
+    .unwrap();
+    let t = db.create_table("t").unwrap();
+    (db, t)
+}
+
 /// A record updated now and then gets its newest version back into its
 /// inline first version once GC has cut that version and two memory
 /// epochs have passed; every read sees the latest value.
 #[test]
 fn updates_reuse_the_inline_first_version() {
     for protocol in [Protocol::Si, Protocol::Ssn] {
-        let db = Database::open(
-            Options::in_memory()
-                .protocol(protocol)
-                .workers(2)
-                .epoch_interval(Duration::from_millis(1)),
-        )
-        .unwrap();
-        let t = db.create_table("t").unwrap();
+        let (db, t) = fast_epochs(protocol);
         let table = db.inner.tables.read()[t.0 as usize].clone();
         let mut w = db.worker().unwrap();
         w.run(|tx| tx.put(t, b"k", &0u64.to_le_bytes())).unwrap();
@@ -73,14 +80,7 @@ fn updates_reuse_the_inline_first_version() {
 fn a_dropped_workers_gc_entries_are_adopted() {
     use std::sync::atomic::Ordering;
     for protocol in [Protocol::Si, Protocol::Ssn] {
-        let db = Database::open(
-            Options::in_memory()
-                .protocol(protocol)
-                .workers(2)
-                .epoch_interval(Duration::from_millis(1)),
-        )
-        .unwrap();
-        let t = db.create_table("t").unwrap();
+        let (db, t) = fast_epochs(protocol);
         let sh = || {
             db.inner
                 .cc
