@@ -258,19 +258,7 @@ impl EmsObject {
         if !mine && !self.acquire(tid) {
             return Err(EmsConflict::Locked);
         }
-        self.install(!mine, sts, val, watermark, g)
-    }
-
-    /// [`EmsObject::install_fill`] of a whole value (`None`: a deletion).
-    pub fn install(
-        &self,
-        first: bool,
-        sts: u64,
-        val: Option<&[u8]>,
-        watermark: Option<u64>,
-        g: &Guard<'_>,
-    ) -> Result<(), EmsConflict> {
-        self.install_fill(first, sts, EmsFill::Value(val), watermark, g)
+        self.install_fill(!mine, sts, EmsFill::Value(val), watermark, g)
     }
 
     /// The write of [`EmsObject::write`] by the lock holder: `first` if
