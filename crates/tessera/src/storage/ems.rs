@@ -159,7 +159,7 @@ impl EmsObject {
 
     /// An object with no visible version, its write lock held by `tid`:
     /// an insert's, whose value goes into the secondary (region B) by
-    /// [`EmsObject::install`] and becomes visible at its commit's flip.
+    /// [`EmsObject::install_fill`] and becomes visible at its commit's flip.
     pub fn new_locked(tid: u64) -> EmsObject {
         debug_assert!(tid & !TID_MASK == 0 && tid != 0);
         EmsObject {
