@@ -1002,7 +1002,7 @@ impl BTree {
                 }
                 *kbuf = None;
                 let (sep, right, holder) = self.split_leaf(leaf, v, n, i, k, value);
-                let root = Inner::alloc(STEP);
+                let root = Inner::alloc(1, STEP);
                 // SAFETY: freshly allocated, not yet shared.
                 let r = unsafe { &*root };
                 r.child[0].store(node as *mut Header, Relaxed);
@@ -1117,7 +1117,7 @@ impl BTree {
                     return Err(Restart);
                 }
                 let (up, right) = Self::split_inner_locked(node);
-                let root = Inner::alloc(STEP);
+                let root = Inner::alloc(node.h.level + 1, STEP);
                 // SAFETY: freshly allocated, not yet shared.
                 let r = unsafe { &*root };
                 r.child[0].store(node_ptr as *mut Header, Relaxed);
@@ -1135,7 +1135,7 @@ impl BTree {
     /// the new right node (unpublished).
     fn split_inner_locked(node: &Inner) -> (OwnedKey, *mut Inner) {
         let n = node.h.count(INNER_MAX);
-        let right = Inner::alloc(STEP);
+        let right = Inner::alloc(node.h.level, STEP);
         // SAFETY: freshly allocated, not yet shared.
         let r = unsafe { &*right };
         let m = n / 2;
@@ -1710,7 +1710,16 @@ impl BTree {
     /// empty, and an inner root has at least two children. Quiescent use only.
     pub fn check_invariants(&self, _g: &Guard<'_>) {
         let mut leaf_depth = None;
-        self.check_node(self.root.load(Acquire), None, None, 0, &mut leaf_depth);
+        // Quiescent, the height hint is exact: the root's level is one less.
+        let root_level = self.height.load(Acquire) - 1;
+        self.check_node(
+            self.root.load(Acquire),
+            None,
+            None,
+            0,
+            root_level,
+            &mut leaf_depth,
+        );
     }
 
     fn check_node(
@@ -1719,12 +1728,19 @@ impl BTree {
         lo: Option<&[u8]>,
         hi: Option<&[u8]>,
         depth: usize,
+        level: usize,
         leaf_depth: &mut Option<usize>,
     ) {
         assert!(!h.is_null(), "null node at depth {depth}");
         let is_root = depth == 0;
         // SAFETY: reachable nodes are live; quiescent use (documented).
         let hd = unsafe { hdr(h) };
+        assert_eq!(
+            hd.level as usize, level,
+            "node at depth {depth}: level {} where {level} is due",
+            hd.level
+        );
+        assert_eq!(hd.is_leaf, level == 0, "node at depth {depth}: is_leaf and level 0 disagree");
         let ver = hd.version.load(Acquire);
         assert!(ver & LOCKED == 0, "node at depth {depth} is locked");
         assert!(
@@ -1861,6 +1877,7 @@ impl BTree {
                 clo,
                 chi,
                 depth + 1,
+                level - 1,
                 leaf_depth,
             );
         }

@@ -14,9 +14,12 @@ use std::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU64, AtomicU8};
 /// can lower it for tests).
 pub const LEAF_MAX: usize = 32;
 /// Separators per inner node (it has one more child than separators).
-/// Twice a leaf's: a tree of 1M keys is a level shallower than with 32,
-/// and inner nodes are few and, above the leaves' parents, cached.
-pub const INNER_MAX: usize = 64;
+/// Eight times a leaf's: a tree of 1M keys is three levels (four with 64,
+/// five with 32). A wide node costs its search only two or three probes
+/// more, all in lines a descent prefetches together (the header and the
+/// prefixes: [`Inner::child_begin`]), and inner nodes are few (docs/
+/// BENCHMARKS.md, "Inner nodes of 256 separators").
+pub const INNER_MAX: usize = 256;
 
 /// Version word: bit 0 is the lock bit.
 pub(super) const LOCKED: u64 = 1;
@@ -247,14 +250,21 @@ pub(super) struct Header {
     pub count: AtomicU16,
     /// Written before the node is published, never changed afterwards.
     pub is_leaf: bool,
+    /// Height above the leaves: 0 for a leaf, 1 for a leaves' parent. A
+    /// node's level never changes (the tree grows and shrinks at the root),
+    /// so, like `is_leaf`, it is written once before the node is published.
+    /// A descent reads it to know, before it loads a child, whether the
+    /// child is a leaf (worth fetching whole) or an inner node.
+    pub level: u8,
 }
 
 impl Header {
-    fn new(is_leaf: bool, version: u64) -> Self {
+    fn new(level: u8, version: u64) -> Self {
         Header {
             version: AtomicU64::new(version),
             count: AtomicU16::new(0),
-            is_leaf,
+            is_leaf: level == 0,
+            level,
         }
     }
 
@@ -586,7 +596,7 @@ impl Leaf {
     /// A new empty, unlocked leaf with the given version, as a raw box.
     pub fn alloc(version: u64) -> *mut Leaf {
         Box::into_raw(Box::new(Leaf {
-            h: Header::new(true, version),
+            h: Header::new(0, version),
             val: [const { AtomicU64::new(0) }; LEAF_MAX],
             s: Slots::new(),
             stamp: AtomicU64::new(0),
@@ -636,10 +646,12 @@ pub(super) struct Inner {
 }
 
 impl Inner {
-    /// A new empty, unlocked inner node, as a raw box.
-    pub fn alloc(version: u64) -> *mut Inner {
+    /// A new empty, unlocked inner node at `level` (1: its children are
+    /// leaves), as a raw box.
+    pub fn alloc(level: u8, version: u64) -> *mut Inner {
+        debug_assert!(level >= 1);
         Box::into_raw(Box::new(Inner {
-            h: Header::new(false, version),
+            h: Header::new(level, version),
             child: [const { AtomicPtr::new(ptr::null_mut()) }; INNER_MAX + 1],
             s: Slots::new(),
         }))
@@ -672,7 +684,11 @@ impl Inner {
 
     /// Optimistically follow child `pos` of this node (read at version `v`):
     /// returns the child and its stable version, after re-validating this node
-    /// so that the child's range was the one this node gave it.
+    /// so that the child's range was the one this node gave it. The child's
+    /// lines are prefetched first, by this node's level: a leaf's search
+    /// lines under a leaves' parent, else an inner node's header and
+    /// prefixes (all its search reads before the child pointer it picks;
+    /// the whole node would be 69 lines at 256 separators).
     #[inline]
     pub fn child_begin(&self, pos: usize, v: u64) -> Result<(*const Header, u64), Restart> {
         self.follow::<true>(pos, v)
@@ -693,7 +709,11 @@ impl Inner {
             return Err(Restart);
         }
         if PREFETCH {
-            prefetch_node(c as *const u8);
+            if self.h.level == 1 {
+                prefetch_leaf(c as *const u8);
+            } else {
+                prefetch_inner_search(c as *const u8);
+            }
         }
         // SAFETY: a non-null child pointer read while pinned points to a node
         // that is linked or retired (not freed) since we pinned.
@@ -747,22 +767,14 @@ impl Inner {
 const LEAF_LINES: usize =
     (std::mem::offset_of!(Leaf, s) + std::mem::offset_of!(Slots<LEAF_MAX>, key)).div_ceil(64);
 
-/// The same for a node that may be an inner node (18 lines with 64
-/// separators, against a leaf's 9).
-const NODE_LINES: usize = {
-    let i = std::mem::offset_of!(Inner, s) + std::mem::offset_of!(Slots<INNER_MAX>, key);
-    let i = i.div_ceil(64);
-    if i > LEAF_LINES {
-        i
-    } else {
-        LEAF_LINES
-    }
-};
-
-/// Hint the CPU to fetch a node we are about to search.
+/// Hint the CPU to fetch the lines of an inner node that its search reads
+/// first: the header and the separators' prefixes (the child pointer the
+/// search picks is one more line, loaded after it).
 #[inline(always)]
-fn prefetch_node(p: *const u8) {
-    crate::storage::prefetch_bytes(p, NODE_LINES * 64);
+fn prefetch_inner_search(p: *const u8) {
+    crate::storage::prefetch_bytes(p, 64);
+    let off = std::mem::offset_of!(Inner, s) + std::mem::offset_of!(Slots<INNER_MAX>, prefix);
+    crate::storage::prefetch_bytes(p.wrapping_add(off), INNER_MAX * 8);
 }
 
 /// Hint the CPU to fetch a leaf we are about to search (only its lines).

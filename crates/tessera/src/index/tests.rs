@@ -368,6 +368,49 @@ fn retried_insert_does_not_split_again() {
     }
 }
 
+/// Nodes at their full width (`LEAF_MAX`, `INNER_MAX`): enough keys for
+/// leaves' parents to split and for a root above them, so that descents
+/// cross an inner node whose children are inner nodes (the prefetch of a
+/// node's search lines) as well as leaves' parents; every level's
+/// `Header::level` is checked by `check_invariants`, and `get_batch` must
+/// agree with `get` on every key.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn full_width_nodes_split_at_three_levels() {
+    let (ep, local) = epoch();
+    let t = BTree::new();
+    let n = 150_000u64;
+    let keys: Vec<u64> = (0..n).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
+    {
+        let g = local.pin();
+        for &k in &keys {
+            assert!(matches!(t.insert(&k.to_be_bytes(), k | 1, &g), Insert::Inserted { .. }));
+        }
+        t.check_invariants(&g);
+        assert!(height(&t) >= 3, "a three-level tree expected, got {}", height(&t));
+        for chunk in keys.chunks(BATCH_MAX) {
+            let kb: Vec<[u8; 8]> = chunk.iter().map(|k| k.to_be_bytes()).collect();
+            let refs: Vec<&[u8]> = kb.iter().map(|k| &k[..]).collect();
+            let mut out = vec![0u64; refs.len()];
+            t.get_batch(&refs, &mut out, &g);
+            for (&k, &v) in chunk.iter().zip(&out) {
+                assert_eq!(v, k | 1, "get_batch of {k:#x}");
+                assert_eq!(t.get(&k.to_be_bytes(), &g), Lookup::Found(k | 1));
+            }
+        }
+        for (i, &k) in keys.iter().enumerate() {
+            assert!(t.remove(&k.to_be_bytes(), k | 1, &g), "remove {k:#x}");
+            if i % 50_000 == 0 {
+                t.check_invariants(&g);
+            }
+        }
+        t.check_invariants(&g);
+        assert_eq!(t.len_slow(&g), 0);
+    }
+    ep.tick();
+    local.collect();
+}
+
 #[test]
 fn splits_at_all_levels_and_remove_to_empty() {
     let (ep, local) = epoch();
