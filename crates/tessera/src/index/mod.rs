@@ -453,7 +453,7 @@ impl fmt::Debug for BTree {
 /// View a header pointer as a leaf.
 ///
 /// # Safety
-/// `h` points to a live (linked or retired-not-freed) node whose `is_leaf` is
+/// `h` points to a live (linked or retired-not-freed) node whose `is_leaf()` is
 /// true.
 #[inline]
 unsafe fn as_leaf<'a>(h: *const Header) -> &'a Leaf {
@@ -464,7 +464,7 @@ unsafe fn as_leaf<'a>(h: *const Header) -> &'a Leaf {
 /// View a header pointer as an inner node.
 ///
 /// # Safety
-/// `h` points to a live node whose `is_leaf` is false.
+/// `h` points to a live node whose `is_leaf()` is false.
 #[inline]
 unsafe fn as_inner<'a>(h: *const Header) -> &'a Inner {
     // SAFETY: forwarded contract; Inner is repr(C) with the header first.
@@ -585,7 +585,7 @@ impl BTree {
         let (mut node, mut v) = self.root_begin()?;
         loop {
             // SAFETY: `node` was reached from the root while pinned.
-            if unsafe { hdr(node) }.is_leaf {
+            if unsafe { hdr(node) }.is_leaf() {
                 // SAFETY: live node, and it is a leaf.
                 return Ok((unsafe { as_leaf(node) }, v));
             }
@@ -671,7 +671,7 @@ impl BTree {
                     }
                 };
                 // SAFETY: reached from the root while pinned (the guard).
-                if unsafe { hdr(node) }.is_leaf {
+                if unsafe { hdr(node) }.is_leaf() {
                     // SAFETY: live node, and it is a leaf.
                     let leaf = unsafe { as_leaf(node) };
                     let c = leaf.h.count(LEAF_MAX);
@@ -704,7 +704,7 @@ impl BTree {
         let (mut node, mut v) = self.root_begin()?;
         for _ in 0..levels {
             // SAFETY: `node` was reached from the root while pinned.
-            if unsafe { hdr(node) }.is_leaf {
+            if unsafe { hdr(node) }.is_leaf() {
                 break;
             }
             // SAFETY: live node, and it is an inner node.
@@ -919,7 +919,7 @@ impl BTree {
         let mut parent: Option<(&Inner, u64, usize)> = None;
         loop {
             // SAFETY: `node` was reached from the root while pinned.
-            if unsafe { hdr(node) }.is_leaf {
+            if unsafe { hdr(node) }.is_leaf() {
                 break;
             }
             // SAFETY: live inner node.
@@ -1184,7 +1184,7 @@ impl BTree {
         let (mut node, mut v) = self.root_begin()?;
         loop {
             // SAFETY: `node` was reached from the root while pinned.
-            if unsafe { hdr(node) }.is_leaf {
+            if unsafe { hdr(node) }.is_leaf() {
                 break;
             }
             // SAFETY: live inner node.
@@ -1312,7 +1312,7 @@ impl BTree {
                 continue;
             };
             // SAFETY: the root is live while pinned.
-            if unsafe { hdr(r) }.is_leaf {
+            if unsafe { hdr(r) }.is_leaf() {
                 return;
             }
             // SAFETY: live inner node.
@@ -1518,7 +1518,7 @@ impl BTree {
         let mut depth = 0;
         loop {
             // SAFETY: `node` was reached from the root while pinned.
-            if unsafe { hdr(node) }.is_leaf {
+            if unsafe { hdr(node) }.is_leaf() {
                 break;
             }
             #[cfg(test)]
@@ -1592,7 +1592,7 @@ impl BTree {
         // Validates the parent after the fence loads too.
         let (node, v) = inner.child_begin(c, p.version)?;
         // SAFETY: reached from the validated parent while pinned.
-        if !unsafe { hdr(node) }.is_leaf {
+        if !unsafe { hdr(node) }.is_leaf() {
             return Err(Restart);
         }
         let parent = Some(ScanParent { pos: c, ..p });
@@ -1689,7 +1689,7 @@ impl BTree {
                 return 0;
             }
             // SAFETY: reachable nodes are live; quiescent use (documented).
-            if unsafe { hdr(h) }.is_leaf {
+            if unsafe { hdr(h) }.is_leaf() {
                 return 1;
             }
             // SAFETY: live inner node.
@@ -1740,7 +1740,6 @@ impl BTree {
             "node at depth {depth}: level {} where {level} is due",
             hd.level
         );
-        assert_eq!(hd.is_leaf, level == 0, "node at depth {depth}: is_leaf and level 0 disagree");
         let ver = hd.version.load(Acquire);
         assert!(ver & LOCKED == 0, "node at depth {depth} is locked");
         assert!(
@@ -1762,7 +1761,7 @@ impl BTree {
                 );
             }
         };
-        if hd.is_leaf {
+        if hd.is_leaf() {
             match *leaf_depth {
                 None => *leaf_depth = Some(depth),
                 Some(d) => assert_eq!(d, depth, "leaves at different depths"),
@@ -1894,7 +1893,7 @@ impl Drop for BTree {
             // SAFETY: per the contract we own every node and key copy linked
             // below `h`; each is linked exactly once.
             unsafe {
-                if (*h).is_leaf {
+                if (*h).is_leaf() {
                     let leaf = h as *mut Leaf;
                     let n = (*leaf).h.count(LEAF_MAX);
                     for i in 0..n {

@@ -1,7 +1,7 @@
 //! Node layout, version-word protocol and key copies of the B+-tree.
 //!
 //! Everything a reader may load without holding the node lock is an atomic;
-//! the only plain field of a node, `Header::is_leaf`, is written once before
+//! the only plain field of a node, `Header::level`, is written once before
 //! the node is published and never again.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
@@ -14,11 +14,13 @@ use std::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU64, AtomicU8};
 /// can lower it for tests).
 pub const LEAF_MAX: usize = 32;
 /// Separators per inner node (it has one more child than separators).
-/// Eight times a leaf's: a tree of 1M keys is three levels (four with 64,
-/// five with 32). A wide node costs its search only two or three probes
-/// more, all in lines a descent prefetches together ([`Inner::child_begin`]),
-/// and inner nodes are few (docs/
-/// BENCHMARKS.md, "Inner nodes of 256 separators").
+/// Eight times a leaf's. YCSB's 1M records, as its loader inserts them,
+/// make a tree of three levels (four with 64); 1M keys inserted one by one
+/// in random order fill a fourth level's root only a little (four levels
+/// with 64 too, five with 32). A wide node costs its search two probes
+/// more, in lines a descent prefetches together ([`Inner::child_begin`]),
+/// and inner nodes are few (docs/BENCHMARKS.md, "Inner nodes of 256
+/// separators").
 pub const INNER_MAX: usize = 256;
 
 /// Version word: bit 0 is the lock bit.
@@ -248,13 +250,11 @@ pub(super) struct Header {
     pub version: AtomicU64,
     /// Leaf: entries. Inner: separators (children = count + 1).
     pub count: AtomicU16,
-    /// Written before the node is published, never changed afterwards.
-    pub is_leaf: bool,
-    /// Height above the leaves: 0 for a leaf, 1 for a leaves' parent. A
-    /// node's level never changes (the tree grows and shrinks at the root),
-    /// so, like `is_leaf`, it is written once before the node is published.
-    /// A descent reads it to know, before it loads a child, whether the
-    /// child is a leaf (worth fetching whole) or an inner node.
+    /// Height above the leaves: 0 for a leaf, 1 for a leaves' parent.
+    /// Written before the node is published, never changed afterwards (the
+    /// tree grows and shrinks at the root). A descent reads it to know,
+    /// before it loads a child, whether the child is a leaf (worth fetching
+    /// whole) or an inner node.
     pub level: u8,
 }
 
@@ -263,9 +263,14 @@ impl Header {
         Header {
             version: AtomicU64::new(version),
             count: AtomicU16::new(0),
-            is_leaf: level == 0,
             level,
         }
+    }
+
+    /// Whether the node is a leaf (level 0).
+    #[inline(always)]
+    pub fn is_leaf(&self) -> bool {
+        self.level == 0
     }
 
     /// Start an optimistic read: wait while the node is locked, restart if it

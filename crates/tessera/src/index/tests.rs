@@ -38,12 +38,21 @@ fn height(t: &BTree) -> usize {
     let mut h = t.root.load(Acquire) as *const Header;
     let mut d = 1;
     // SAFETY: quiescent test; nodes reachable from the root are live.
-    while !unsafe { hdr(h) }.is_leaf {
+    while !unsafe { hdr(h) }.is_leaf() {
         // SAFETY: quiescent test; nodes reachable from the root are live.
         h = unsafe { as_inner(h) }.child[0].load(Acquire);
         d += 1;
     }
     d
+}
+
+/// `get_batch` of at most `BATCH_MAX` 8-byte keys: the values (0: not
+/// found, or "look it up alone").
+fn batch_of(t: &BTree, keys: &[[u8; 8]], g: &Guard<'_>) -> Vec<u64> {
+    let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+    let mut out = vec![0u64; refs.len()];
+    t.get_batch(&refs, &mut out, g);
+    out
 }
 
 fn collect(
@@ -390,9 +399,7 @@ fn full_width_nodes_split_at_three_levels() {
         assert!(height(&t) >= 3, "a three-level tree expected, got {}", height(&t));
         for chunk in keys.chunks(BATCH_MAX) {
             let kb: Vec<[u8; 8]> = chunk.iter().map(|k| k.to_be_bytes()).collect();
-            let refs: Vec<&[u8]> = kb.iter().map(|k| &k[..]).collect();
-            let mut out = vec![0u64; refs.len()];
-            t.get_batch(&refs, &mut out, &g);
+            let out = batch_of(&t, &kb, &g);
             for (&k, &v) in chunk.iter().zip(&out) {
                 assert_eq!(v, k | 1, "get_batch of {k:#x}");
                 assert_eq!(t.get(&k.to_be_bytes(), &g), Lookup::Found(k | 1));
@@ -1238,9 +1245,7 @@ fn concurrent_get_batch() {
                     .map(|j| (r * 13 + j * 11) % 200)
                     .collect();
                 let keys: Vec<[u8; 8]> = ids.iter().map(|&i| stable(i)).collect();
-                let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-                let mut out = [0u64; BATCH_MAX];
-                t.get_batch(&refs, &mut out, &g);
+                let out = batch_of(t, &keys, &g);
                 for (&i, &v) in ids.iter().zip(&out) {
                     assert!(v == 0 || v == i + 1, "key {i}: {v}");
                     if v != 0 {
@@ -1309,9 +1314,7 @@ fn full_width_concurrent_splits_keep_lookups_right() {
                     .map(|j| (r * 131 + j * 17) % stable_n)
                     .collect();
                 let keys: Vec<[u8; 8]> = ids.iter().map(|&i| stable(i)).collect();
-                let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-                let mut out = [0u64; BATCH_MAX];
-                t.get_batch(&refs, &mut out, &g);
+                let out = batch_of(t, &keys, &g);
                 for (&i, &v) in ids.iter().zip(&out) {
                     assert!(v == 0 || v == i + 1, "get_batch of stable key {i}: {v}");
                     assert_eq!(t.get(&stable(i), &g), Lookup::Found(i + 1), "get of stable key {i}");

@@ -68,6 +68,8 @@ pub(crate) fn maintain(
             }
         });
     }
+    // Adopt a dropped worker's entries (the flag is set under the lock, and
+    // a stale read only defers the adoption to a later transaction).
     if st.mv.gc.is_empty() && sh.orphan_gc_pending.load(Ordering::Relaxed) {
         if let Some(mut o) = sh.orphan_gc.try_lock() {
             st.mv.gc.extend(o.drain(..));
