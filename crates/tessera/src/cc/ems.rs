@@ -261,7 +261,7 @@ fn read_rec(st: &mut EmsLocal, rec: &EmsRecord, g: &Guard<'_>) -> bool {
 
 /// [`read_rec`] of bytes `cols.0..cols.1` of the value only: where they
 /// start in `rbuf` if present.
-#[inline]
+#[inline(always)]
 fn read_rec_cols(
     st: &mut EmsLocal,
     rec: &EmsRecord,

@@ -546,7 +546,7 @@ impl EmsObject {
     ///
     /// # Safety
     /// The caller is pinned for the duration of the call.
-    #[inline]
+    #[inline(always)]
     unsafe fn read_cols_pinned(
         &self,
         sts: u64,
@@ -616,7 +616,7 @@ impl EmsObject {
     /// the whole value, at 0). The length is clamped to the version's
     /// capacity, so a length torn by an in-place rewrite (which the
     /// caller's stamp re-check then discards) copies nothing past the slot.
-    #[inline]
+    #[inline(always)]
     fn take_cols(
         v: *const Version,
         cts: u64,

@@ -20,6 +20,7 @@ pub(super) fn read_record<M: Mode>(
 /// [`read_record`]; with `only_present`, a record whose visible version is
 /// a tombstone is left unread (`None`, and nothing recorded for SSN), so
 /// that the caller can answer "absent" through the index.
+#[inline(always)]
 fn read_if_present<M: Mode>(
     tx: &mut ETx<'_, M>,
     rec: &MvRecord,
