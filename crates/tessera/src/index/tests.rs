@@ -895,8 +895,9 @@ fn concurrent_smoke() {
 }
 
 /// `Slots::lower_bound` against a plain search over the same sorted keys,
-/// for slot arrays of several sizes (a power of two and not), every fill
-/// from empty to full, and keys built to hit each of its paths: prefixes
+/// for slot arrays of several sizes (a power of two and not, and wider
+/// than [`node::Slots::lower_bound`]'s short search), every fill from
+/// empty to full, and keys built to hit each of its paths: prefixes
 /// that differ, the same prefix with other lengths, and long keys that
 /// share their first 8 bytes.
 fn lower_bound_matches_memcmp_order<const N: usize>(keys: &[Vec<u8>], probes: &[Vec<u8>]) {
@@ -948,6 +949,10 @@ proptest! {
         lower_bound_matches_memcmp_order::<3>(&keys, &probes);
         lower_bound_matches_memcmp_order::<8>(&keys, &probes);
         lower_bound_matches_memcmp_order::<32>(&keys, &probes);
+        // Wider than 32: fills up to 32 take the short search, the others
+        // the full one.
+        lower_bound_matches_memcmp_order::<40>(&keys, &probes);
+        lower_bound_matches_memcmp_order::<256>(&keys, &probes);
     }
 }
 
