@@ -326,12 +326,17 @@ impl Zipf {
     #[inline(always)]
     pub fn sample<R: Rng>(&self, rng: &mut R) -> u64 {
         if self.theta == 0.0 {
-            // Uniform by a multiply-shift (Lemire): one multiplication
-            // instead of `gen_range`'s rejection loop. The bias, under
-            // n / 2^64 per value, is far below anything a run can see.
-            return ((rng.next_u64() as u128 * self.n as u128) >> 64) as u64;
+            return self.uniform(rng);
         }
         self.sample_skewed(rng)
+    }
+
+    /// [`Zipf::sample`] at theta 0: uniform by a multiply-shift (Lemire),
+    /// one multiplication instead of `gen_range`'s rejection loop. The
+    /// bias, under n / 2^64 per value, is far below anything a run can see.
+    #[inline]
+    fn uniform<R: Rng>(&self, rng: &mut R) -> u64 {
+        ((rng.next_u64() as u128 * self.n as u128) >> 64) as u64
     }
 
     /// [`Zipf::sample`] for theta above 0.
@@ -731,6 +736,13 @@ pub struct Ycsb {
     names: Vec<&'static str>,
     /// P(read) within a `ycsb` transaction.
     read_in_rw: f64,
+    /// Where a `ycsb` transaction's keys are uniform, with neither
+    /// `normal_sigma` nor `read_latest`: the bound below which a draw's top
+    /// 53 bits make an operation a read. That is exactly the test
+    /// `gen::<f64>() < read_in_rw` (the float is those bits times 2^-53,
+    /// and `read_in_rw * 2^53` is exact), so [`Ycsb::next`]'s short loop
+    /// draws the same operations from the same seed.
+    uniform_rw: Option<u64>,
     table: OnceLock<TableId>,
 }
 
@@ -1169,12 +1181,15 @@ impl Ycsb {
         } else {
             0.0
         };
+        let uniform_rw = (zipf.theta == 0.0 && cfg.normal_sigma.is_none() && !cfg.read_latest)
+            .then(|| (read_in_rw * (1u64 << 53) as f64).ceil() as u64);
         Ok(Ycsb {
             cfg,
             zipf,
             kinds,
             names,
             read_in_rw,
+            uniform_rw,
             table: OnceLock::new(),
         })
     }
@@ -1305,16 +1320,27 @@ impl Workload for Ycsb {
         match self.kinds[ty].0 {
             k @ (Kind::Ycsb | Kind::Bulk) => {
                 let bulk = k == Kind::Bulk;
-                let mut first = None;
-                for _ in 0..c.ops_per_txn - usize::from(bulk) {
-                    let read = st.rng.gen::<f64>() < self.read_in_rw;
-                    let r = match (c.normal_sigma, first) {
-                        (Some(sigma), Some(f)) => self.near(st, f, sigma),
-                        _ if read => self.read_record(st),
-                        _ => self.zipf.sample(&mut st.rng),
-                    };
-                    first.get_or_insert(r);
-                    st.ops.push(if read { Op::Read(r) } else { Op::Update(r) });
+                let n = c.ops_per_txn - usize::from(bulk);
+                if let Some(read_below) = self.uniform_rw {
+                    // The loop below with its per-operation choices
+                    // settled: two draws an operation, in the same order.
+                    for _ in 0..n {
+                        let read = st.rng.gen::<u64>() >> 11 < read_below;
+                        let r = self.zipf.uniform(&mut st.rng);
+                        st.ops.push(if read { Op::Read(r) } else { Op::Update(r) });
+                    }
+                } else {
+                    let mut first = None;
+                    for _ in 0..n {
+                        let read = st.rng.gen::<f64>() < self.read_in_rw;
+                        let r = match (c.normal_sigma, first) {
+                            (Some(sigma), Some(f)) => self.near(st, f, sigma),
+                            _ if read => self.read_record(st),
+                            _ => self.zipf.sample(&mut st.rng),
+                        };
+                        first.get_or_insert(r);
+                        st.ops.push(if read { Op::Read(r) } else { Op::Update(r) });
+                    }
                 }
                 if bulk {
                     let start = self.zipf.sample(&mut st.rng);
@@ -1630,6 +1656,39 @@ mod tests {
         let f = YcsbConfig::preset(Preset::F);
         assert!(f.rmw && f.read_ratio == 0.5);
         assert_eq!(YcsbConfig::preset(Preset::Custom), YcsbConfig::default());
+    }
+
+    /// The short loop for uniform keys draws exactly the operations, the
+    /// scans and the stamps the general loop draws from the same seed, at
+    /// read ratios that are and are not dyadic, with and without scans.
+    #[test]
+    fn uniform_short_loop_draws_what_the_general_one_draws() {
+        for (read_ratio, bulk_ratio) in
+            [(0.0, 0.0), (0.5, 0.0), (0.95, 0.1), (0.3, 0.5), (1.0, 0.0)]
+        {
+            let cfg = YcsbConfig {
+                records: 1_000_003,
+                ops_per_txn: 10,
+                read_ratio,
+                bulk_ratio,
+                ..YcsbConfig::default()
+            };
+            let fast = Ycsb::new(cfg.clone()).unwrap();
+            assert!(fast.uniform_rw.is_some());
+            let mut general = Ycsb::new(cfg).unwrap();
+            general.uniform_rw = None;
+            let (mut a, mut b) = (fast.thread_state(0, 1, 5), general.thread_state(0, 1, 5));
+            let mut reads = 0;
+            for _ in 0..5_000 {
+                assert_eq!(fast.next(&mut a), general.next(&mut b));
+                assert_eq!(a.ops, b.ops);
+                assert_eq!(a.stamp, b.stamp);
+                reads += a.ops.iter().filter(|op| matches!(op, Op::Read(_))).count();
+            }
+            if read_ratio > 0.0 && read_ratio < 1.0 {
+                assert!(reads > 0, "{read_ratio}");
+            }
+        }
     }
 
     /// `normal_sigma`: a transaction's records are distinct and, but for
