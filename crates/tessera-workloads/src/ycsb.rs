@@ -1322,8 +1322,9 @@ impl Workload for Ycsb {
                 let bulk = k == Kind::Bulk;
                 let n = c.ops_per_txn - usize::from(bulk);
                 if let Some(read_below) = self.uniform_rw {
-                    // The loop below with its per-operation choices
-                    // settled: two draws an operation, in the same order.
+                    // The general loop (the `else` branch) with its
+                    // per-operation choices settled: two draws an
+                    // operation, in the same order.
                     for _ in 0..n {
                         let read = st.rng.gen::<u64>() >> 11 < read_below;
                         let r = self.zipf.uniform(&mut st.rng);

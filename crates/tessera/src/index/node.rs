@@ -470,10 +470,10 @@ impl<const N: usize> Slots<N> {
         self.settle_tie(i, n, sk)
     }
 
-    /// The binary search of [`Slots::lower_bound`] over the first `2 *
-    /// half` slots (`half` a power of two, a constant once inlined, so the
-    /// loop unrolls): the last probed position whose prefix is below
-    /// `sk`'s, plus one, or 0 (one short when every probe was below).
+    /// The unrolled binary search of [`Slots::lower_bound`] over the first
+    /// `2 * half` slots (`half` a power of two, a constant once inlined):
+    /// how many leading slots have a prefix below `sk`'s, or one fewer when
+    /// every probe was below (`lower_bound`'s last comparison settles it).
     #[inline(always)]
     fn probe_prefixes(&self, mut half: usize, sk: &SKey<'_>) -> usize {
         let mut base = 0usize;
