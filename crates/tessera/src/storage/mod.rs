@@ -169,17 +169,82 @@ unsafe fn sse_copy_blocks(src: *const u8, dst: *mut u8, blocks: usize) {
     }
 }
 
+/// Copy the first and the last `W` bytes of a `len`-byte range
+/// (`W <= len <= 2 * W`, `W` 16 or 32) from `src` to `dst` with 16-byte
+/// SSE2 moves in inline assembly, every load before any store: the whole
+/// range in straight-line code, the two halves overlapping where
+/// `len < 2 * W`. With `W` 64 (any `len >= 64`), only the last 64 bytes:
+/// the tail after [`sse_copy_blocks`] copied the whole blocks. Racing
+/// writers are handled as in [`sse_copy_blocks`].
+///
+/// # Safety
+/// Both ranges are `len` bytes inside live allocations and do not overlap.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[inline(always)]
+unsafe fn sse_copy_ends<const W: usize>(src: *const u8, dst: *mut u8, len: usize) {
+    debug_assert!(W <= len && (W == 64 || len <= 2 * W));
+    // SAFETY: per the contract, `[0, W)` and `[len - W, len)` lie in both
+    // ranges; the registers named are declared clobbered, and no stack is
+    // used.
+    unsafe {
+        let (s2, t2) = (src.add(len - W), dst.add(len - W));
+        match W {
+            16 => std::arch::asm!(
+                "movdqu {a}, [{s}]",
+                "movdqu {b}, [{s2}]",
+                "movdqu [{t}], {a}",
+                "movdqu [{t2}], {b}",
+                s = in(reg) src, s2 = in(reg) s2, t = in(reg) dst, t2 = in(reg) t2,
+                a = out(xmm_reg) _, b = out(xmm_reg) _,
+                options(nostack),
+            ),
+            32 => std::arch::asm!(
+                "movdqu {a}, [{s}]",
+                "movdqu {b}, [{s} + 16]",
+                "movdqu {c}, [{s2}]",
+                "movdqu {d}, [{s2} + 16]",
+                "movdqu [{t}], {a}",
+                "movdqu [{t} + 16], {b}",
+                "movdqu [{t2}], {c}",
+                "movdqu [{t2} + 16], {d}",
+                s = in(reg) src, s2 = in(reg) s2, t = in(reg) dst, t2 = in(reg) t2,
+                a = out(xmm_reg) _, b = out(xmm_reg) _,
+                c = out(xmm_reg) _, d = out(xmm_reg) _,
+                options(nostack),
+            ),
+            _ => std::arch::asm!(
+                "movdqu {a}, [{s2}]",
+                "movdqu {b}, [{s2} + 16]",
+                "movdqu {c}, [{s2} + 32]",
+                "movdqu {d}, [{s2} + 48]",
+                "movdqu [{t2}], {a}",
+                "movdqu [{t2} + 16], {b}",
+                "movdqu [{t2} + 32], {c}",
+                "movdqu [{t2} + 48], {d}",
+                s2 = in(reg) s2, t2 = in(reg) t2,
+                a = out(xmm_reg) _, b = out(xmm_reg) _,
+                c = out(xmm_reg) _, d = out(xmm_reg) _,
+                options(nostack),
+            ),
+        }
+    }
+}
+
 /// Copy `n` words of a value that a writer holding the record's lock may be
 /// changing meanwhile (the optimistic read of Silo section 4.5, whose caller
 /// re-checks the TID word and discards a torn copy) to `dst`.
 ///
-/// On x86-64 the bulk goes through 16-byte SSE2 loads and stores in inline
-/// assembly, four per step (1.5 instructions per word instead of the 2.75
-/// of a loop of relaxed 8-byte atomic loads, which the compiler may not
-/// widen). Assembly is outside Rust's memory model: the hardware performs
-/// plain loads, which may see a mix of old and new bytes but never fault on
-/// the live allocation, and the re-check throws such a copy away. That is
-/// the seqlock reader's usual copy, done where a data race is not undefined.
+/// On x86-64 the copy goes through 16-byte SSE2 loads and stores in inline
+/// assembly: 64-byte blocks four moves a step, then the last 64 bytes once
+/// more, overlapping the blocks, for a length that is not a whole number of
+/// blocks; under 8 words, the first and the last 32 or 16 bytes, again
+/// overlapping. No length takes a per-word loop (a 100-byte row took five
+/// rounds of one, 25 instructions, after its block). Assembly is outside
+/// Rust's memory model: the hardware performs plain loads, which may see a
+/// mix of old and new bytes but never fault on the live allocation, and the
+/// re-check throws such a copy away (bytes copied twice by the overlap are
+/// no different: the whole copy is validated or discarded). That is the
+/// seqlock reader's usual copy, done where a data race is not undefined.
 /// Elsewhere (and under Miri) a loop of relaxed atomic loads does it.
 ///
 /// # Safety
@@ -187,18 +252,29 @@ unsafe fn sse_copy_blocks(src: *const u8, dst: *mut u8, blocks: usize) {
 /// `n * 8` bytes of writes and does not overlap it.
 #[inline(always)]
 unsafe fn copy_words(src: *const AtomicU64, dst: *mut u8, n: usize) {
-    let mut done = 0;
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
-        let blocks = n / 8;
-        if blocks > 0 {
-            // SAFETY: 64 * blocks <= 8 * n bytes, in bounds of both per the
-            // contract; see above for why the racing reads are sound here.
-            unsafe { sse_copy_blocks(src as *const u8, dst, blocks) };
-            done = blocks * 8;
+        let (s, len) = (src as *const u8, n * 8);
+        // SAFETY (all arms): `len` bytes lie in both ranges per the
+        // contract; see above for why the racing reads are sound here.
+        unsafe {
+            if n >= 8 {
+                sse_copy_blocks(s, dst, n / 8);
+                if n % 8 != 0 {
+                    sse_copy_ends::<64>(s, dst, len);
+                }
+            } else if n >= 4 {
+                sse_copy_ends::<32>(s, dst, len);
+            } else if n >= 2 {
+                sse_copy_ends::<16>(s, dst, len);
+            } else if n == 1 {
+                let x = (*src).load(Ordering::Relaxed);
+                dst.cast::<u64>().write_unaligned(x);
+            }
         }
     }
-    for i in done..n {
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    for i in 0..n {
         // SAFETY: i < n: inside both buffers per the contract.
         unsafe {
             let x = (*src.add(i)).load(Ordering::Relaxed);
