@@ -637,8 +637,16 @@ impl BTree {
         // once done. After the lone descent the node's version is already
         // known: the parent is null and the version is the node's own.
         let mut at = [(ptr::null::<Header>(), ptr::null::<Inner>(), 0u64); BATCH_MAX];
+        // The root and its version are read once for the whole batch: each
+        // key's descent re-validates them when it follows its child (as
+        // `find_leaf` does), so a root changed meanwhile fails that key
+        // alone, and a root that cannot be read now fails them all (each
+        // is then looked up alone).
+        let Ok((root, rv)) = self.root_begin() else {
+            return;
+        };
         for (i, a) in at[..n].iter_mut().enumerate() {
-            if let Ok((node, v)) = self.descend(&sk(i), lone) {
+            if let Ok((node, v)) = Self::descend_from(root, rv, &sk(i), lone) {
                 *a = (node, ptr::null(), v);
             }
         }
@@ -699,9 +707,15 @@ impl BTree {
 
     /// [`BTree::find_leaf`] for at most `levels` levels: the node reached
     /// (a leaf if the tree is that shallow) and its stable version.
-    #[inline]
-    fn descend(&self, sk: &SKey<'_>, levels: usize) -> Result<(*const Header, u64), Restart> {
-        let (mut node, mut v) = self.root_begin()?;
+    /// Starts from `node` read at stable version `v` (the root, read once
+    /// for a whole batch).
+    #[inline(always)]
+    fn descend_from(
+        mut node: *const Header,
+        mut v: u64,
+        sk: &SKey<'_>,
+        levels: usize,
+    ) -> Result<(*const Header, u64), Restart> {
         for _ in 0..levels {
             // SAFETY: `node` was reached from the root while pinned.
             if unsafe { hdr(node) }.is_leaf() {

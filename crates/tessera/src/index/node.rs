@@ -449,9 +449,9 @@ impl<const N: usize> Slots<N> {
         // its first 32 slots only: five probes instead of eight, the slots
         // past `n` being vacant all the same.
         let base = if N > SMALL && n <= SMALL {
-            self.probe_prefixes(SMALL / 2, sk)
+            self.probe_prefixes::<false>(SMALL / 2, sk)
         } else {
-            self.probe_prefixes(N.next_power_of_two() / 2, sk)
+            self.probe_prefixes::<false>(N.next_power_of_two() / 2, sk)
         };
         // The probes leave `base` one short when every probed slot is below
         // sk (their positions reach N - 1 at most): one last comparison
@@ -470,18 +470,49 @@ impl<const N: usize> Slots<N> {
         self.settle_tie(i, n, sk)
     }
 
-    /// The unrolled binary search of [`Slots::lower_bound`] over the first
-    /// `2 * half` slots (`half` a power of two, a constant once inlined):
-    /// how many leading slots have a prefix below `sk`'s, or one fewer when
-    /// every probe was below (`lower_bound`'s last comparison settles it).
+    /// The number of slots in `0..n` whose key is at most `sk`: the child
+    /// an inner node routes `sk` to ([`Slots::lower_bound`]'s slot, plus
+    /// one on an exact hit).
+    ///
+    /// The same branch-free search on the prefixes, for the last slot whose
+    /// prefix is at most `sk`'s. When that slot's prefix is not `sk`'s very
+    /// prefix (nearly always), no slot shares it, every slot counted is
+    /// below `sk` and every other above it: done, without `lower_bound`'s
+    /// look at the slot after and its equality test. A shared prefix goes
+    /// to `lower_bound` (length classes, long keys).
     #[inline(always)]
-    fn probe_prefixes(&self, mut half: usize, sk: &SKey<'_>) -> usize {
+    pub fn upper_bound(&self, n: usize, sk: &SKey<'_>) -> usize {
+        let n = n.min(N);
+        let base = if N > SMALL && n <= SMALL {
+            self.probe_prefixes::<true>(SMALL / 2, sk)
+        } else {
+            self.probe_prefixes::<true>(N.next_power_of_two() / 2, sk)
+        };
+        let last = base < N && self.prefix[base.min(N - 1)].load(Relaxed) <= sk.prefix;
+        let i = (base + last as usize).min(n);
+        if i > 0 && self.prefix[i - 1].load(Relaxed) == sk.prefix {
+            let (j, eq) = self.lower_bound(n, sk);
+            return j + eq as usize;
+        }
+        i
+    }
+
+    /// The unrolled binary search of [`Slots::lower_bound`] (and, with
+    /// `AT_MOST`, of [`Slots::upper_bound`]) over the first `2 * half`
+    /// slots (`half` a power of two, a constant once inlined): how many
+    /// leading slots have a prefix below `sk`'s (at most `sk`'s), or one
+    /// fewer when every probe was (the callers' last comparison settles
+    /// it).
+    #[inline(always)]
+    fn probe_prefixes<const AT_MOST: bool>(&self, mut half: usize, sk: &SKey<'_>) -> usize {
         let mut base = 0usize;
         while half > 0 {
             let probe = base + half - 1;
             // Selected arithmetically: the outcome is unpredictable, a
             // branch would mispredict half of the time.
-            let less = probe < N && self.prefix[probe.min(N - 1)].load(Relaxed) < sk.prefix;
+            let p = self.prefix[probe.min(N - 1)].load(Relaxed);
+            let below = if AT_MOST { p <= sk.prefix } else { p < sk.prefix };
+            let less = probe < N && below;
             base += half * less as usize;
             half /= 2;
         }
@@ -685,8 +716,7 @@ impl Inner {
     /// Index of the child whose range holds `sk` (separators `<= sk`).
     #[inline]
     pub fn route(&self, n: usize, sk: &SKey<'_>) -> usize {
-        let (i, eq) = self.s.lower_bound(n, sk);
-        i + eq as usize
+        self.s.upper_bound(n, sk)
     }
 
     /// Child `pos`'s pointer (null while a writer is mid-change), with its

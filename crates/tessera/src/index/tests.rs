@@ -894,12 +894,14 @@ fn concurrent_smoke() {
     t.check_invariants(&g);
 }
 
-/// `Slots::lower_bound` against a plain search over the same sorted keys,
+/// `Slots::lower_bound` and `Slots::upper_bound` (the inner nodes'
+/// routing) against a plain search over the same sorted keys,
 /// for slot arrays of several sizes (a power of two and not, and wider
 /// than [`node::Slots::lower_bound`]'s short search), every fill from
 /// empty to full, and keys built to hit each of its paths: prefixes
 /// that differ, the same prefix with other lengths, and long keys that
-/// share their first 8 bytes.
+/// share their first 8 bytes, and prefixes of all-ones bytes, the vacant
+/// slots' very prefix.
 fn lower_bound_matches_memcmp_order<const N: usize>(keys: &[Vec<u8>], probes: &[Vec<u8>]) {
     let mut sorted: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
     sorted.sort();
@@ -911,13 +913,24 @@ fn lower_bound_matches_memcmp_order<const N: usize>(keys: &[Vec<u8>], probes: &[
         for (i, &k) in copies.iter().enumerate() {
             slots.set(i, k);
         }
-        for p in probes.iter().map(|p| &p[..]).chain(present.iter().copied()) {
+        let vacant: [&[u8]; 4] = [&[0xFF; 7], &[0xFF; 8], &[0xFF; 9], &[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0]];
+        for p in probes
+            .iter()
+            .map(|p| &p[..])
+            .chain(present.iter().copied())
+            .chain(vacant)
+        {
             let want = present.partition_point(|k| *k < p);
             let found = want < fill && present[want] == p;
             assert_eq!(
                 slots.lower_bound(fill, &SKey::new(p)),
                 (want, found),
                 "N {N}, fill {fill}, probe {p:?}, keys {present:?}"
+            );
+            assert_eq!(
+                slots.upper_bound(fill, &SKey::new(p)),
+                present.partition_point(|k| *k <= p),
+                "upper bound: N {N}, fill {fill}, probe {p:?}, keys {present:?}"
             );
         }
         for k in copies {
@@ -935,17 +948,23 @@ proptest! {
             (0u8..3, proptest::collection::vec(0u8..4, 0..12)), 0..40),
         probes in proptest::collection::vec(
             (0u8..3, proptest::collection::vec(0u8..4, 0..12)), 1..20),
+        all_ones in proptest::bool::ANY,
     ) {
         // A small alphabet and a shared first byte make equal prefixes,
-        // prefix relations and long ties common.
+        // prefix relations and long ties common; 0xFF makes the vacant
+        // slots' prefix.
+        let b = |x: u8| if x == 3 { 0xFF } else { x };
         let mk = |v: &[(u8, Vec<u8>)]| -> Vec<Vec<u8>> {
             v.iter().map(|(h, t)| {
-                let mut k = vec![*h];
-                k.extend_from_slice(t);
+                let mut k = vec![if *h == 2 { 0xFF } else { *h }];
+                k.extend(t.iter().map(|&x| b(x)));
                 k
             }).collect()
         };
-        let (keys, probes) = (mk(&keys), mk(&probes));
+        let (mut keys, probes) = (mk(&keys), mk(&probes));
+        if all_ones {
+            keys.extend([vec![0xFF; 8], vec![0xFF; 10]]);
+        }
         lower_bound_matches_memcmp_order::<3>(&keys, &probes);
         lower_bound_matches_memcmp_order::<8>(&keys, &probes);
         lower_bound_matches_memcmp_order::<32>(&keys, &probes);
