@@ -255,12 +255,13 @@ unsafe fn copy_words(src: *const AtomicU64, dst: *mut u8, n: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         let (s, len) = (src as *const u8, n * 8);
-        // SAFETY (all arms): `len` bytes lie in both ranges per the
-        // contract; see above for why the racing reads are sound here.
+        // SAFETY: in every arm, the bytes copied lie in the `len` bytes of
+        // both ranges (contract); see above for why the racing reads are
+        // sound here.
         unsafe {
             if n >= 8 {
                 sse_copy_blocks(s, dst, n / 8);
-                if n % 8 != 0 {
+                if !n.is_multiple_of(8) {
                     sse_copy_ends::<64>(s, dst, len);
                 }
             } else if n >= 4 {
