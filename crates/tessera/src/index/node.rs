@@ -44,6 +44,7 @@ const PREFIX_LEN: usize = 8;
 pub(super) const LONG: u8 = PREFIX_LEN as u8 + 1;
 
 /// A search key with its inline-comparable parts precomputed.
+#[derive(Clone, Copy)]
 pub(super) struct SKey<'k> {
     pub key: &'k [u8],
     pub prefix: u64,
@@ -467,7 +468,11 @@ impl<const N: usize> Slots<N> {
             // Same prefix and the same length of at most 8: the same key.
             return (i, true);
         }
-        self.settle_tie(i, n, sk)
+        // A copy for the out-of-line call, made here: the caller's key then
+        // never has its address taken on the fast path, so its parts can
+        // stay in registers instead of being stored for every search.
+        let tie = *sk;
+        self.settle_tie(i, n, &tie)
     }
 
     /// The number of slots in `0..n` whose key is at most `sk`: the child
