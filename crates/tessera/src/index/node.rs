@@ -416,20 +416,6 @@ impl<const N: usize> Slots<N> {
             .cmp(&sk.key[PREFIX_LEN..])
     }
 
-    /// Whether slot `i` sorts before `sk` by its inline parts alone
-    /// (`(prefix, length class)` order), computed without branches.
-    #[inline(always)]
-    fn inline_less(&self, i: usize, sk: &SKey<'_>) -> bool {
-        let p = self.prefix[i].load(Relaxed);
-        let lc = self.lc[i].load(Relaxed);
-        (p < sk.prefix) | ((p == sk.prefix) & (lc < sk.lc))
-    }
-
-    #[inline(always)]
-    fn inline_eq(&self, i: usize, sk: &SKey<'_>) -> bool {
-        (self.prefix[i].load(Relaxed) == sk.prefix) & (self.lc[i].load(Relaxed) == sk.lc)
-    }
-
     /// First slot in `0..n` whose key is `>= sk`, and whether it is equal.
     ///
     /// A branch-free binary search on the inline prefixes finds the first
@@ -525,30 +511,17 @@ impl<const N: usize> Slots<N> {
     }
 
     /// The rest of [`Slots::lower_bound`] when slot `i` (`< n`) is the first
-    /// with `sk`'s prefix: order by length class among the slots that share
-    /// the prefix, then by the full keys among those longer than 8 bytes.
+    /// with `sk`'s prefix: a binary search of slots `i..n` by the full order
+    /// ([`Slots::cmp`]: prefix, length class, then the bytes past the
+    /// prefix of keys longer than 8 bytes). Slots of another prefix or
+    /// length class are told apart without their keys; a run of long keys
+    /// that share the prefix (a leaf of the customer-name index can be one
+    /// run from end to end) costs a key comparison per probe, and no walk
+    /// to the run's end first.
     #[cold]
     #[inline(never)]
-    fn settle_tie(&self, mut i: usize, n: usize, sk: &SKey<'_>) -> (usize, bool) {
-        // Slots with sk's prefix are ordered by length class: skip the
-        // shorter ones (at most eight distinct lengths below 9 share a
-        // prefix).
-        while i < n && self.inline_less(i, sk) {
-            i += 1;
-        }
-        if i == n || !self.inline_eq(i, sk) {
-            return (i, false);
-        }
-        if sk.lc < LONG {
-            return (i, true);
-        }
-        // Slots i.. share sk's prefix and are longer than 8 bytes too: find
-        // the end of that run, then search it by the full keys.
-        let mut end = i + 1;
-        while end < n && self.inline_eq(end, sk) {
-            end += 1;
-        }
-        let (mut lo, mut hi) = (i, end);
+    fn settle_tie(&self, i: usize, n: usize, sk: &SKey<'_>) -> (usize, bool) {
+        let (mut lo, mut hi) = (i, n);
         while lo < hi {
             let mid = (lo + hi) / 2;
             match self.cmp(mid, sk) {
