@@ -512,8 +512,12 @@ impl Version {
             let x = if let (0, Some(whole)) = (off, rest.first_chunk::<8>()) {
                 u64::from_ne_bytes(*whole)
             } else {
-                // A partial word: merge byte by byte (at most 7; a loop
-                // rather than a variable-length copy, which is a call).
+                // A partial word: merge byte by byte (at most 7). The
+                // compiler makes this loop a call of `memcpy` (about 12
+                // instructions a partial word in TPC-C's commits, with
+                // the call). Gathering the bytes four, two and one at a
+                // time and merging them under a mask, without the call,
+                // took more instructions, and kept `write_at` out of line.
                 let mut b = cell.load(Ordering::Relaxed).to_ne_bytes();
                 for (d, &s) in b[off..off + n].iter_mut().zip(rest) {
                     *d = s;
@@ -1085,6 +1089,31 @@ mod tests {
             for (i, w) in src[..n].iter().enumerate() {
                 let got = u64::from_ne_bytes(dst[8 + i * 8..16 + i * 8].try_into().unwrap());
                 assert_eq!(got, w.load(Ordering::Relaxed), "n {n}: word {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn write_at_patches_exactly_its_bytes() {
+        // Every (at, length) inside values of lengths around word
+        // boundaries, against the same patch applied to a plain copy.
+        for len in [1usize, 7, 8, 9, 15, 16, 17, 24, 31] {
+            let base: Vec<u8> = (0..len).map(|i| (i * 13 + 5) as u8).collect();
+            for at in 0..len {
+                for n in 0..=len - at {
+                    let patch: Vec<u8> = (0..n).map(|i| (200 + i * 7) as u8).collect();
+                    let v = new_version(&base, 1, ptr::null_mut());
+                    // SAFETY: a fresh version whose value holds the range.
+                    unsafe { Version::write_at(v, at, &patch) };
+                    let mut got = Vec::new();
+                    // SAFETY: as above; nothing else reaches it.
+                    unsafe { Version::read_into(v, &mut got) };
+                    let mut want = base.clone();
+                    want[at..at + n].copy_from_slice(&patch);
+                    assert_eq!(got, want, "len {len}, at {at}, n {n}");
+                    // SAFETY: made by new_version above, unreachable.
+                    unsafe { free_version(v as *mut u8) };
+                }
             }
         }
     }
