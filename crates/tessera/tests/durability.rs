@@ -224,9 +224,18 @@ fn torn_tail_is_cut_with_a_warning() {
     let last = segments(dir.path()).pop().unwrap();
     let len = std::fs::metadata(&last).unwrap().len();
     let mut bytes = std::fs::read(&last).unwrap();
-    // The segment starts with a 40-byte epoch mark; the next block holds
-    // transactions: append its first 70 bytes again, as if cut mid-write.
-    let block = bytes[40..110].to_vec();
+    // Append the first 70 bytes of the segment's first block of
+    // transactions again, as if cut mid-write. The segment starts with
+    // 40-byte epoch marks (one, or more when an epoch passed with nothing
+    // to log: CI once found a second one at 40, and the bytes copied from
+    // there held a whole block, out of sequence). Headers are 40 bytes:
+    // the kind at 6 (1: transactions), the payload's length at 12.
+    let mut at = 0;
+    while bytes[at + 6] != 1 {
+        let payload = u32::from_le_bytes(bytes[at + 12..at + 16].try_into().unwrap());
+        at += 40 + payload as usize;
+    }
+    let block = bytes[at..at + 70].to_vec();
     bytes.extend_from_slice(&block);
     std::fs::write(&last, &bytes).unwrap();
     let db = Database::open(opts(dir.path(), Protocol::Silo)).unwrap_or_else(|e| panic!("{e}"));
