@@ -190,7 +190,7 @@ impl Version {
     pub unsafe fn rewrite_fill(v: *const Version, fill: Fill<'_>) {
         // SAFETY: caller contract.
         unsafe {
-            write_fill(v, fill);
+            write_fill(v, fill, false);
             let state = match fill {
                 Fill::Value(val) => mv_state_of(val),
                 Fill::Patched { .. } => MvState::Value,
@@ -205,11 +205,15 @@ impl Version {
 /// over them (copied word by word, no buffer; nothing is copied when the
 /// base is `v` itself). Nothing past the length is written or cleared.
 ///
+/// `unpublished`: no reader can reach `v` yet (a new version), so its
+/// words need no atomic stores.
+///
 /// # Safety
 /// `v` is live, written by the caller alone, with room for the value; a
-/// `Patched` fill's base is live and stable, the patch inside its length.
+/// `Patched` fill's base is live and stable, the patch inside its length;
+/// if `unpublished`, nothing else can reach `v`.
 #[inline(always)]
-unsafe fn write_fill(v: *const Version, fill: Fill<'_>) {
+unsafe fn write_fill(v: *const Version, fill: Fill<'_>, unpublished: bool) {
     // SAFETY: caller contract.
     unsafe {
         match fill {
@@ -218,8 +222,19 @@ unsafe fn write_fill(v: *const Version, fill: Fill<'_>) {
                 if !ptr::eq(base, v) {
                     let len = (*base).value_len();
                     debug_assert!((*v).fits(len) && at + bytes.len() <= len);
-                    super::copy_words(Version::words(base), Version::words(v) as *mut u8, words_for(len));
+                    let dst = Version::words(v) as *mut u8;
+                    super::copy_words(Version::words(base), dst, words_for(len));
                     (*v).len.store(len as u32, Ordering::Relaxed);
+                    if unpublished {
+                        // Nobody can read the words yet: the patch is a
+                        // plain copy over its bytes, not `write_at`'s
+                        // read-merge-write of the partial words, whose
+                        // loads wait for the copy's stores just made (si's
+                        // TPC-C: 691 fewer instructions a transaction, 2%
+                        // more throughput at 2 threads).
+                        ptr::copy_nonoverlapping(bytes.as_ptr(), dst.add(at), bytes.len());
+                        return;
+                    }
                 }
                 Version::write_at(v, at, bytes);
             }
@@ -264,8 +279,9 @@ impl Fill<'_> {
 /// Initialise a version header (and metadata) at `v`.
 ///
 /// # Safety
-/// `v` must be valid for writes of the version's whole layout, and a
-/// `Patched` base live and committed.
+/// `v` must be valid for writes of the version's whole layout and
+/// unpublished (nothing else reaches it), and a `Patched` base live and
+/// committed.
 unsafe fn init_mv(
     v: *mut Version,
     cap: usize,
@@ -301,7 +317,7 @@ unsafe fn init_mv(
         // reads a version past its length.
         // A patch's base is committed, so its words are stable, and ours
         // are unpublished.
-        write_fill(v, fill);
+        write_fill(v, fill, true);
         if meta != 0 {
             let m = (v as *mut u8).add(VHDR) as *mut VersionMeta;
             ptr::write(m, VersionMeta(meta_init.map(AtomicU64::new)));
@@ -745,6 +761,47 @@ impl MvRecord {
 mod tests {
     use super::*;
     use crate::epoch::Epochs;
+
+    /// A new version made from a committed base with a patch over it (the
+    /// unpublished path: the base's words copied, the patch's bytes plain
+    /// over them) holds the base with exactly the patch's bytes changed:
+    /// every (at, length) in values of lengths around word and block
+    /// boundaries, with and without SSN's metadata before the words.
+    #[test]
+    fn a_patched_new_version_holds_the_base_with_exactly_the_patch() {
+        for meta in [None, Some([0, 99, 0])] {
+            for len in [1usize, 7, 8, 9, 15, 16, 17, 63, 64, 65, 71] {
+                let base_val: Vec<u8> = (0..len).map(|i| (i * 13 + 5) as u8).collect();
+                let base = new_mv_version(Some(&base_val), 3, ptr::null_mut(), meta);
+                for at in 0..len {
+                    for n in [0, 1, 2, 7, 8, 9, 16, 17, len - at] {
+                        if at + n > len {
+                            continue;
+                        }
+                        let patch: Vec<u8> = (0..n).map(|i| (200 + i * 7) as u8).collect();
+                        let fill = Fill::Patched {
+                            base,
+                            at,
+                            bytes: &patch,
+                        };
+                        // SAFETY: the base is live and committed for the
+                        // test's length; the patch lies inside it.
+                        let v = unsafe { new_mv_version_fill(fill, 4, base, meta) };
+                        let mut got = Vec::new();
+                        // SAFETY: this test's versions, one thread.
+                        unsafe { Version::read_into(v, &mut got) };
+                        let mut want = base_val.clone();
+                        want[at..at + n].copy_from_slice(&patch);
+                        assert_eq!(got, want, "meta {meta:?}, len {len}, at {at}, n {n}");
+                        // SAFETY: made above, unreachable.
+                        unsafe { free_mv_version(v as *mut u8) };
+                    }
+                }
+                // SAFETY: made above, unreachable now.
+                unsafe { free_mv_version(base as *mut u8) };
+            }
+        }
+    }
 
     #[test]
     fn bottom_chain_meta_holds_and_pruning() {
