@@ -191,6 +191,41 @@ unsafe fn sse_copy_16(src: *const u8, dst: *mut u8) {
     }
 }
 
+/// The bytes `val[from..]` (1 to 7 of them) as the word that holds them
+/// zero-padded (`u64::from_ne_bytes` of them followed by zeros), made from
+/// overlapping loads of `val`. Copying them into a zeroed 8-byte buffer
+/// instead is a call of `memcpy`, then a load that waits for its byte
+/// stores to leave the store buffer.
+#[inline(always)]
+fn tail_word(val: &[u8], from: usize) -> u64 {
+    let n = val.len() - from;
+    debug_assert!((1..8).contains(&n));
+    if cfg!(target_endian = "little") {
+        if val.len() >= 8 {
+            // The value's last 8 bytes: the tail is their top `n`.
+            let w = u64::from_le_bytes(val[val.len() - 8..].try_into().expect("8 bytes"));
+            return w >> (8 * (8 - n));
+        }
+        // A value shorter than a word: two overlapping loads, or-ed (the
+        // bytes they share are the same bytes).
+        let t = &val[from..];
+        if n >= 4 {
+            let lo = u64::from(u32::from_le_bytes(t[..4].try_into().expect("4 bytes")));
+            let hi = u64::from(u32::from_le_bytes(t[n - 4..].try_into().expect("4 bytes")));
+            return lo | hi << (8 * (n - 4));
+        }
+        if n >= 2 {
+            let lo = u64::from(u16::from_le_bytes(t[..2].try_into().expect("2 bytes")));
+            let hi = u64::from(u16::from_le_bytes(t[n - 2..].try_into().expect("2 bytes")));
+            return lo | hi << (8 * (n - 2));
+        }
+        return u64::from(t[0]);
+    }
+    let mut b = [0u8; 8];
+    b[..n].copy_from_slice(&val[from..]);
+    u64::from_ne_bytes(b)
+}
+
 /// Copy `n` words of a value that a writer holding the record's lock may be
 /// changing meanwhile (the optimistic read of Silo section 4.5, whose caller
 /// re-checks the TID word and discards a torn copy) to `dst`.
@@ -480,12 +515,9 @@ impl Version {
             unsafe { (*w.add(i)).store(x, Ordering::Relaxed) };
             i += 1;
         }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut b = [0u8; 8];
-            b[..rest.len()].copy_from_slice(rest);
+        if val.len() > i * 8 {
             // SAFETY: as above, the partial word is within capacity.
-            unsafe { (*w.add(i)).store(u64::from_ne_bytes(b), Ordering::Relaxed) };
+            unsafe { (*w.add(i)).store(tail_word(val, i * 8), Ordering::Relaxed) };
         }
         this.len.store(val.len() as u32, Ordering::Relaxed);
     }
@@ -1089,6 +1121,18 @@ mod tests {
             for (i, w) in src[..n].iter().enumerate() {
                 let got = u64::from_ne_bytes(dst[8 + i * 8..16 + i * 8].try_into().unwrap());
                 assert_eq!(got, w.load(Ordering::Relaxed), "n {n}: word {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn tail_word_is_the_zero_padded_tail() {
+        for len in 1usize..=24 {
+            let val: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            for from in (0..len).filter(|f| len - f < 8) {
+                let mut b = [0u8; 8];
+                b[..len - from].copy_from_slice(&val[from..]);
+                assert_eq!(tail_word(&val, from), u64::from_ne_bytes(b), "len {len}, from {from}");
             }
         }
     }
