@@ -543,13 +543,27 @@ impl Version {
             let cell = unsafe { &*w.add(word) };
             let x = if let (0, Some(whole)) = (off, rest.first_chunk::<8>()) {
                 u64::from_ne_bytes(*whole)
+            } else if cfg!(target_endian = "little") {
+                // A partial word (at most 7 bytes): the new bytes from
+                // overlapping loads of the patch, merged under a mask. An
+                // 8-byte load where the patch has 8 bytes from here on, or
+                // its last 8 bytes hold these (the patch's end); the 4/2/1
+                // gathering only in a patch shorter than a word. (A byte
+                // loop here is a `memcpy` call into a buffer and a load
+                // that waits for its stores; gathering four, two and one
+                // bytes always took more instructions than that.)
+                let new = if let Some(w) = rest.first_chunk::<8>() {
+                    // Here `off > 0` and `n == 8 - off`: the shift below
+                    // drops the bytes past the word's end.
+                    u64::from_le_bytes(*w)
+                } else if n == rest.len() {
+                    tail_word(bytes, bytes.len() - n)
+                } else {
+                    tail_word(&rest[..n], 0)
+                };
+                let mask = (u64::MAX >> (64 - 8 * n)) << (8 * off);
+                (cell.load(Ordering::Relaxed) & !mask) | new << (8 * off)
             } else {
-                // A partial word: merge byte by byte (at most 7). The
-                // compiler makes this loop a call of `memcpy`. Gathering
-                // the bytes four, two and one at a time and merging them
-                // under a mask, without the call, took more instructions
-                // (TPC-C silo 36,987 -> 37,042) and kept `write_at` out of
-                // line.
                 let mut b = cell.load(Ordering::Relaxed).to_ne_bytes();
                 for (d, &s) in b[off..off + n].iter_mut().zip(rest) {
                     *d = s;
