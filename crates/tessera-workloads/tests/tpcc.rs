@@ -487,3 +487,70 @@ fn a_missing_order_line_fails_the_conditions_that_count_lines() {
     );
     assert_eq!(rep.get("3.3.2.4").unwrap().violations, 1);
 }
+
+/// Payment reads a customer without C_DATA and reads C_DATA only for a
+/// bad-credit customer, whose C_DATA it rewrites (clause 2.5.2.2: the
+/// payment's ids and amount in front, 500 characters kept). Checked under
+/// one single-version and one multi-version protocol (their column reads
+/// differ): a bad-credit customer's row afterwards is the row before with
+/// the payment's columns and C_DATA changed as the clause says, and a
+/// good-credit customer's C_DATA is untouched.
+#[test]
+fn payment_rewrites_c_data_of_bad_credit_customers_only() {
+    for p in [Protocol::Silo, Protocol::Si] {
+        let (wl, db) = loaded_one_warehouse(p);
+        let t: Tables = wl.tables().unwrap();
+        let mut w = db.worker().unwrap();
+        let mut s = Scratch::default();
+        let customer = |w: &mut tessera::Worker, c: u32| {
+            w.run(|tx| {
+                let v = tx.get(t.customer, &schema::customer_key(1, 4, c))?.unwrap();
+                Ok(Customer::decode(v).unwrap())
+            })
+            .unwrap()
+        };
+        let (mut bad, mut good) = (None, None);
+        for c in 1..=3000 {
+            let row = customer(&mut w, c);
+            match row.c_credit.as_bytes() {
+                b"BC" if bad.is_none() => bad = Some(c),
+                b"GC" if good.is_none() => good = Some(c),
+                _ => {}
+            }
+            if bad.is_some() && good.is_some() {
+                break;
+            }
+        }
+        for (c, is_bad) in [(bad.unwrap(), true), (good.unwrap(), false)] {
+            let before = customer(&mut w, c);
+            // The loader writes 300 to 500 characters of C_DATA.
+            assert!(before.c_data.as_bytes().len() >= 300);
+            let inp = txns::PaymentInput {
+                w_id: 1,
+                d_id: 2,
+                c_w_id: 1,
+                c_d_id: 4,
+                customer: CustomerSel::Id(c),
+                h_amount: 12_345,
+                h_date: 7,
+                h_key: schema::history_key(900, c as u64),
+            };
+            let out = w
+                .run(|tx| txns::payment(tx, &t, &inp, &Recon::default(), &mut s))
+                .unwrap();
+            assert_eq!(out.c_balance, before.c_balance - 12_345);
+            let after = customer(&mut w, c);
+            let mut want = before.clone();
+            want.c_balance -= 12_345;
+            want.c_ytd_payment += 12_345;
+            want.c_payment_cnt += 1;
+            if is_bad {
+                let mut data = format!("{c} 4 1 2 1 123.45 ").into_bytes();
+                data.extend_from_slice(before.c_data.as_bytes());
+                data.truncate(500);
+                want.c_data = Text::new(&data);
+            }
+            assert_eq!(after, want, "{p:?}, customer {c}, bad credit {is_bad}");
+        }
+    }
+}
