@@ -435,11 +435,7 @@ impl<const N: usize> Slots<N> {
         // small tree's root, nearly every TPC-C table's) is searched over
         // its first 32 slots only: five probes instead of eight, the slots
         // past `n` being vacant all the same.
-        let base = if N > SMALL && n <= SMALL {
-            self.probe_prefixes::<false>(SMALL / 2, sk)
-        } else {
-            self.probe_prefixes::<false>(N.next_power_of_two() / 2, sk)
-        };
+        let base = self.probe_all::<false>(n, sk);
         // The probes leave `base` one short when every probed slot is below
         // sk (their positions reach N - 1 at most): one last comparison
         // settles it. A key with prefix VACANT ranks among vacant slots:
@@ -474,11 +470,7 @@ impl<const N: usize> Slots<N> {
     #[inline(always)]
     pub fn upper_bound(&self, n: usize, sk: &SKey<'_>) -> usize {
         let n = n.min(N);
-        let base = if N > SMALL && n <= SMALL {
-            self.probe_prefixes::<true>(SMALL / 2, sk)
-        } else {
-            self.probe_prefixes::<true>(N.next_power_of_two() / 2, sk)
-        };
+        let base = self.probe_all::<true>(n, sk);
         let last = base < N && self.prefix[base.min(N - 1)].load(Relaxed) <= sk.prefix;
         let i = (base + last as usize).min(n);
         if i > 0 && self.prefix[i - 1].load(Relaxed) == sk.prefix {
@@ -486,6 +478,18 @@ impl<const N: usize> Slots<N> {
             return j + eq as usize;
         }
         i
+    }
+
+    /// [`Slots::probe_prefixes`] over every slot that can be occupied: the
+    /// first [`SMALL`] of a wide node holding at most that many, else all
+    /// `N`.
+    #[inline(always)]
+    fn probe_all<const AT_MOST: bool>(&self, n: usize, sk: &SKey<'_>) -> usize {
+        if N > SMALL && n <= SMALL {
+            self.probe_prefixes::<AT_MOST>(SMALL / 2, sk)
+        } else {
+            self.probe_prefixes::<AT_MOST>(N.next_power_of_two() / 2, sk)
+        }
     }
 
     /// The unrolled binary search of [`Slots::lower_bound`] (and, with
