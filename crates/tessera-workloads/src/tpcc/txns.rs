@@ -219,6 +219,25 @@ pub(super) fn must_get<R: Row, T: Transaction>(
     }
 }
 
+/// Bytes `at` of a row that must exist and hold them all (a column read);
+/// `column` names the last column asked for, in the error for a shorter
+/// row.
+fn must_get_slice<'t, T: Transaction>(
+    tx: &'t mut T,
+    t: tessera::TableId,
+    key: &[u8],
+    at: std::ops::Range<usize>,
+    column: &str,
+    what: &str,
+) -> TxResult<&'t [u8]> {
+    let len = at.end - at.start;
+    match tx.get_slice(t, key, at)? {
+        Some(v) if v.len() == len => Ok(v),
+        Some(_) => Err(short_row(what, column)),
+        None => Err(vanished()),
+    }
+}
+
 /// Write bytes `at..` of a row that was just read; it must still exist.
 fn must_update_slice<T: Transaction>(
     tx: &mut T,
@@ -311,11 +330,10 @@ fn select_customer<T: Transaction>(
     // lines, and only a Payment to a bad-credit customer reads them
     // (`payment_customer`, through a column read of its own).
     let mut row = [0u8; Customer::LEN];
-    match tx.get_slice(t.customer, &key, 0..Customer::DATA.start)? {
-        Some(v) if v.len() == Customer::DATA.start => row[..v.len()].copy_from_slice(v),
-        Some(_) => return Err(short_row("customer", "C_DATA")),
-        None => return Err(vanished()),
-    }
+    let head = 0..Customer::DATA.start;
+    row[head.clone()].copy_from_slice(must_get_slice(
+        tx, t.customer, &key, head, "C_DATA", "customer",
+    )?);
     // The zeroed C_DATA decodes as empty text.
     let c = decode(&row, "customer")?;
     Ok((c_id, c))
@@ -972,13 +990,14 @@ pub(super) fn payment_customer<T: Transaction>(
     let bad_credit = c.c_credit.as_bytes() == b"BC";
     if bad_credit {
         // `select_customer` left C_DATA out; this Payment rewrites it.
-        match tx.get_slice(t.customer, &ckey, Customer::DATA)? {
-            Some(v) if v.len() == Customer::DATA.end - Customer::DATA.start => {
-                c.c_data = Text::get(v);
-            }
-            Some(_) => return Err(short_row("customer", "C_DATA")),
-            None => return Err(vanished()),
-        }
+        c.c_data = Text::get(must_get_slice(
+            tx,
+            t.customer,
+            &ckey,
+            Customer::DATA,
+            "C_DATA",
+            "customer",
+        )?);
     }
     let mut pay = [0u8; 20];
     pay[..8].copy_from_slice(&c.c_balance.to_le_bytes());
@@ -1208,11 +1227,14 @@ pub fn delivery<T: Transaction>(
         let ckey = customer_key(w, d, order.o_c_id);
         let (at, end) = (Customer::BALANCE.start, Customer::DELIVERY_CNT.end);
         let mut cols = [0u8; Customer::DELIVERY_CNT.end - Customer::BALANCE.start];
-        match tx.get_slice(t.customer, &ckey, at..end)? {
-            Some(v) if v.len() == cols.len() => cols.copy_from_slice(v),
-            Some(_) => return Err(short_row("customer", "C_DELIVERY_CNT")),
-            None => return Err(vanished()),
-        }
+        cols.copy_from_slice(must_get_slice(
+            tx,
+            t.customer,
+            &ckey,
+            at..end,
+            "C_DELIVERY_CNT",
+            "customer",
+        )?);
         let balance = i64::from_le_bytes(cols[..8].try_into().expect("8 bytes")) + sum;
         let cnt = cols.len() - 4;
         let count = u32::from_le_bytes(cols[cnt..].try_into().expect("4 bytes")) + 1;
