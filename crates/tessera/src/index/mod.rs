@@ -382,6 +382,10 @@ pub struct InsertHint {
     version: u64,
     lo: (u64, u8),
     hi: (u64, u8),
+    /// The slot the last insert took in the leaf: an insert into the slot
+    /// just after it, into a full leaf, continues an ascending run (see
+    /// `split_leaf`).
+    pos: usize,
 }
 
 impl Default for InsertHint {
@@ -392,6 +396,7 @@ impl Default for InsertHint {
             version: 0,
             lo: (0, 0),
             hi: (0, 0),
+            pos: 0,
         }
     }
 }
@@ -821,14 +826,16 @@ impl BTree {
     ) -> Insert {
         debug_assert!(value != 0, "index values must be non-zero");
         let sk = SKey::new(key);
-        if let Some(r) = self.try_hinted(&sk, value, hint) {
-            return r;
-        }
+        let run = match self.try_hinted(&sk, value, hint) {
+            Ok(r) => return r,
+            Err(run) => run,
+        };
         let mut kbuf: Option<OwnedKey> = None;
         let mut tries = 0;
         loop {
             let mut fences = (NO_LO, NO_HI);
-            match self.try_insert_fenced(&sk, value, &mut kbuf, g, &mut fences) {
+            let mut pos = 0;
+            match self.try_insert_fenced(&sk, value, &mut kbuf, g, &mut fences, run, &mut pos) {
                 Ok(r) => {
                     if let Some(k) = kbuf {
                         // SAFETY: never published, we still own it.
@@ -849,6 +856,7 @@ impl BTree {
                                 version: after,
                                 lo: fences.0,
                                 hi: fences.1,
+                                pos,
                             };
                         }
                     }
@@ -860,15 +868,17 @@ impl BTree {
     }
 
     /// The insert of [`BTree::insert_hinted`] without a descent, if the
-    /// hint allows it; `None` sends the caller down from the root.
+    /// hint allows it; `Err(run)` sends the caller down from the root, `run`
+    /// saying that the key goes into the hinted leaf, full, right after the
+    /// last insert (an ascending run: split there, see `split_leaf`).
     #[inline]
-    fn try_hinted(&self, sk: &SKey<'_>, value: u64, hint: &mut InsertHint) -> Option<Insert> {
+    fn try_hinted(&self, sk: &SKey<'_>, value: u64, hint: &mut InsertHint) -> Result<Insert, bool> {
         if hint.leaf.is_null() || !ptr::eq(hint.tree, self) {
-            return None;
+            return Err(false);
         }
         let k = (sk.prefix, sk.lc);
         if k < hint.lo || k >= hint.hi {
-            return None;
+            return Err(false);
         }
         // SAFETY: the hint's contract: the thread has stayed pinned since
         // the leaf was reachable, so it is not freed (at worst unlinked,
@@ -877,29 +887,34 @@ impl BTree {
         let v = hint.version;
         if leaf.h.version.load(Acquire) != v {
             hint.leaf = ptr::null();
-            return None;
+            return Err(false);
         }
         let n = leaf.h.count(LEAF_MAX);
         let (i, eq) = leaf.s.lower_bound(n, sk);
         if eq {
             let val = leaf.val[i].load(Relaxed);
-            return leaf.h.validate(v).is_ok().then_some(Insert::Exists(val));
+            return match leaf.h.validate(v) {
+                Ok(()) => Ok(Insert::Exists(val)),
+                Err(Restart) => Err(false),
+            };
         }
         if n >= self.leaf_cap {
-            return None;
+            // Unchanged since our last insert (the version), so `i` is exact.
+            return Err(i == hint.pos + 1 && leaf.h.validate(v).is_ok());
         }
         let owned = OwnedKey::new(sk.key);
         if leaf.h.try_upgrade(v).is_err() {
             // SAFETY: never published.
             unsafe { owned.free() };
             hint.leaf = ptr::null();
-            return None;
+            return Err(false);
         }
         // The upgrade succeeded at `v`: `n` and `i` were read consistently.
         leaf.insert_at(i, n, owned, value);
         leaf.h.unlock();
         hint.version = v + STEP;
-        Some(Insert::Inserted {
+        hint.pos = i;
+        Ok(Insert::Inserted {
             leaf: LeafRef(leaf),
             before: v,
             after: v + STEP,
@@ -915,11 +930,14 @@ impl BTree {
         g: &Guard<'_>,
     ) -> Result<Insert, Restart> {
         let mut fences = (NO_LO, NO_HI);
-        self.try_insert_fenced(sk, value, kbuf, g, &mut fences)
+        self.try_insert_fenced(sk, value, kbuf, g, &mut fences, false, &mut 0)
     }
 
     /// [`BTree::try_insert`], reporting the inserted-into leaf's key range
-    /// as the descent saw it.
+    /// as the descent saw it and the slot the key took (`pos`; meaningful
+    /// without a split). `run`: the key continues an ascending run of
+    /// inserts (see `split_leaf`).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn try_insert_fenced(
         &self,
@@ -928,6 +946,8 @@ impl BTree {
         kbuf: &mut Option<OwnedKey>,
         g: &Guard<'_>,
         fences: &mut ((u64, u8), (u64, u8)),
+        run: bool,
+        pos: &mut usize,
     ) -> Result<Insert, Restart> {
         let (mut node, mut v) = self.root_begin()?;
         let mut parent: Option<(&Inner, u64, usize)> = None;
@@ -983,6 +1003,7 @@ impl BTree {
             *kbuf = None;
             leaf.insert_at(i, n, k, value);
             leaf.h.unlock();
+            *pos = i;
             return Ok(Insert::Inserted {
                 leaf: LeafRef(leaf),
                 before: v,
@@ -1002,7 +1023,7 @@ impl BTree {
                 let pn = p.h.count(INNER_MAX);
                 debug_assert!(pn < self.inner_cap, "eager split left no room");
                 *kbuf = None;
-                let (sep, right, holder) = self.split_leaf(leaf, v, n, i, k, value);
+                let (sep, right, holder) = self.split_leaf(leaf, v, n, i, k, value, run);
                 p.insert_child(pos, pn, sep, right as *mut Header);
                 leaf.h.unlock();
                 p.h.unlock();
@@ -1015,7 +1036,7 @@ impl BTree {
                     return Err(Restart);
                 }
                 *kbuf = None;
-                let (sep, right, holder) = self.split_leaf(leaf, v, n, i, k, value);
+                let (sep, right, holder) = self.split_leaf(leaf, v, n, i, k, value, run);
                 let root = Inner::alloc(1, STEP);
                 // SAFETY: freshly allocated, not yet shared.
                 let r = unsafe { &*root };
@@ -1038,7 +1059,9 @@ impl BTree {
     /// Split the locked, full leaf `leaf` (at version `v`, `n` entries) and
     /// insert `(k, value)` at position `i`. Returns the separator, the
     /// new right leaf (unpublished, version `v + STEP`, the same as `leaf`
-    /// gets on unlock) and the leaf that holds the new key.
+    /// gets on unlock) and the leaf that holds the new key. `run`: the key
+    /// continues an ascending run of inserts into this leaf.
+    #[allow(clippy::too_many_arguments)]
     fn split_leaf(
         &self,
         leaf: &Leaf,
@@ -1047,6 +1070,7 @@ impl BTree {
         i: usize,
         k: OwnedKey,
         value: u64,
+        run: bool,
     ) -> (OwnedKey, *mut Leaf, *const Leaf) {
         let right = Leaf::alloc(v + STEP);
         // SAFETY: freshly allocated, not yet shared.
@@ -1063,11 +1087,22 @@ impl BTree {
         // gets a leaf to itself: a transaction that aborts and takes its
         // insert back must not unlink the new leaf, or every retry would
         // split (and change the version of) the same full leaf again.
+        //
+        // A run that ascends in the middle of the leaf (TPC-C's order lines:
+        // a district's newest order, followed in the leaf by the next
+        // district's oldest) splits where it is: the keys after it go right,
+        // the run's key ends the left leaf. The run's next keys then append
+        // at the left leaf's end, shifting nothing, and fill it before it
+        // splits again (at its end, as above); a split in the middle would
+        // leave the run's keys shifting the others' at every insert, and
+        // leaves half full behind it.
         let edge = (n / 8).max(1);
         let (m, new_left) = if i == n {
             (n - edge, false)
         } else if i == 0 {
             (edge, true)
+        } else if run {
+            (i, true)
         } else {
             (n / 2, i < n / 2)
         };

@@ -1071,6 +1071,46 @@ proptest! {
     }
 }
 
+/// An ascending run of hinted inserts in the middle of full leaves (a
+/// TPC-C district's newest order lines, followed by the next district's
+/// oldest) splits where the run is: the run's keys then append at the end
+/// of their own leaf and fill it, instead of shifting the next district's
+/// keys at every insert and leaving half-full leaves behind.
+#[test]
+fn an_ascending_run_in_a_full_leaf_splits_at_the_run() {
+    let (_ep, local) = epoch();
+    let g = local.pin();
+    let t = BTree::new();
+    let key = |d: u8, o: u32| {
+        let mut k = vec![d];
+        k.extend_from_slice(&o.to_be_bytes());
+        k
+    };
+    // One full leaf: district 1's orders 0..16, then district 2's.
+    for o in 0..16 {
+        for d in [1, 2] {
+            assert!(matches!(t.insert(&key(d, o), 1, &g), Insert::Inserted { .. }));
+        }
+    }
+    assert_eq!(t.node_count_slow(&g), 1);
+    // District 1 grows by runs of ten, each run one transaction's hint.
+    let runs = 30;
+    for r in 0..runs {
+        let mut hint = InsertHint::default();
+        for o in 0..10 {
+            let k = key(1, 16 + r * 10 + o);
+            assert!(matches!(t.insert_hinted(&k, 1, &g, &mut hint), Insert::Inserted { .. }));
+        }
+    }
+    t.check_invariants(&g);
+    assert_eq!(t.len_slow(&g), 32 + runs as usize * 10);
+    // 332 keys. Split at the run, the leaves behind it are 7/8 full (28
+    // keys): 14 nodes with the root. Split in the middle, they hold about
+    // 16 keys: 21 nodes.
+    let nodes = t.node_count_slow(&g);
+    assert!(nodes <= 14, "{nodes} nodes for 332 keys");
+}
+
 /// Hinted inserts from two threads into interleaved key ranges, while a
 /// third thread removes keys (unlinking leaves and changing the ranges the
 /// hints remember): every key inserted and not removed is found, in order.
