@@ -114,8 +114,8 @@ use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize};
 use crate::epoch::Guard;
 
 use node::{
-    prefix_of, Header, Inner, KeyRef, Leaf, OwnedKey, Restart, SKey, LOCKED, LONG, OBSOLETE, STEP,
-    VACANT,
+    prefix_of, Header, Inner, KeyRef, Leaf, OwnedKey, Restart, SKey, LOCKED, LONG, NO_SLOT, OBSOLETE,
+    STEP, VACANT,
 };
 pub use node::{INNER_MAX, LEAF_MAX};
 
@@ -382,10 +382,6 @@ pub struct InsertHint {
     version: u64,
     lo: (u64, u8),
     hi: (u64, u8),
-    /// The slot the last insert took in the leaf: an insert into the slot
-    /// just after it, into a full leaf, continues an ascending run (see
-    /// `split_leaf`).
-    pos: usize,
 }
 
 impl Default for InsertHint {
@@ -396,7 +392,6 @@ impl Default for InsertHint {
             version: 0,
             lo: (0, 0),
             hi: (0, 0),
-            pos: 0,
         }
     }
 }
@@ -826,16 +821,14 @@ impl BTree {
     ) -> Insert {
         debug_assert!(value != 0, "index values must be non-zero");
         let sk = SKey::new(key);
-        let run = match self.try_hinted(&sk, value, hint) {
-            Ok(r) => return r,
-            Err(run) => run,
-        };
+        if let Some(r) = self.try_hinted(&sk, value, hint) {
+            return r;
+        }
         let mut kbuf: Option<OwnedKey> = None;
         let mut tries = 0;
         loop {
             let mut fences = (NO_LO, NO_HI);
-            let mut pos = 0;
-            match self.try_insert_fenced(&sk, value, &mut kbuf, g, &mut fences, run, &mut pos) {
+            match self.try_insert_fenced(&sk, value, &mut kbuf, g, &mut fences) {
                 Ok(r) => {
                     if let Some(k) = kbuf {
                         // SAFETY: never published, we still own it.
@@ -856,7 +849,6 @@ impl BTree {
                                 version: after,
                                 lo: fences.0,
                                 hi: fences.1,
-                                pos,
                             };
                         }
                     }
@@ -868,17 +860,15 @@ impl BTree {
     }
 
     /// The insert of [`BTree::insert_hinted`] without a descent, if the
-    /// hint allows it; `Err(run)` sends the caller down from the root, `run`
-    /// saying that the key goes into the hinted leaf, full, right after the
-    /// last insert (an ascending run: split there, see `split_leaf`).
+    /// hint allows it; `None` sends the caller down from the root.
     #[inline]
-    fn try_hinted(&self, sk: &SKey<'_>, value: u64, hint: &mut InsertHint) -> Result<Insert, bool> {
+    fn try_hinted(&self, sk: &SKey<'_>, value: u64, hint: &mut InsertHint) -> Option<Insert> {
         if hint.leaf.is_null() || !ptr::eq(hint.tree, self) {
-            return Err(false);
+            return None;
         }
         let k = (sk.prefix, sk.lc);
         if k < hint.lo || k >= hint.hi {
-            return Err(false);
+            return None;
         }
         // SAFETY: the hint's contract: the thread has stayed pinned since
         // the leaf was reachable, so it is not freed (at worst unlinked,
@@ -887,34 +877,29 @@ impl BTree {
         let v = hint.version;
         if leaf.h.version.load(Acquire) != v {
             hint.leaf = ptr::null();
-            return Err(false);
+            return None;
         }
         let n = leaf.h.count(LEAF_MAX);
         let (i, eq) = leaf.s.lower_bound(n, sk);
         if eq {
             let val = leaf.val[i].load(Relaxed);
-            return match leaf.h.validate(v) {
-                Ok(()) => Ok(Insert::Exists(val)),
-                Err(Restart) => Err(false),
-            };
+            return leaf.h.validate(v).is_ok().then_some(Insert::Exists(val));
         }
         if n >= self.leaf_cap {
-            // Unchanged since our last insert (the version), so `i` is exact.
-            return Err(i == hint.pos + 1 && leaf.h.validate(v).is_ok());
+            return None;
         }
         let owned = OwnedKey::new(sk.key);
         if leaf.h.try_upgrade(v).is_err() {
             // SAFETY: never published.
             unsafe { owned.free() };
             hint.leaf = ptr::null();
-            return Err(false);
+            return None;
         }
         // The upgrade succeeded at `v`: `n` and `i` were read consistently.
         leaf.insert_at(i, n, owned, value);
         leaf.h.unlock();
         hint.version = v + STEP;
-        hint.pos = i;
-        Ok(Insert::Inserted {
+        Some(Insert::Inserted {
             leaf: LeafRef(leaf),
             before: v,
             after: v + STEP,
@@ -930,14 +915,11 @@ impl BTree {
         g: &Guard<'_>,
     ) -> Result<Insert, Restart> {
         let mut fences = (NO_LO, NO_HI);
-        self.try_insert_fenced(sk, value, kbuf, g, &mut fences, false, &mut 0)
+        self.try_insert_fenced(sk, value, kbuf, g, &mut fences)
     }
 
     /// [`BTree::try_insert`], reporting the inserted-into leaf's key range
-    /// as the descent saw it and the slot the key took (`pos`; meaningful
-    /// without a split). `run`: the key continues an ascending run of
-    /// inserts (see `split_leaf`).
-    #[allow(clippy::too_many_arguments)]
+    /// as the descent saw it.
     #[inline(always)]
     fn try_insert_fenced(
         &self,
@@ -946,8 +928,6 @@ impl BTree {
         kbuf: &mut Option<OwnedKey>,
         g: &Guard<'_>,
         fences: &mut ((u64, u8), (u64, u8)),
-        run: bool,
-        pos: &mut usize,
     ) -> Result<Insert, Restart> {
         let (mut node, mut v) = self.root_begin()?;
         let mut parent: Option<(&Inner, u64, usize)> = None;
@@ -1003,7 +983,6 @@ impl BTree {
             *kbuf = None;
             leaf.insert_at(i, n, k, value);
             leaf.h.unlock();
-            *pos = i;
             return Ok(Insert::Inserted {
                 leaf: LeafRef(leaf),
                 before: v,
@@ -1012,7 +991,11 @@ impl BTree {
             });
         }
 
-        // The leaf is full: split it, with the parent locked.
+        // The leaf is full: split it, with the parent locked. The key
+        // continues an ascending run if the leaf's latest insert took the
+        // slot just before (read before the lock; the upgrade below
+        // succeeds only if the leaf is unchanged since).
+        let run = leaf.h.last.load(Relaxed) as usize + 1 == i;
         let holder = match parent {
             Some((p, pv, pos)) => {
                 p.h.try_upgrade(pv)?;
@@ -1060,7 +1043,7 @@ impl BTree {
     /// insert `(k, value)` at position `i`. Returns the separator, the
     /// new right leaf (unpublished, version `v + STEP`, the same as `leaf`
     /// gets on unlock) and the leaf that holds the new key. `run`: the key
-    /// continues an ascending run of inserts into this leaf.
+    /// goes right after the leaf's latest insert (see [`Header::last`]).
     #[allow(clippy::too_many_arguments)]
     fn split_leaf(
         &self,
@@ -1114,6 +1097,8 @@ impl BTree {
         }
         leaf.h.set_count(m);
         r.h.set_count(n - m);
+        // Slots moved: only the new key's (below) is known to be the latest.
+        leaf.h.last.store(NO_SLOT, Relaxed);
         let holder: *const Leaf = if new_left {
             leaf.insert_at(i, m, k, value);
             leaf

@@ -261,7 +261,15 @@ pub(super) struct Header {
     /// before it loads a child, whether the child is a leaf (worth fetching
     /// whole) or an inner node.
     pub level: u8,
+    /// Leaf: the slot its latest insert took ([`NO_SLOT`]: none known),
+    /// kept under the lock as later inserts and removals move it. An
+    /// insert into the slot right after it continues an ascending run,
+    /// and a full leaf splits there (`BTree::split_leaf`). Inner: unused.
+    pub last: AtomicU8,
 }
+
+/// [`Header::last`] when no insert's slot is known.
+pub(super) const NO_SLOT: u8 = u8::MAX;
 
 impl Header {
     fn new(level: u8, version: u64) -> Self {
@@ -269,6 +277,7 @@ impl Header {
             version: AtomicU64::new(version),
             count: AtomicU16::new(0),
             level,
+            last: AtomicU8::new(NO_SLOT),
         }
     }
 
@@ -654,6 +663,7 @@ impl Leaf {
         self.s.set(i, k);
         self.val[i].store(value, Relaxed);
         self.h.set_count(n + 1);
+        self.h.last.store(i as u8, Relaxed);
     }
 
     /// Remove slot `i` of a leaf holding `n` entries (lock held) and return
@@ -668,6 +678,12 @@ impl Leaf {
         self.s.clear(n - 1);
         self.val[n - 1].store(0, Relaxed);
         self.h.set_count(n - 1);
+        // The latest insert's slot moves down with the keys after `i`.
+        let last = self.h.last.load(Relaxed);
+        if last != NO_SLOT && last as usize >= i {
+            let moved = if last as usize == i { NO_SLOT } else { last - 1 };
+            self.h.last.store(moved, Relaxed);
+        }
         kp
     }
 }

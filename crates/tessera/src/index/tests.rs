@@ -1071,44 +1071,84 @@ proptest! {
     }
 }
 
-/// An ascending run of hinted inserts in the middle of full leaves (a
-/// TPC-C district's newest order lines, followed by the next district's
-/// oldest) splits where the run is: the run's keys then append at the end
-/// of their own leaf and fill it, instead of shifting the next district's
-/// keys at every insert and leaving half-full leaves behind.
+/// An ascending run of inserts in the middle of full leaves (a TPC-C
+/// district's newest orders, followed by the next district's oldest)
+/// splits where the run is: the run's keys then append at the end of their
+/// own leaf and fill it, instead of shifting the next district's keys at
+/// every insert and leaving half-full leaves behind. The run is the leaf's
+/// own record of its latest insert, so single inserts of one transaction
+/// each (ORDER's rows) make one as much as a transaction's hinted run does
+/// (ORDER_LINE's).
 #[test]
 fn an_ascending_run_in_a_full_leaf_splits_at_the_run() {
+    for hinted in [false, true] {
+        let (_ep, local) = epoch();
+        let g = local.pin();
+        let t = BTree::new();
+        let key = |d: u8, o: u32| {
+            let mut k = vec![d];
+            k.extend_from_slice(&o.to_be_bytes());
+            k
+        };
+        // One full leaf: district 1's orders 0..16, then district 2's.
+        for o in 0..16 {
+            for d in [1, 2] {
+                assert!(matches!(t.insert(&key(d, o), 1, &g), Insert::Inserted { .. }));
+            }
+        }
+        assert_eq!(t.node_count_slow(&g), 1);
+        // District 1 grows by 300 keys: runs of ten, each one transaction's
+        // hint, or single inserts.
+        let runs = 30;
+        for r in 0..runs {
+            let mut hint = InsertHint::default();
+            for o in 0..10 {
+                let k = key(1, 16 + r * 10 + o);
+                let ins = if hinted {
+                    t.insert_hinted(&k, 1, &g, &mut hint)
+                } else {
+                    t.insert(&k, 1, &g)
+                };
+                assert!(matches!(ins, Insert::Inserted { .. }));
+            }
+        }
+        t.check_invariants(&g);
+        assert_eq!(t.len_slow(&g), 32 + runs as usize * 10);
+        // 332 keys. Split at the run, the leaves behind it are 7/8 full (28
+        // keys): 14 nodes with the root. Split in the middle, they hold
+        // about 16 keys: 21 nodes.
+        let nodes = t.node_count_slow(&g);
+        assert!(nodes <= 14, "{nodes} nodes for 332 keys (hinted: {hinted})");
+    }
+}
+
+/// A leaf's record of its latest insert's slot moves with the keys that
+/// removals shift, and is forgotten when that key goes.
+#[test]
+fn a_leafs_latest_insert_slot_follows_removals() {
     let (_ep, local) = epoch();
     let g = local.pin();
     let t = BTree::new();
-    let key = |d: u8, o: u32| {
-        let mut k = vec![d];
-        k.extend_from_slice(&o.to_be_bytes());
-        k
+    let last = |k: &[u8]| {
+        let (_, leaf, _) = t.get_with_leaf(k, &g);
+        // SAFETY: a leaf of this tree, reached while pinned.
+        unsafe { &*leaf.0 }.h.last.load(Relaxed)
     };
-    // One full leaf: district 1's orders 0..16, then district 2's.
-    for o in 0..16 {
-        for d in [1, 2] {
-            assert!(matches!(t.insert(&key(d, o), 1, &g), Insert::Inserted { .. }));
-        }
+    for k in [10u8, 20, 30, 40] {
+        assert!(matches!(t.insert(&[k], 1, &g), Insert::Inserted { .. }));
     }
-    assert_eq!(t.node_count_slow(&g), 1);
-    // District 1 grows by runs of ten, each run one transaction's hint.
-    let runs = 30;
-    for r in 0..runs {
-        let mut hint = InsertHint::default();
-        for o in 0..10 {
-            let k = key(1, 16 + r * 10 + o);
-            assert!(matches!(t.insert_hinted(&k, 1, &g, &mut hint), Insert::Inserted { .. }));
-        }
-    }
-    t.check_invariants(&g);
-    assert_eq!(t.len_slow(&g), 32 + runs as usize * 10);
-    // 332 keys. Split at the run, the leaves behind it are 7/8 full (28
-    // keys): 14 nodes with the root. Split in the middle, they hold about
-    // 16 keys: 21 nodes.
-    let nodes = t.node_count_slow(&g);
-    assert!(nodes <= 14, "{nodes} nodes for 332 keys");
+    assert_eq!(last(&[10]), 3);
+    // Slots 10, 20, 25, 30, 40.
+    assert!(matches!(t.insert(&[25], 1, &g), Insert::Inserted { .. }));
+    assert_eq!(last(&[10]), 2);
+    // A removal after it leaves it, one before it moves it down.
+    assert!(t.remove(&[40], 1, &g));
+    assert_eq!(last(&[10]), 2);
+    assert!(t.remove(&[10], 1, &g));
+    assert_eq!(last(&[20]), 1);
+    // Its own removal forgets it.
+    assert!(t.remove(&[25], 1, &g));
+    assert_eq!(last(&[20]), NO_SLOT);
 }
 
 /// Hinted inserts from two threads into interleaved key ranges, while a
